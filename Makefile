@@ -1,0 +1,45 @@
+# Vigil — build, test, demo, bench. `make test` is what CI runs.
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+E2E_TIMEOUT ?= 40m
+
+.PHONY: all build deps test unit e2e fuzz bench demo clean vet
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/vigil ./cmd/vigil
+
+# deps installs what the tests, the demo and the benchmarks need, only when
+# something is missing.
+deps:
+	@scripts/install-deps.sh --check >/dev/null 2>&1 || scripts/install-deps.sh
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -short -count=1 ./...
+
+# Short fuzz runs of the parsers that face untrusted bytes.
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzScan -fuzztime=10s ./internal/sqlscan/
+	$(GO) test -run='^$$' -fuzz=FuzzReadPacket -fuzztime=10s ./internal/mysqlproto/
+	$(GO) test -run='^$$' -fuzz=FuzzHandshakeResponse -fuzztime=10s ./internal/mysqlproto/
+
+e2e: build
+	$(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./e2e/
+
+test: deps vet build unit fuzz e2e
+
+bench: deps build
+	bin/vigil bench $(BENCH_FLAGS)
+
+demo: deps build
+	scripts/demo.sh
+
+clean:
+	rm -rf bin test-artifacts

@@ -1,0 +1,57 @@
+// Command vigil is the Vigil daemon and its tools: run (the proxy and
+// failover manager), sandbox (local MariaDB topologies), ctl (the operator
+// CLI), bench and version.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Set by the linker: -X main.version=... -X main.commit=...
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+const usage = `vigil — a MySQL/MariaDB proxy that routes, watches and fails over
+
+Usage:
+  vigil run --config FILE          serve the clusters of FILE
+  vigil sandbox COMMAND ...        local MariaDB topologies (vigil sandbox help)
+  vigil version                    print version and commit
+
+Run "vigil COMMAND --help" for the flags of a command.
+`
+
+func main() {
+	os.Exit(realMain(os.Args[1:]))
+}
+
+func realMain(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "version", "--version", "-v":
+		fmt.Printf("vigil %s (commit %s)\n", version, commit)
+		return 0
+	case "run":
+		return cmdRun(ctx, rest)
+	case "sandbox":
+		return cmdSandbox(ctx, rest)
+	case "help", "--help", "-h":
+		fmt.Print(usage)
+		return 0
+	default:
+		fmt.Fprintf(os.Stderr, "vigil: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+}

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/config"
+	"github.com/vigil-db/vigil/internal/frontend"
+	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/router"
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+func cmdRun(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	cfgPath := fs.String("config", "", "config file (YAML)")
+	logFormat := fs.String("log-format", "", "text or json (overrides log.format)")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error (overrides log.level)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *cfgPath == "" {
+		fmt.Fprintln(os.Stderr, "vigil run: --config FILE is required")
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vigil run: %v\n", err)
+		return 1
+	}
+	if *logFormat != "" {
+		cfg.Log.Format = *logFormat
+	}
+	if *logLevel != "" {
+		cfg.Log.Level = *logLevel
+	}
+	log := newLogger(cfg.Log)
+	raiseOpenFiles(log)
+	d := &daemon{log: log}
+	if err := d.start(ctx, cfg); err != nil {
+		log.Error("vigil could not start", "err", err)
+		d.stop()
+		return 1
+	}
+	log.Info("vigil running", "version", version, "config", *cfgPath)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+			d.stop()
+			return 0
+		case <-hup:
+			d.reload(*cfgPath)
+		}
+	}
+}
+
+func newLogger(l config.Log) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(l.Level))
+	o := &slog.HandlerOptions{Level: lvl}
+	if l.Format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, o))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, o))
+}
+
+// daemon owns everything `vigil run` starts.
+type daemon struct {
+	log      *slog.Logger
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	clusters map[string]*clusterRuntime
+}
+
+type clusterRuntime struct {
+	cfg   config.Cluster
+	topo  *topology.Holder
+	pools []*backend.Pool
+	fe    *frontend.Server
+	ln    net.Listener
+}
+
+func (d *daemon) start(parent context.Context, cfg *config.Config) error {
+	ctx, cancel := context.WithCancel(parent)
+	d.cancel = cancel
+	d.clusters = map[string]*clusterRuntime{}
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	users := buildUsers(cfg)
+	for _, cc := range cfg.Clusters {
+		rt := &clusterRuntime{cfg: cc, topo: &topology.Holder{}}
+		creds := credentialsFunc(cfg)
+		for i, s := range cc.Servers {
+			rt.pools = append(rt.pools, backend.NewPool(s.Name, s.Address, i, poolOptions(cc, creds), d.log.With("cluster", cc.Name)))
+		}
+		rt.topo.Publish(staticSnapshot(cc))
+		opts, err := frontendOptions(cc, rsaKey)
+		if err != nil {
+			return fmt.Errorf("cluster %s: %w", cc.Name, err)
+		}
+		if opts.ServerVersion == "" {
+			opts.ServerVersion = discoverVersion(ctx, cc)
+		}
+		rt.fe = frontend.New(opts, users, rt.topo, rt.pools, d.log.With("cluster", cc.Name))
+		ln, err := net.Listen("tcp", cc.Listen)
+		if err != nil {
+			return fmt.Errorf("cluster %s: listen on %s: %w (is another Vigil or server using the port?)", cc.Name, cc.Listen, err)
+		}
+		rt.ln = ln
+		d.clusters[cc.Name] = rt
+		for _, p := range rt.pools {
+			d.wg.Add(1)
+			go func() { defer d.wg.Done(); p.Maintain(ctx) }()
+		}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := rt.fe.Serve(ctx, ln); err != nil {
+				d.log.Error("listener stopped", "cluster", cc.Name, "err", err)
+			}
+		}()
+		d.log.Info("cluster listening", "cluster", cc.Name, "listen", ln.Addr().String(), "servers", len(cc.Servers), "server_version", opts.ServerVersion)
+	}
+	return nil
+}
+
+func (d *daemon) stop() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+	d.wg.Wait()
+	for _, rt := range d.clusters {
+		for _, p := range rt.pools {
+			p.Close()
+		}
+	}
+}
+
+// reload applies a new config: users and timeouts change at once; a
+// config that does not validate is rejected and the running one stays.
+func (d *daemon) reload(path string) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		d.log.Error("config reload rejected; the running config stays", "err", err)
+		return
+	}
+	users := buildUsers(cfg)
+	creds := credentialsFunc(cfg)
+	for _, cc := range cfg.Clusters {
+		rt := d.clusters[cc.Name]
+		if rt == nil {
+			d.log.Warn("config reload: new clusters need a restart", "cluster", cc.Name)
+			continue
+		}
+		rt.fe.SetUsers(users)
+		if opts, err := frontendOptions(cc, nil); err == nil {
+			old := rt.fe
+			opts.ServerVersion = rt.cfg.ServerVersion
+			if opts.ServerVersion == "" {
+				opts.ServerVersion = discoverVersion(context.Background(), cc)
+			}
+			old.SetOptions(opts)
+		}
+		for _, p := range rt.pools {
+			p.SetOptions(poolOptions(cc, creds))
+		}
+	}
+	d.log.Info("config reloaded", "config", path)
+}
+
+func buildUsers(cfg *config.Config) []frontend.User {
+	var out []frontend.User
+	for _, u := range cfg.Users {
+		fu := frontend.User{Name: u.Name, SessionWindow: u.SessionWindow.Duration, Multiplexing: u.Multiplexing == nil || *u.Multiplexing}
+		if len(u.Password) == 41 && u.Password[0] == '*' {
+			h, _ := mysql.DecodePasswordHex(u.Password)
+			fu.Cred.NativeHash = h
+		} else {
+			fu.Cred.Plain = u.Password
+		}
+		fu.Cred.RequireTLS = u.RequireTLS
+		switch u.ReadYourWrites {
+		case "none":
+			fu.RYW = router.RYWNone
+		case "session":
+			fu.RYW = router.RYWSession
+		default:
+			fu.RYW = router.RYWGTID
+		}
+		out = append(out, fu)
+	}
+	return out
+}
+
+func credentialsFunc(cfg *config.Config) func(string) (string, string, bool) {
+	m := map[string][2]string{}
+	for _, u := range cfg.Users {
+		bu, bp := u.BackendUser, u.BackendPassword
+		if bu == "" {
+			bu = u.Name
+		}
+		if bp == "" {
+			bp = u.Password
+		}
+		m[u.Name] = [2]string{bu, bp}
+	}
+	return func(user string) (string, string, bool) {
+		c, ok := m[user]
+		return c[0], c[1], ok
+	}
+}
+
+func poolOptions(cc config.Cluster, creds func(string) (string, string, bool)) backend.Options {
+	return backend.Options{
+		MinIdle: cc.Pool.MinIdle, MaxOpen: cc.Pool.MaxOpen, IdleTimeout: cc.Pool.IdleTimeout.Duration,
+		MaxLifetime: cc.Pool.MaxLifetime.Duration, ValidateIdle: cc.Pool.ValidateIdle.Duration, Credentials: creds,
+	}
+}
+
+func frontendOptions(cc config.Cluster, rsaKey *rsa.PrivateKey) (frontend.Options, error) {
+	o := frontend.Options{
+		Cluster: cc.Name, ServerVersion: cc.ServerVersion, ConnectTimeout: cc.ConnectTimeout.Duration,
+		GTIDWaitTimeout: cc.Routing.GTIDWaitTimeout.Duration, ReadsOnPrimary: cc.Routing.ReadsOnPrimary, RSAKey: rsaKey,
+	}
+	if cc.TLS != nil {
+		cert, err := tls.LoadX509KeyPair(cc.TLS.Cert, cc.TLS.Key)
+		if err != nil {
+			return o, fmt.Errorf("tls: %w", err)
+		}
+		o.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return o, nil
+}
+
+// staticSnapshot is the topology as the config describes it, used until
+// the monitor has observed the servers.
+func staticSnapshot(cc config.Cluster) *topology.Snapshot {
+	snap := &topology.Snapshot{Cluster: cc.Name, Type: cc.Type, Writer: -1, Term: 1}
+	for i, s := range cc.Servers {
+		ts := topology.Server{Name: s.Name, Addr: s.Address, Weight: s.Weight, State: topology.Online, Readable: true, LagSeconds: -1}
+		switch {
+		case cc.Type == "galera":
+			ts.Role = topology.RoleGalera
+			ts.Writable = true
+		case s.Role == "primary":
+			ts.Role = topology.RolePrimary
+			ts.Writable = true
+		default:
+			ts.Role = topology.RoleReplica
+		}
+		snap.Servers = append(snap.Servers, ts)
+		if ts.Writable && snap.Writer < 0 {
+			snap.Writer = i
+		}
+	}
+	if snap.Writer < 0 {
+		snap.WriterReason = "no server has role primary in the config"
+	}
+	return snap
+}
+
+// discoverVersion reads the server version from the first server that
+// answers (the greeting needs no login).
+func discoverVersion(ctx context.Context, cc config.Cluster) string {
+	for _, s := range cc.Servers {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		var dl net.Dialer
+		nc, err := dl.DialContext(dctx, "tcp", s.Address)
+		if err != nil {
+			cancel()
+			continue
+		}
+		_ = nc.SetDeadline(time.Now().Add(2 * time.Second))
+		c := mysqlproto.NewConn(nc)
+		p, err := c.ReadPacket()
+		nc.Close()
+		cancel()
+		if err != nil {
+			continue
+		}
+		if g, err := mysqlproto.ParseGreeting(p); err == nil {
+			return g.ServerVersion + "-vigil"
+		}
+	}
+	return "5.5.5-10.11.0-MariaDB-vigil"
+}
+
+// raiseOpenFiles lifts the soft open-file limit to the hard one: every
+// client and server connection is a descriptor.
+func raiseOpenFiles(log *slog.Logger) {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		return
+	}
+	if r.Cur < r.Max {
+		r.Cur = r.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+			log.Warn("could not raise the open-file limit", "err", err)
+		}
+	}
+	if r.Cur < 4096 {
+		log.Warn("open-file limit is low; each client and server connection needs one", "limit", r.Cur)
+	}
+}

@@ -1,0 +1,393 @@
+package backend
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/mysqlproto"
+)
+
+// Options configure one server's pool. The zero value is usable.
+type Options struct {
+	MinIdle      int
+	MaxOpen      int           // default 100
+	IdleTimeout  time.Duration // default 5m
+	MaxLifetime  time.Duration // default 1h
+	ValidateIdle time.Duration // ping a connection idle longer than this on checkout; default 10s
+	TLS          *tls.Config
+	// Credentials returns the server login for a client user.
+	Credentials func(user string) (backendUser, password string, ok bool)
+}
+
+func (o *Options) defaults() {
+	if o.MaxOpen <= 0 {
+		o.MaxOpen = 100
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 5 * time.Minute
+	}
+	if o.MaxLifetime <= 0 {
+		o.MaxLifetime = time.Hour
+	}
+	if o.ValidateIdle <= 0 {
+		o.ValidateIdle = 10 * time.Second
+	}
+}
+
+// ErrPoolExhausted is returned when no connection frees up in time.
+var ErrPoolExhausted = errors.New("server connection pool exhausted")
+
+// Stats are a pool's counters.
+type Stats struct {
+	Open, Idle, InUse int
+	Waits             int64 // checkouts that had to wait
+	Dials, DialErrors int64
+}
+
+// Pool holds connections to one server.
+type Pool struct {
+	Name  string
+	Addr  string
+	Index int
+	opts  Options
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	idle   map[Key][]*Conn
+	open   int
+	notify chan struct{} // closed and replaced when a connection is returned or closed
+	closed bool
+	keys   map[Key]time.Time // keys seen, for min_idle
+
+	waits, dials, dialErrors atomic.Int64
+}
+
+// NewPool makes a pool for one server.
+func NewPool(name, addr string, index int, opts Options, log *slog.Logger) *Pool {
+	opts.defaults()
+	return &Pool{Name: name, Addr: addr, Index: index, opts: opts, log: log,
+		idle: map[Key][]*Conn{}, notify: make(chan struct{}), keys: map[Key]time.Time{}}
+}
+
+// SetOptions changes limits and credentials (hot reload).
+func (p *Pool) SetOptions(opts Options) {
+	opts.defaults()
+	p.mu.Lock()
+	p.opts = opts
+	p.mu.Unlock()
+}
+
+// Get lends a connection for key, dialing if needed and waiting (bounded
+// by ctx) when the pool is full.
+func (p *Pool) Get(ctx context.Context, key Key) (*Conn, error) {
+	waited := false
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("pool for %s is closed", p.Name)
+		}
+		p.keys[key] = time.Now()
+		if c := p.popIdleLocked(key); c != nil {
+			p.mu.Unlock()
+			if c, err := p.checkout(ctx, c); err == nil && c != nil {
+				return c, nil
+			}
+			continue
+		}
+		if p.open < p.opts.MaxOpen {
+			p.open++
+			p.mu.Unlock()
+			c, err := p.dial(ctx, key)
+			if err != nil {
+				p.release()
+				return nil, err
+			}
+			return c, nil
+		}
+		// Full: close an idle connection of another key to make room.
+		if victim := p.popAnyIdleLocked(); victim != nil {
+			p.mu.Unlock()
+			victim.Close()
+			p.release()
+			continue
+		}
+		ch := p.notify
+		p.mu.Unlock()
+		if !waited {
+			waited = true
+			p.waits.Add(1)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %d of %d connections to %s in use", ErrPoolExhausted, p.opts.MaxOpen, p.opts.MaxOpen, p.Name)
+		}
+	}
+}
+
+func (p *Pool) checkout(ctx context.Context, c *Conn) (*Conn, error) {
+	now := time.Now()
+	if now.Sub(c.created) > p.opts.MaxLifetime {
+		p.discard(c)
+		return nil, errors.New("expired")
+	}
+	if now.Sub(c.lastUsed) > p.opts.ValidateIdle {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := c.Ping(pctx)
+		cancel()
+		if err != nil {
+			p.discard(c)
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (p *Pool) popIdleLocked(key Key) *Conn {
+	l := p.idle[key]
+	if len(l) == 0 {
+		return nil
+	}
+	c := l[len(l)-1]
+	l[len(l)-1] = nil
+	p.idle[key] = l[:len(l)-1]
+	return c
+}
+
+func (p *Pool) popAnyIdleLocked() *Conn {
+	for k, l := range p.idle {
+		if len(l) > 0 {
+			return p.popIdleLocked(k)
+		}
+	}
+	return nil
+}
+
+// release frees one slot and wakes waiters.
+func (p *Pool) release() {
+	p.mu.Lock()
+	p.open--
+	p.wakeLocked()
+	p.mu.Unlock()
+}
+
+func (p *Pool) wakeLocked() {
+	close(p.notify)
+	p.notify = make(chan struct{})
+}
+
+// Put returns a connection. Broken or expired ones are closed.
+func (p *Pool) Put(c *Conn) {
+	if c.Broken || c.Buffered() > 0 || c.Pending() > 0 {
+		p.discard(c)
+		return
+	}
+	c.lastUsed = time.Now()
+	c.ReleaseBig()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.discard(c)
+		return
+	}
+	p.idle[c.key] = append(p.idle[c.key], c)
+	p.wakeLocked()
+	p.mu.Unlock()
+}
+
+// Discard closes a connection that must not be reused.
+func (p *Pool) Discard(c *Conn) { p.discard(c) }
+
+func (p *Pool) discard(c *Conn) {
+	c.Close()
+	p.release()
+}
+
+func (p *Pool) dial(ctx context.Context, key Key) (*Conn, error) {
+	p.dials.Add(1)
+	p.mu.Lock()
+	opts := p.opts
+	p.mu.Unlock()
+	user, pass, ok := key.User, "", false
+	if opts.Credentials != nil {
+		user, pass, ok = opts.Credentials(key.User)
+	}
+	if !ok {
+		p.dialErrors.Add(1)
+		return nil, fmt.Errorf("no server credentials for user %q", key.User)
+	}
+	mc, g, err := mysqlproto.Dial(ctx, &mysqlproto.DialConfig{
+		Addr: p.Addr, User: user, Password: pass, Flavour: key.Flavour, Collation: key.Collation, TLS: opts.TLS,
+		Attrs: map[string]string{"program_name": "vigil"},
+	})
+	if err != nil {
+		p.dialErrors.Add(1)
+		return nil, fmt.Errorf("connecting to %s (%s): %w", p.Name, p.Addr, err)
+	}
+	c := &Conn{
+		Conn: mc, pool: p, key: key, ID: g.ConnectionID, Server: p.Name, Index: p.Index,
+		created: time.Now(), lastUsed: time.Now(),
+		SessionTrack: g.Capabilities&mysqlproto.CapabilityClientSessionTrack != 0,
+		DeprecateEOF: g.Capabilities&mysqlproto.CapabilityClientDeprecateEOF != 0,
+	}
+	if err := c.init(ctx); err != nil {
+		c.Close()
+		p.dialErrors.Add(1)
+		return nil, fmt.Errorf("preparing connection to %s (%s): %w", p.Name, p.Addr, err)
+	}
+	return c, nil
+}
+
+// initSQL turns on the session tracking Vigil relies on and reads the
+// character-set variables the handshake set.
+const initSQL = "SET SESSION session_track_system_variables='*', session_track_schema=ON, session_track_state_change=ON;" +
+	"SELECT @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection"
+
+func (c *Conn) init(ctx context.Context) error {
+	res, err := c.Exec(ctx, initSQL)
+	if err != nil {
+		return err
+	}
+	c.Base = map[string]string{}
+	if len(res.Rows) == 1 && len(res.Rows[0]) == 4 {
+		for i, n := range []string{"character_set_client", "character_set_connection", "character_set_results", "collation_connection"} {
+			c.Base[n] = res.Rows[0][i]
+		}
+	}
+	// What init itself changed is the baseline, not session state.
+	c.State.Reset("")
+	return nil
+}
+
+// Stats returns the pool's counters.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	idle := 0
+	for _, l := range p.idle {
+		idle += len(l)
+	}
+	return Stats{Open: p.open, Idle: idle, InUse: p.open - idle, Waits: p.waits.Load(), Dials: p.dials.Load(), DialErrors: p.dialErrors.Load()}
+}
+
+// CloseIdle closes every idle connection (e.g. when the server is fenced).
+func (p *Pool) CloseIdle() {
+	p.mu.Lock()
+	var all []*Conn
+	for k, l := range p.idle {
+		all = append(all, l...)
+		delete(p.idle, k)
+	}
+	p.mu.Unlock()
+	for _, c := range all {
+		p.discard(c)
+	}
+}
+
+// Close closes the pool and its idle connections; connections in use are
+// closed when returned.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.CloseIdle()
+}
+
+// Maintain runs until ctx ends: closes connections idle too long or too
+// old and keeps min_idle connections open for keys in use.
+func (p *Pool) Maintain(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.sweep(ctx)
+	}
+}
+
+func (p *Pool) sweep(ctx context.Context) {
+	now := time.Now()
+	var stale []*Conn
+	p.mu.Lock()
+	opts := p.opts
+	for k, l := range p.idle {
+		keep := l[:0]
+		for _, c := range l {
+			if now.Sub(c.lastUsed) > opts.IdleTimeout || now.Sub(c.created) > opts.MaxLifetime {
+				stale = append(stale, c)
+			} else {
+				keep = append(keep, c)
+			}
+		}
+		p.idle[k] = keep
+	}
+	var fill []Key
+	for k, seen := range p.keys {
+		if now.Sub(seen) > opts.IdleTimeout {
+			delete(p.keys, k)
+			continue
+		}
+		for range opts.MinIdle - len(p.idle[k]) {
+			if p.open+len(fill) < opts.MaxOpen {
+				fill = append(fill, k)
+			}
+		}
+	}
+	p.open += len(fill)
+	p.mu.Unlock()
+	for _, c := range stale {
+		p.discard(c)
+	}
+	for _, k := range fill {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := p.dial(dctx, k)
+		cancel()
+		if err != nil {
+			p.release()
+			p.log.Debug("min_idle connection failed", "server", p.Name, "err", err)
+			continue
+		}
+		p.Put(c)
+	}
+}
+
+// Kill asks the server to kill a connection's query (query=true) or the
+// connection itself, over a fresh connection.
+func (p *Pool) Kill(ctx context.Context, user string, id uint32, query bool) error {
+	p.mu.Lock()
+	opts := p.opts
+	p.mu.Unlock()
+	u, pass, ok := user, "", false
+	if opts.Credentials != nil {
+		u, pass, ok = opts.Credentials(user)
+	}
+	if !ok {
+		return fmt.Errorf("no server credentials for user %q", user)
+	}
+	mc, g, err := mysqlproto.Dial(ctx, &mysqlproto.DialConfig{Addr: p.Addr, User: u, Password: pass, TLS: opts.TLS})
+	if err != nil {
+		return err
+	}
+	c := &Conn{Conn: mc, Server: p.Name, SessionTrack: g.Capabilities&mysqlproto.CapabilityClientSessionTrack != 0}
+	defer c.Close()
+	what := "CONNECTION"
+	if query {
+		what = "QUERY"
+	}
+	_, err = c.Exec(ctx, fmt.Sprintf("KILL %s %d", what, id))
+	if err != nil && strings.Contains(err.Error(), "Unknown thread") {
+		return nil
+	}
+	return err
+}

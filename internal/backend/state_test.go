@@ -1,0 +1,56 @@
+package backend
+
+import "testing"
+
+func TestStateSatisfiesAndReplay(t *testing.T) {
+	var conn, sess State
+	if !conn.Satisfies(&sess) {
+		t.Fatal("empty states must match")
+	}
+	sess.Set("sql_mode", "STRICT_TRANS_TABLES")
+	sess.Set("wait_timeout", "100")
+	sess.SetSchema("db1")
+	if conn.Satisfies(&sess) {
+		t.Fatal("different states must not match")
+	}
+	q := ReplaySQL(&conn, &sess, nil)
+	want := "SET SESSION sql_mode = 'STRICT_TRANS_TABLES', wait_timeout = 100"
+	if q != want {
+		t.Fatalf("replay:\n got %q\nwant %q", q, want)
+	}
+	conn = sess.Clone()
+	if !conn.Satisfies(&sess) || !conn.Equal(&sess) {
+		t.Fatal("clone must match")
+	}
+	// A session without a schema is served by a connection with one.
+	var noSchema State
+	noSchema.Set("sql_mode", "STRICT_TRANS_TABLES")
+	noSchema.Set("wait_timeout", "100")
+	if !conn.Satisfies(&noSchema) {
+		t.Fatal("schema-less session should be satisfied")
+	}
+	// Reverting: variables the session does not have go back to DEFAULT,
+	// character sets to their handshake values.
+	conn.Set("character_set_client", "latin1")
+	base := map[string]string{"character_set_client": "utf8mb4"}
+	q = ReplaySQL(&conn, &noSchema, base)
+	if q != "SET SESSION character_set_client = 'utf8mb4'" {
+		t.Fatalf("revert: %q", q)
+	}
+	var plain State
+	plain.Set("time_zone", "+00:00")
+	var empty State
+	if q := ReplaySQL(&plain, &empty, nil); q != "SET SESSION time_zone = DEFAULT" {
+		t.Fatalf("default: %q", q)
+	}
+}
+
+func TestReplayQuotes(t *testing.T) {
+	var from, to State
+	to.Set("x", `it's \ odd`)
+	to.Set("n", "-1.5")
+	q := ReplaySQL(&from, &to, nil)
+	if q != `SET SESSION n = -1.5, x = 'it\'s \\ odd'` {
+		t.Fatalf("quoting: %q", q)
+	}
+}

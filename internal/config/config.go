@@ -1,0 +1,414 @@
+// Package config owns Vigil's configuration file: its schema, defaults,
+// strict decoding (unknown keys are errors) and validation that reports
+// every problem with its key path. Only cmd/ imports it; each runtime
+// package receives its own options struct built from a validated Config.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole file.
+type Config struct {
+	// StateDir holds the event journal and salvage files.
+	StateDir string    `yaml:"state_dir"`
+	Log      Log       `yaml:"log"`
+	Admin    Admin     `yaml:"admin"`
+	Users    []User    `yaml:"users"`
+	Clusters []Cluster `yaml:"clusters"`
+
+	// path is the file the config was read from, for messages.
+	path string
+}
+
+// Log configures Vigil's own structured logs.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Format string `yaml:"format"` // text, json
+}
+
+// Admin is the management HTTP server.
+type Admin struct {
+	Listen string `yaml:"listen"`
+	Token  string `yaml:"token"`
+}
+
+// User is an account clients log in with. Vigil logs in to the servers
+// with the same credentials unless BackendUser/BackendPassword are set.
+type User struct {
+	Name string `yaml:"name"`
+	// Password is the plaintext password, or a pre-hashed one: "*" followed by
+	// 40 hex digits (the mysql_native_password hash, as in mysql.user).
+	Password        string `yaml:"password"`
+	BackendUser     string `yaml:"backend_user"`
+	BackendPassword string `yaml:"backend_password"`
+	DefaultSchema   string `yaml:"default_schema"`
+	// ReadYourWrites is none, session or gtid (default).
+	ReadYourWrites string   `yaml:"read_your_writes"`
+	SessionWindow  Duration `yaml:"session_window"`
+	// Multiplexing off keeps each client on one server connection.
+	Multiplexing *bool `yaml:"multiplexing"`
+	RequireTLS   bool  `yaml:"require_tls"`
+}
+
+// Cluster is one set of servers that replicate from each other, with the
+// address applications connect to.
+type Cluster struct {
+	Name string `yaml:"name"`
+	// Type is replication, galera or read-only.
+	Type   string `yaml:"type"`
+	Listen string `yaml:"listen"`
+	// ServerVersion is what clients see in the handshake; empty means
+	// "ask the first reachable server".
+	ServerVersion  string   `yaml:"server_version"`
+	TLS            *TLS     `yaml:"tls"`
+	Servers        []Server `yaml:"servers"`
+	Pool           Pool     `yaml:"pool"`
+	Monitor        Monitor  `yaml:"monitor"`
+	Failover       Failover `yaml:"failover"`
+	Routing        Routing  `yaml:"routing"`
+	ConnectTimeout Duration `yaml:"connect_timeout"`
+}
+
+// TLS is a certificate and key pair in PEM files.
+type TLS struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// Server is one MariaDB or MySQL server.
+type Server struct {
+	Name    string `yaml:"name"`
+	Address string `yaml:"address"`
+	// Role is the initial role: primary or replica (replication), or empty.
+	Role   string `yaml:"role"`
+	Weight int    `yaml:"weight"`
+	// TLS to this server.
+	TLS bool `yaml:"tls"`
+	// Datadir, when the server runs on this host, lets Vigil read the binary
+	// logs of a dead primary to salvage transactions.
+	Datadir string `yaml:"datadir"`
+}
+
+// Pool sizes the per-server connection pools.
+type Pool struct {
+	MinIdle      int      `yaml:"min_idle"`
+	MaxOpen      int      `yaml:"max_open"`
+	IdleTimeout  Duration `yaml:"idle_timeout"`
+	MaxLifetime  Duration `yaml:"max_lifetime"`
+	ValidateIdle Duration `yaml:"validate_idle"`
+}
+
+// Monitor configures health checks.
+type Monitor struct {
+	User              string   `yaml:"user"`
+	Password          string   `yaml:"password"`
+	Interval          Duration `yaml:"interval"`
+	Timeout           Duration `yaml:"timeout"`
+	FailAfter         int      `yaml:"fail_after"`
+	RecoverAfter      int      `yaml:"recover_after"`
+	MaxReplicationLag Duration `yaml:"max_replication_lag"`
+}
+
+// Failover configures automatic failover and switchover.
+type Failover struct {
+	Auto         bool     `yaml:"auto"`
+	DetectAfter  Duration `yaml:"detect_after"`
+	MinInterval  Duration `yaml:"min_interval"`
+	ApplyTimeout Duration `yaml:"apply_timeout"`
+	Candidates   []string `yaml:"candidates"`
+	NeverPromote []string `yaml:"never_promote"`
+	ReplUser     string   `yaml:"repl_user"`
+	ReplPassword string   `yaml:"repl_password"`
+}
+
+// Routing configures the default read/write split.
+type Routing struct {
+	// ReadsOnPrimary lets the primary serve reads too when true.
+	ReadsOnPrimary bool `yaml:"reads_on_primary"`
+	// GTIDWaitTimeout bounds the read-your-writes wait on a replica.
+	GTIDWaitTimeout Duration `yaml:"gtid_wait_timeout"`
+}
+
+// Duration is a time.Duration written as "500ms", "2s", "1h".
+type Duration struct{ time.Duration }
+
+// UnmarshalYAML parses a Go duration string or a plain number of seconds.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	if v, err := time.ParseDuration(s); err == nil {
+		d.Duration = v
+		return nil
+	}
+	if secs, err := strconv.ParseFloat(s, 64); err == nil {
+		d.Duration = time.Duration(secs * float64(time.Second))
+		return nil
+	}
+	return fmt.Errorf("line %d: %q is not a duration (use e.g. 500ms, 2s, 1h)", n.Line, s)
+}
+
+// MarshalYAML writes the duration as a Go duration string.
+func (d Duration) MarshalYAML() (any, error) { return d.Duration.String(), nil }
+
+// Load reads, decodes strictly, applies defaults and validates a file.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	c.path = path
+	return c, nil
+}
+
+// Path is the file the config was loaded from.
+func (c *Config) Path() string { return c.path }
+
+// Parse decodes strictly, applies defaults and validates.
+func Parse(data []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Marshal writes the config as YAML.
+func (c *Config) Marshal() ([]byte, error) { return yaml.Marshal(c) }
+
+func (c *Config) applyDefaults() {
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	if c.StateDir == "" {
+		c.StateDir = "/var/lib/vigil"
+	}
+	for i := range c.Users {
+		u := &c.Users[i]
+		if u.ReadYourWrites == "" {
+			u.ReadYourWrites = "gtid"
+		}
+		if u.SessionWindow.Duration == 0 {
+			u.SessionWindow.Duration = 2 * time.Second
+		}
+	}
+	for i := range c.Clusters {
+		cl := &c.Clusters[i]
+		if cl.Type == "" {
+			cl.Type = "replication"
+		}
+		for j := range cl.Servers {
+			if cl.Servers[j].Weight == 0 {
+				cl.Servers[j].Weight = 1
+			}
+		}
+		setDur(&cl.ConnectTimeout, 5*time.Second)
+		p := &cl.Pool
+		if p.MaxOpen == 0 {
+			p.MaxOpen = 100
+		}
+		setDur(&p.IdleTimeout, 5*time.Minute)
+		setDur(&p.MaxLifetime, time.Hour)
+		setDur(&p.ValidateIdle, 10*time.Second)
+		m := &cl.Monitor
+		setDur(&m.Interval, 500*time.Millisecond)
+		setDur(&m.Timeout, time.Second)
+		if m.FailAfter == 0 {
+			m.FailAfter = 2
+		}
+		if m.RecoverAfter == 0 {
+			m.RecoverAfter = 5
+		}
+		setDur(&m.MaxReplicationLag, 30*time.Second)
+		f := &cl.Failover
+		setDur(&f.DetectAfter, 2*time.Second)
+		setDur(&f.MinInterval, time.Hour)
+		setDur(&f.ApplyTimeout, 30*time.Second)
+		setDur(&cl.Routing.GTIDWaitTimeout, time.Second)
+	}
+}
+
+func setDur(d *Duration, def time.Duration) {
+	if d.Duration == 0 {
+		d.Duration = def
+	}
+}
+
+// Problem is one validation failure, named by its key path.
+type Problem struct {
+	Key    string
+	Reason string
+}
+
+func (p Problem) Error() string { return p.Key + ": " + p.Reason }
+
+// Problems is every validation failure of one file.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Validate returns every problem of the config at once, or nil.
+func (c *Config) Validate() error {
+	var ps Problems
+	add := func(key, format string, args ...any) {
+		ps = append(ps, Problem{Key: key, Reason: fmt.Sprintf(format, args...)})
+	}
+	if !oneOf(c.Log.Level, "debug", "info", "warn", "error") {
+		add("log.level", "must be debug, info, warn or error, not %q", c.Log.Level)
+	}
+	if !oneOf(c.Log.Format, "text", "json") {
+		add("log.format", "must be text or json, not %q", c.Log.Format)
+	}
+	if c.Admin.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
+			add("admin.listen", "%q is not host:port", c.Admin.Listen)
+		}
+	}
+	if len(c.Users) == 0 {
+		add("users", "at least one user is needed: clients log in with it")
+	}
+	seenUser := map[string]bool{}
+	for i, u := range c.Users {
+		key := fmt.Sprintf("users[%d]", i)
+		if u.Name == "" {
+			add(key+".name", "is empty")
+		}
+		if seenUser[u.Name] {
+			add(key+".name", "user %q is listed twice", u.Name)
+		}
+		seenUser[u.Name] = true
+		if strings.HasPrefix(u.Password, "*") && !isNativeHash(u.Password) {
+			add(key+".password", "starts with * but is not a mysql_native_password hash (* and 40 hex digits)")
+		}
+		if isNativeHash(u.Password) && u.BackendPassword == "" {
+			add(key+".backend_password", "is needed when password is a hash: Vigil must log in to the servers")
+		}
+		if !oneOf(u.ReadYourWrites, "none", "session", "gtid") {
+			add(key+".read_your_writes", "must be none, session or gtid, not %q", u.ReadYourWrites)
+		}
+	}
+	if len(c.Clusters) == 0 {
+		add("clusters", "at least one cluster is needed")
+	}
+	seenListen := map[string]string{}
+	for i, cl := range c.Clusters {
+		key := fmt.Sprintf("clusters[%d]", i)
+		if cl.Name == "" {
+			add(key+".name", "is empty")
+		}
+		if !oneOf(cl.Type, "replication", "galera", "read-only") {
+			add(key+".type", "must be replication, galera or read-only, not %q", cl.Type)
+		}
+		if _, _, err := net.SplitHostPort(cl.Listen); err != nil {
+			add(key+".listen", "%q is not host:port", cl.Listen)
+		} else if other, dup := seenListen[cl.Listen]; dup {
+			add(key+".listen", "%s is also the listen address of cluster %q", cl.Listen, other)
+		}
+		seenListen[cl.Listen] = cl.Name
+		if cl.TLS != nil && (cl.TLS.Cert == "" || cl.TLS.Key == "") {
+			add(key+".tls", "needs both cert and key")
+		}
+		if len(cl.Servers) == 0 {
+			add(key+".servers", "at least one server is needed")
+		}
+		names := map[string]bool{}
+		primaries := 0
+		for j, s := range cl.Servers {
+			skey := fmt.Sprintf("%s.servers[%d]", key, j)
+			if s.Name == "" {
+				add(skey+".name", "is empty")
+			}
+			if names[s.Name] {
+				add(skey+".name", "server %q is listed twice", s.Name)
+			}
+			names[s.Name] = true
+			if _, _, err := net.SplitHostPort(s.Address); err != nil {
+				add(skey+".address", "%q is not host:port", s.Address)
+			}
+			if !oneOf(s.Role, "", "primary", "replica") {
+				add(skey+".role", "must be primary or replica, not %q", s.Role)
+			}
+			if s.Role == "primary" {
+				primaries++
+			}
+			if s.Weight < 0 {
+				add(skey+".weight", "must not be negative")
+			}
+		}
+		if cl.Type == "replication" && primaries > 1 {
+			add(key+".servers", "%d servers have role primary; a replication cluster has one", primaries)
+		}
+		for _, n := range append(append([]string{}, cl.Failover.Candidates...), cl.Failover.NeverPromote...) {
+			if !names[n] {
+				add(key+".failover", "names server %q, which is not in servers", n)
+			}
+		}
+		if cl.Pool.MinIdle < 0 || cl.Pool.MinIdle > cl.Pool.MaxOpen {
+			add(key+".pool.min_idle", "must be between 0 and pool.max_open (%d)", cl.Pool.MaxOpen)
+		}
+		if cl.Monitor.FailAfter < 1 {
+			add(key+".monitor.fail_after", "must be at least 1")
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps
+}
+
+func oneOf(s string, opts ...string) bool {
+	for _, o := range opts {
+		if s == o {
+			return true
+		}
+	}
+	return false
+}
+
+func isNativeHash(s string) bool {
+	if len(s) != 41 || s[0] != '*' {
+		return false
+	}
+	for _, c := range s[1:] {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrNoFile is returned by Find when no config path was given or found.
+var ErrNoFile = errors.New("no config file: pass --config FILE")

@@ -1,0 +1,319 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/router"
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+// acquire returns the server connection for a statement: the one the
+// session holds, or a pooled one for the target whose session state is
+// made to match the session's.
+func (s *Session) acquire(ctx context.Context, target router.Target, exclude int) (*backend.Conn, error) {
+	if s.conn != nil {
+		if target == router.Keep || s.bound() {
+			return s.conn, nil
+		}
+		// Not bound any more (e.g. multiplexing was just turned on again).
+		s.release(s.conn)
+	}
+	opts := s.opts()
+	deadline := time.Now().Add(opts.ConnectTimeout)
+	cctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	for {
+		snap := s.srv.topo.Load()
+		idx, reason := s.pick(snap, target, exclude)
+		if idx < 0 {
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return nil, s.noServerError(snap, target, reason)
+			}
+			// Wait for the topology to change (failover, recovery).
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-cctx.Done():
+			}
+			continue
+		}
+		if target == router.Reader {
+			s.srv.Stats.ToReader.Add(1)
+		} else {
+			s.srv.Stats.ToWriter.Add(1)
+		}
+		var c *backend.Conn
+		if s.sticky != nil {
+			c = s.sticky[idx]
+			delete(s.sticky, idx)
+		}
+		if c == nil {
+			var err error
+			c, err = s.srv.pools[idx].Get(cctx, s.key)
+			if err != nil {
+				if errors.Is(err, backend.ErrPoolExhausted) {
+					return nil, mysqlproto.NewError(mysqlproto.ERVigilPoolExhausted, mysqlproto.SSVigilUnavailable,
+						"Vigil: no connection to server %s became free within connect_timeout %s (cluster %s): %v",
+						snap.Servers[idx].Name, opts.ConnectTimeout, opts.Cluster, err)
+				}
+				if target == router.Reader && exclude < 0 {
+					// Try another reader before giving up.
+					exclude = idx
+					continue
+				}
+				return nil, mysqlproto.NewError(mysqlproto.ERVigilBackendConnect, mysqlproto.SSVigilUnavailable,
+					"Vigil: cannot connect to %s %s of cluster %s: %v", target, snap.Servers[idx].Name, opts.Cluster, err)
+			}
+		}
+		if err := c.Sync(cctx, &s.state); err != nil {
+			var se *mysqlproto.SQLError
+			if errors.As(err, &se) {
+				s.srv.pools[idx].Put(c)
+				return nil, se
+			}
+			s.srv.pools[idx].Discard(c)
+			return nil, mysqlproto.NewError(mysqlproto.ERVigilBackendConnect, mysqlproto.SSVigilUnavailable,
+				"Vigil: %v", err)
+		}
+		s.conn = c
+		return c, nil
+	}
+}
+
+func (s *Session) pick(snap *topology.Snapshot, target router.Target, exclude int) (int, string) {
+	switch target {
+	case router.Reader:
+		return s.srv.bal.PickReader(snap, s.opts().ReadsOnPrimary, exclude)
+	default:
+		return router.WriterFor(snap)
+	}
+}
+
+func (s *Session) noServerError(snap *topology.Snapshot, target router.Target, reason string) error {
+	cluster := s.opts().Cluster
+	if target == router.Reader {
+		return mysqlproto.NewError(mysqlproto.ERVigilNoReader, mysqlproto.SSVigilUnavailable,
+			"Vigil: no readable server in cluster %s: %s", cluster, reason)
+	}
+	return mysqlproto.NewError(mysqlproto.ERVigilNoWriter, mysqlproto.SSVigilUnavailable,
+		"Vigil: no writable primary in cluster %s: %s", cluster, reason)
+}
+
+// release gives the held connection back unless the session must keep it.
+func (s *Session) release(c *backend.Conn) {
+	if c == nil {
+		return
+	}
+	if c.Broken {
+		s.dropConn(c)
+		return
+	}
+	if s.bound() {
+		s.conn = c
+		return
+	}
+	s.conn = nil
+	if s.user != nil && !s.user.Multiplexing {
+		if s.sticky == nil {
+			s.sticky = map[int]*backend.Conn{}
+		}
+		if old := s.sticky[c.Index]; old != nil && old != c {
+			s.srv.pools[old.Index].Put(old)
+		}
+		s.sticky[c.Index] = c
+		return
+	}
+	s.srv.pools[c.Index].Put(c)
+}
+
+// dropConn closes a server connection that cannot be reused.
+func (s *Session) dropConn(c *backend.Conn) {
+	if s.conn == c {
+		s.conn = nil
+	}
+	if s.sticky != nil && s.sticky[c.Index] == c {
+		delete(s.sticky, c.Index)
+	}
+	s.srv.pools[c.Index].Discard(c)
+}
+
+// releaseAll ends the session's hold on server connections. A connection
+// with a transaction or pins is closed: its state belongs to this client.
+func (s *Session) releaseAll() {
+	if s.conn != nil {
+		if s.bound() {
+			s.dropConn(s.conn)
+		} else {
+			s.srv.pools[s.conn.Index].Put(s.conn)
+		}
+		s.conn = nil
+	}
+	for _, c := range s.sticky {
+		if s.bound() {
+			s.srv.pools[c.Index].Discard(c)
+		} else {
+			s.srv.pools[c.Index].Put(c)
+		}
+	}
+	s.sticky = nil
+}
+
+// resetTxn forgets transaction state and pins after the server connection
+// that held them was lost.
+func (s *Session) resetTxn() {
+	s.inTrx = false
+	s.autocommitOff = false
+	s.pins = [numPins]int{}
+	s.tempTables = 0
+	if v, ok := s.state.Get("autocommit"); ok && v == "OFF" {
+		s.state.Set("autocommit", "ON")
+	}
+}
+
+// waitGTID makes a read on a replica see the session's last write: it
+// waits (bounded) until the replica has applied the write's GTID, or
+// moves the read to the writer.
+func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn, error) {
+	if s.user.RYW != router.RYWGTID || s.lastGTID == "" || s.gtidSeen&(1<<uint(c.Index)) != 0 {
+		return c, nil
+	}
+	snap := s.srv.topo.Load()
+	if snap != nil && snap.Writer == c.Index {
+		return c, nil
+	}
+	s.srv.Stats.GTIDWaits.Add(1)
+	to := s.opts().GTIDWaitTimeout
+	wctx, cancel := context.WithTimeout(ctx, to+2*time.Second)
+	res, err := c.Exec(wctx, "SELECT MASTER_GTID_WAIT('"+s.lastGTID+"', "+strconv.FormatFloat(to.Seconds(), 'f', 3, 64)+")")
+	cancel()
+	if err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 1 && res.Rows[0][0] == "0" {
+		s.gtidSeen |= 1 << uint(c.Index)
+		return c, nil
+	}
+	// Timed out or failed: read from the writer instead.
+	s.srv.Stats.GTIDFallback.Add(1)
+	if err != nil && c.Broken {
+		s.dropConn(c)
+	} else {
+		s.release(c)
+	}
+	return s.acquire(ctx, router.Writer, -1)
+}
+
+// killRunning kills the query a server connection is running, when the
+// client that asked for it is gone.
+func (s *Session) killRunning(c *backend.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := s.srv.pools[c.Index].Kill(ctx, s.key.User, c.ID, true); err != nil {
+		s.srv.log.Warn("could not kill the query of a vanished client", "session", s.id, "server", c.Server, "err", err)
+	}
+}
+
+// sendError sends err to the client as an ERR packet.
+func (s *Session) sendError(err error) error {
+	var se *mysqlproto.SQLError
+	if !errors.As(err, &se) {
+		se = mysqlproto.NewError(mysqlproto.ERUnknownError, mysqlproto.SSUnknown, "Vigil: %v", err)
+	}
+	s.srv.Stats.Errors.Add(1)
+	s.client.Seq = 1
+	if err := s.client.WritePacket(mysqlproto.AppendErr(s.scratch[:0], se)); err != nil {
+		return errClient{err}
+	}
+	return nil
+}
+
+// writeOK answers a command with OK and the session's status.
+func (s *Session) writeOK(affected, lastID uint64) error {
+	s.client.Seq = 1
+	if err := s.client.WritePacket(mysqlproto.AppendOK(s.scratch[:0], affected, lastID, s.status(), 0)); err != nil {
+		return errClient{err}
+	}
+	return nil
+}
+
+func (s *Session) status() uint16 {
+	var st uint16
+	if !s.autocommitOff {
+		st |= mysqlproto.ServerStatusAutocommit
+	}
+	if s.inTrx {
+		st |= mysqlproto.ServerStatusInTrans
+	}
+	return st
+}
+
+// applySessionState records the changes an OK packet reports on both the
+// server connection and the session.
+func (s *Session) applySessionState(c *backend.Conn, ok *mysqlproto.OK) {
+	_ = mysqlproto.EachSessionChange(ok.SessionState, func(ch mysqlproto.SessionChange) {
+		switch ch.Type {
+		case mysqlproto.SessionTrackSystemVariables:
+			name := lowerASCII(ch.Name)
+			if name == "last_gtid" {
+				if len(ch.Value) > 0 {
+					s.lastGTID = string(ch.Value)
+					s.lastGTIDFresh = true
+					s.gtidSeen = 1 << uint(c.Index)
+				}
+				return
+			}
+			if backendUntracked(name) {
+				return
+			}
+			v := string(ch.Value)
+			c.State.Set(name, v)
+			s.state.Set(name, v)
+		case mysqlproto.SessionTrackSchema:
+			db := string(ch.Name)
+			c.State.SetSchema(db)
+			s.state.SetSchema(db)
+		}
+	})
+}
+
+func backendUntracked(name string) bool { return backend.Untracked(name) }
+
+func lowerASCII(b []byte) string {
+	for _, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			out := make([]byte, len(b))
+			for i, c := range b {
+				if c >= 'A' && c <= 'Z' {
+					c += 'a' - 'A'
+				}
+				out[i] = c
+			}
+			return string(out)
+		}
+	}
+	return string(b)
+}
+
+func (s *Session) checkSchema(ctx context.Context, db string) error {
+	c, err := s.acquire(ctx, router.Writer, -1)
+	if err != nil {
+		// Unknown writer state: accept; the first statement will tell.
+		var se *mysqlproto.SQLError
+		if errors.As(err, &se) && (se.Code == mysqlproto.ERVigilNoWriter || se.Code == mysqlproto.ERVigilBackendConnect) {
+			return nil
+		}
+		return err
+	}
+	defer s.release(c)
+	if err := c.InitDB(ctx, db); err != nil {
+		var se *mysqlproto.SQLError
+		if errors.As(err, &se) {
+			return se
+		}
+		s.dropConn(c)
+		return fmt.Errorf("checking schema %s: %w", db, err)
+	}
+	return nil
+}

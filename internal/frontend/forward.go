@@ -1,0 +1,361 @@
+package frontend
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/mysqlproto"
+)
+
+// respKind is the shape of a server's reply to a command.
+type respKind uint8
+
+const (
+	respQuery     respKind = iota // OK | ERR | LOCAL INFILE | result sets (text), possibly several
+	respExecute                   // same, binary rows; a cursor ends after the metadata
+	respFetch                     // rows then a terminator
+	respFieldList                 // column definitions then a terminator
+	respSimple                    // one OK or ERR
+	respStatistics                // one string packet
+)
+
+// outcome is what a forwarded reply told Vigil.
+type outcome struct {
+	status   uint16
+	err      *mysqlproto.SQLError // the server answered with an error
+	sent     bool                 // something reached the client
+	affected uint64
+	cursor   bool
+	rows     int64
+}
+
+// errBackend wraps I/O failures on the server side, as opposed to the
+// client side, so the session can tell them apart.
+type errBackend struct{ err error }
+
+func (e errBackend) Error() string { return "server connection: " + e.err.Error() }
+func (e errBackend) Unwrap() error { return e.err }
+
+type errClient struct{ err error }
+
+func (e errClient) Error() string { return "client connection: " + e.err.Error() }
+func (e errClient) Unwrap() error { return e.err }
+
+// forward streams a server's reply to the client frame by frame, without
+// decoding rows, and tracks status flags and session changes. Frames keep
+// their sequence ids: the client's command and Vigil's copy of it both
+// start at 0.
+func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
+	var o outcome
+	cl := s.client
+	deprecateEOF := c.DeprecateEOF
+	readFrame := func() ([]byte, error) {
+		if c.Buffered() == 0 && cl.Pending() > 0 {
+			// About to block on the server: let the client have what we have.
+			if err := cl.Flush(); err != nil {
+				return nil, errClient{err}
+			}
+		}
+		f, err := c.ReadFrame()
+		if err != nil {
+			c.Broken = true
+			return nil, errBackend{err}
+		}
+		return f, nil
+	}
+	write := func(f []byte) error {
+		o.sent = true
+		if err := cl.WriteFrame(f); err != nil {
+			return errClient{err}
+		}
+		return nil
+	}
+	// okFrame handles an OK (or OK-style terminator) frame: session
+	// tracking, then passes it on, stripped for clients that did not ask
+	// for session tracking.
+	okFrame := func(f []byte) error {
+		p := f[4:]
+		ok, good := mysqlproto.ParseOK(p, c.SessionTrack)
+		if !good {
+			c.Broken = true
+			return errBackend{fmt.Errorf("%w: OK packet", mysqlproto.ErrMalformed)}
+		}
+		o.status = ok.Status
+		o.affected = ok.AffectedRows
+		if len(ok.SessionState) > 0 {
+			s.applySessionState(c, &ok)
+		}
+		if s.sessionTrack || !ok.Tail {
+			return write(f)
+		}
+		s.scratch = mysqlproto.StripSessionState(s.scratch[:0], p, ok)
+		cl.Seq = f[3]
+		o.sent = true
+		if err := cl.WritePacket(s.scratch); err != nil {
+			return errClient{err}
+		}
+		return nil
+	}
+	// copyN passes n frames on (column or parameter definitions).
+	copyN := func(n uint64) error {
+		for range n {
+			f, err := readFrame()
+			if err != nil {
+				return err
+			}
+			if err := write(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// rows passes rows on until the terminator and returns its status.
+	rows := func() (done bool, err error) {
+		cont := false
+		for {
+			f, err := readFrame()
+			if err != nil {
+				return true, err
+			}
+			p := f[4:]
+			if cont {
+				cont = len(p) == mysqlproto.MaxPayload
+				if err := write(f); err != nil {
+					return true, err
+				}
+				continue
+			}
+			switch {
+			case len(p) > 0 && p[0] == mysqlproto.ErrPacket:
+				o.err = mysqlproto.ParseErr(p)
+				return true, write(f)
+			case len(p) > 0 && p[0] == mysqlproto.EOFPacket && len(p) < mysqlproto.MaxPayload && (deprecateEOF || len(p) < 9):
+				if deprecateEOF {
+					if err := okFrame(f); err != nil {
+						return true, err
+					}
+				} else {
+					o.status = mysqlproto.ParseEOF(p).Status
+					if err := write(f); err != nil {
+						return true, err
+					}
+				}
+				return o.status&mysqlproto.ServerMoreResultsExists == 0, nil
+			default:
+				o.rows++
+				cont = len(p) == mysqlproto.MaxPayload
+				if err := write(f); err != nil {
+					return true, err
+				}
+			}
+		}
+	}
+
+	switch kind {
+	case respStatistics:
+		f, err := readFrame()
+		if err != nil {
+			return o, err
+		}
+		return o, write(f)
+	case respFetch:
+		_, err := rows()
+		return o, err
+	case respFieldList:
+		for {
+			f, err := readFrame()
+			if err != nil {
+				return o, err
+			}
+			p := f[4:]
+			if len(p) > 0 && p[0] == mysqlproto.ErrPacket {
+				o.err = mysqlproto.ParseErr(p)
+				return o, write(f)
+			}
+			if len(p) > 0 && p[0] == mysqlproto.EOFPacket && len(p) < 9 {
+				o.status = mysqlproto.ParseEOF(p).Status
+				return o, write(f)
+			}
+			if len(p) > 0 && p[0] == mysqlproto.EOFPacket && deprecateEOF {
+				return o, okFrame(f)
+			}
+			if err := write(f); err != nil {
+				return o, err
+			}
+		}
+	}
+
+	for {
+		f, err := readFrame()
+		if err != nil {
+			return o, err
+		}
+		p := f[4:]
+		if len(p) == 0 {
+			c.Broken = true
+			return o, errBackend{fmt.Errorf("%w: empty reply", mysqlproto.ErrMalformed)}
+		}
+		switch p[0] {
+		case mysqlproto.OKPacket:
+			if err := okFrame(f); err != nil {
+				return o, err
+			}
+			if kind == respSimple || o.status&mysqlproto.ServerMoreResultsExists == 0 {
+				return o, nil
+			}
+			continue
+		case mysqlproto.ErrPacket:
+			o.err = mysqlproto.ParseErr(p)
+			return o, write(f)
+		case mysqlproto.EOFPacket:
+			if kind == respSimple {
+				// COM_SET_OPTION and friends answer with EOF.
+				o.status = mysqlproto.ParseEOF(p).Status
+				return o, write(f)
+			}
+		case mysqlproto.LocalInfilePacket:
+			if kind == respQuery {
+				if err := s.localInfile(c, f); err != nil {
+					return o, err
+				}
+				continue
+			}
+		}
+		if kind == respSimple {
+			c.Broken = true
+			return o, errBackend{fmt.Errorf("%w: unexpected reply 0x%02x", mysqlproto.ErrMalformed, p[0])}
+		}
+		// A result set: column count, definitions, [EOF], rows, terminator.
+		ncols, _, good := mysqlproto.ReadLenEncInt(p, 0)
+		if !good {
+			c.Broken = true
+			return o, errBackend{fmt.Errorf("%w: column count", mysqlproto.ErrMalformed)}
+		}
+		if err := write(f); err != nil {
+			return o, err
+		}
+		if err := copyN(ncols); err != nil {
+			return o, err
+		}
+		if !deprecateEOF {
+			f, err := readFrame()
+			if err != nil {
+				return o, err
+			}
+			o.status = mysqlproto.ParseEOF(f[4:]).Status
+			if err := write(f); err != nil {
+				return o, err
+			}
+			if kind == respExecute && o.status&mysqlproto.ServerStatusCursorExists != 0 {
+				o.cursor = true
+				return o, nil
+			}
+		}
+		done, err := rows()
+		if err != nil || done || o.err != nil {
+			if o.status&mysqlproto.ServerStatusCursorExists != 0 {
+				o.cursor = true
+			}
+			return o, err
+		}
+	}
+}
+
+// localInfile relays LOAD DATA LOCAL INFILE: the server's request goes to
+// the client, the file's packets come back until an empty one.
+func (s *Session) localInfile(c *backend.Conn, req []byte) error {
+	if s.caps&mysqlproto.CapabilityClientLocalFiles == 0 {
+		// The client cannot send files: tell the server there is none.
+		c.Seq = req[3] + 1
+		if err := c.WritePacket(nil); err != nil {
+			return errBackend{err}
+		}
+		if err := c.Flush(); err != nil {
+			return errBackend{err}
+		}
+		return nil
+	}
+	if err := s.client.WriteFrame(req); err != nil {
+		return errClient{err}
+	}
+	if err := s.client.Flush(); err != nil {
+		return errClient{err}
+	}
+	c.Seq = req[3] + 1
+	for {
+		f, err := s.client.ReadFrame()
+		if err != nil {
+			return errClient{err}
+		}
+		if err := c.WriteFrame(f); err != nil {
+			return errBackend{err}
+		}
+		if len(f) == 4 {
+			break
+		}
+	}
+	if err := c.Flush(); err != nil {
+		return errBackend{err}
+	}
+	// The server's answer continues the sequence the client started.
+	c.Seq = s.client.Seq
+	return nil
+}
+
+// readPrepareOK reads a COM_STMT_PREPARE reply. With toClient it forwards
+// it, with the statement id replaced by clientID.
+func (s *Session) readPrepare(c *backend.Conn, toClient bool, clientID uint32) (*backend.ServerStmt, *mysqlproto.SQLError, error) {
+	f, err := c.ReadFrame()
+	if err != nil {
+		c.Broken = true
+		return nil, nil, errBackend{err}
+	}
+	p := f[4:]
+	if len(p) > 0 && p[0] == mysqlproto.ErrPacket {
+		se := mysqlproto.ParseErr(p)
+		if toClient {
+			if err := s.client.WriteFrame(f); err != nil {
+				return nil, se, errClient{err}
+			}
+		}
+		return nil, se, nil
+	}
+	if len(p) < 12 || p[0] != mysqlproto.OKPacket {
+		c.Broken = true
+		return nil, nil, errBackend{fmt.Errorf("%w: prepare reply", mysqlproto.ErrMalformed)}
+	}
+	st := &backend.ServerStmt{
+		ID:      binary.LittleEndian.Uint32(p[1:]),
+		Columns: binary.LittleEndian.Uint16(p[5:]),
+		Params:  binary.LittleEndian.Uint16(p[7:]),
+	}
+	if toClient {
+		binary.LittleEndian.PutUint32(p[1:], clientID)
+		if err := s.client.WriteFrame(f); err != nil {
+			return st, nil, errClient{err}
+		}
+	}
+	n := int(st.Params) + int(st.Columns)
+	if !c.DeprecateEOF {
+		if st.Params > 0 {
+			n++
+		}
+		if st.Columns > 0 {
+			n++
+		}
+	}
+	for range n {
+		f, err := c.ReadFrame()
+		if err != nil {
+			c.Broken = true
+			return st, nil, errBackend{err}
+		}
+		if toClient {
+			if err := s.client.WriteFrame(f); err != nil {
+				return st, nil, errClient{err}
+			}
+		}
+	}
+	return st, nil, nil
+}

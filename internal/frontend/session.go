@@ -1,0 +1,358 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/router"
+	"github.com/vigil-db/vigil/internal/sqlscan"
+)
+
+// Session is one client connection. Its methods run on the session's own
+// goroutine, except Info and kill, which other goroutines may call.
+type Session struct {
+	srv    *Server
+	id     uint32
+	client *mysqlproto.Conn
+	remote string
+
+	user         *User
+	caps         uint32
+	key          backend.Key
+	sessionTrack bool
+	multiStmts   bool
+
+	state backend.State
+
+	// conn is the server connection the session holds between statements
+	// (transaction, pin), or nil.
+	conn *backend.Conn
+	// sticky holds one connection per server when multiplexing is off.
+	sticky map[int]*backend.Conn
+
+	inTrx         bool
+	autocommitOff bool
+	pins          [numPins]int
+	tempTables    int
+
+	stmts    map[uint32]*clientStmt
+	nextStmt uint32
+
+	lastWrite time.Time
+	lastGTID  string
+	// lastGTIDFresh: the statement that just ran reported a new last_gtid.
+	lastGTIDFresh bool
+	gtidSeen  uint64 // bit i: server i is known to have applied lastGTID
+
+	// running is the server connection of the statement in flight, for KILL.
+	running atomic.Pointer[backend.Conn]
+	started time.Time
+	current atomic.Pointer[string]
+
+	scratch    []byte
+	rs         router.Session
+	nextTrxSet bool
+}
+
+// SessionInfo is a session as listings show it.
+type SessionInfo struct {
+	ID      uint32   `json:"id"`
+	User    string   `json:"user"`
+	Client  string   `json:"client"`
+	Schema  string   `json:"schema"`
+	InTrx   bool     `json:"in_transaction"`
+	Server  string   `json:"server,omitempty"`
+	Pins    []string `json:"pins,omitempty"`
+	Command string   `json:"command,omitempty"`
+}
+
+func newSession(srv *Server, id uint32, nc net.Conn) *Session {
+	c := mysqlproto.NewConn(nc)
+	return &Session{srv: srv, id: id, client: c, remote: nc.RemoteAddr().String(), stmts: map[uint32]*clientStmt{}}
+}
+
+// Info summarises the session (any goroutine).
+func (s *Session) Info() SessionInfo {
+	in := SessionInfo{ID: s.id, Client: s.remote}
+	if s.user != nil {
+		in.User = s.user.Name
+	}
+	if c := s.running.Load(); c != nil {
+		in.Server = c.Server
+	}
+	if q := s.current.Load(); q != nil {
+		in.Command = *q
+	}
+	return in
+}
+
+func (s *Session) opts() *Options { return s.srv.opts.Load() }
+
+func (s *Session) run(ctx context.Context) {
+	defer s.client.Close()
+	defer s.releaseAll()
+	s.srv.Stats.Connections.Add(1)
+	host, _, _ := net.SplitHostPort(s.remote)
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cfg := &mysqlproto.ServerConfig{
+		ServerVersion: s.opts().ServerVersion, TLS: s.opts().TLS, RSAKey: s.opts().RSAKey,
+		ShaCache: &s.srv.sha, Lookup: s.lookupUser,
+	}
+	hello, err := s.client.Accept(hctx, cfg, s.id, host)
+	cancel()
+	if err != nil {
+		if errors.Is(err, mysqlproto.ErrAccessDenied) {
+			s.srv.Stats.AuthFailures.Add(1)
+			s.srv.log.Warn("client authentication failed", "session", s.id, "client", s.remote, "err", err)
+		} else if !errors.Is(err, io.EOF) {
+			s.srv.log.Debug("client handshake failed", "session", s.id, "client", s.remote, "err", err)
+		}
+		return
+	}
+	s.client.MaxPacket = s.opts().MaxPacket
+	users := *s.srv.users.Load()
+	s.user = users[hello.User]
+	s.caps = hello.Capabilities
+	s.sessionTrack = s.caps&mysqlproto.CapabilityClientSessionTrack != 0
+	s.multiStmts = s.caps&mysqlproto.CapabilityClientMultiStatements != 0
+	s.key = backend.Key{User: hello.User, Flavour: s.caps & mysqlproto.FlavourCapabilities, Collation: hello.Collation}
+	s.state.SetSchema(hello.DB)
+	s.rs = router.Session{RYW: s.user.RYW, SessionWindow: s.user.SessionWindow}
+	if hello.DB != "" {
+		// Check the schema exists and is allowed, as a server would.
+		if err := s.checkSchema(ctx, hello.DB); err != nil {
+			s.sendError(err)
+			return
+		}
+	}
+	for {
+		s.client.Seq = 0
+		pkt, err := s.client.ReadPacket()
+		if err != nil {
+			if errors.Is(err, mysqlproto.ErrPacketTooLarge) {
+				s.sendError(mysqlproto.NewError(mysqlproto.ERNetPacketTooLarge, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes"))
+			} else if errors.Is(err, mysqlproto.ErrMalformed) {
+				s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed communication packet: %v", err))
+			}
+			return
+		}
+		if len(pkt) == 0 {
+			s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed communication packet: empty command"))
+			return
+		}
+		if err := s.dispatch(ctx, pkt); err != nil {
+			var ec errClient
+			if !errors.As(err, &ec) && !errors.Is(err, errQuit) {
+				s.srv.log.Debug("session ended", "session", s.id, "err", err)
+			}
+			return
+		}
+		if err := s.client.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+var errQuit = errors.New("client quit")
+
+func (s *Session) lookupUser(name string) (mysqlproto.Credentials, bool) {
+	u, ok := (*s.srv.users.Load())[name]
+	if !ok {
+		return mysqlproto.Credentials{}, false
+	}
+	return u.Cred, true
+}
+
+// dispatch handles one command. A returned error ends the session.
+func (s *Session) dispatch(ctx context.Context, pkt []byte) error {
+	switch pkt[0] {
+	case mysqlproto.ComQuery:
+		return s.comQuery(ctx, pkt)
+	case mysqlproto.ComQuit:
+		return errQuit
+	case mysqlproto.ComPing:
+		return s.writeOK(0, 0)
+	case mysqlproto.ComInitDB:
+		return s.comInitDB(ctx, pkt)
+	case mysqlproto.ComStmtPrepare:
+		return s.comStmtPrepare(ctx, pkt)
+	case mysqlproto.ComStmtExecute:
+		return s.comStmtExecute(ctx, pkt)
+	case mysqlproto.ComStmtSendLongData:
+		return s.comStmtSendLongData(ctx, pkt)
+	case mysqlproto.ComStmtClose:
+		return s.comStmtClose(ctx, pkt)
+	case mysqlproto.ComStmtReset:
+		return s.comStmtReset(ctx, pkt)
+	case mysqlproto.ComStmtFetch:
+		return s.comStmtFetch(ctx, pkt)
+	case mysqlproto.ComFieldList:
+		return s.simpleCommand(ctx, pkt, router.Reader, respFieldList)
+	case mysqlproto.ComStatistics:
+		return s.simpleCommand(ctx, pkt, router.Writer, respStatistics)
+	case mysqlproto.ComSetOption:
+		return s.comSetOption(pkt)
+	case mysqlproto.ComResetConnection:
+		return s.comResetConnection(ctx)
+	case mysqlproto.ComChangeUser:
+		return s.comChangeUser(ctx, pkt)
+	case mysqlproto.ComProcessKill:
+		if len(pkt) < 5 {
+			return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_PROCESS_KILL"))
+		}
+		id := uint64(pkt[1]) | uint64(pkt[2])<<8 | uint64(pkt[3])<<16 | uint64(pkt[4])<<24
+		return s.kill(ctx, id, false)
+	case mysqlproto.ComBinlogDump, mysqlproto.ComBinlogDumpGTID, mysqlproto.ComRegisterSlave:
+		return s.sendError(mysqlproto.NewError(mysqlproto.ERVigilUnsupported, mysqlproto.SSVigilUnsupported,
+			"Vigil: replication commands are not proxied; connect replicas to the servers directly"))
+	default:
+		return s.sendError(mysqlproto.NewError(mysqlproto.ERUnknownComError, "08S01",
+			"Vigil: command 0x%02x is not supported through the proxy", pkt[0]))
+	}
+}
+
+// bound reports whether the session must keep its server connection.
+func (s *Session) bound() bool {
+	if s.inTrx || s.autocommitOff || s.tempTables > 0 {
+		return true
+	}
+	for _, n := range s.pins {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
+	q := pkt[1:]
+	info := sqlscan.Scan(q)
+	s.srv.Stats.Queries.Add(1)
+	if info.Flags&sqlscan.FlagMulti != 0 && !s.multiStmts {
+		return s.sendError(mysqlproto.NewError(mysqlproto.ERParseError, mysqlproto.SSSyntax,
+			"You have an error in your SQL syntax: multi-statements are off for this connection (CLIENT_MULTI_STATEMENTS)"))
+	}
+	if info.Flags&sqlscan.FlagKill != 0 {
+		if id, query, ok := sqlscan.KillTarget(q); ok {
+			return s.kill(ctx, id, query)
+		}
+	}
+	s.nextTrxSet = info.Class == sqlscan.ClassSet && isNextTrxSet(q)
+	s.rs.Bound = s.bound()
+	dec := router.Route(info, &s.rs, time.Now())
+	return s.execute(ctx, pkt, info, dec.Target, respQuery)
+}
+
+// execute sends one command to the server the router chose and streams
+// the reply. A failed read outside a transaction is retried once on
+// another reader when nothing reached the client yet.
+func (s *Session) execute(ctx context.Context, pkt []byte, info sqlscan.Info, target router.Target, kind respKind) error {
+	exclude := -1
+	for attempt := 0; ; attempt++ {
+		c, err := s.acquire(ctx, target, exclude)
+		if err != nil {
+			return s.sendError(err)
+		}
+		if target == router.Reader {
+			if c, err = s.waitGTID(ctx, c); err != nil {
+				return s.sendError(err)
+			}
+		}
+		out, err := s.roundTrip(c, pkt, kind)
+		if err != nil {
+			var eb errBackend
+			if errors.As(err, &eb) && !out.sent && target == router.Reader && attempt == 0 && !s.bound() {
+				s.srv.Stats.ReadRetries.Add(1)
+				s.srv.log.Warn("read failed on a server; retrying on another", "session", s.id, "server", c.Server, "err", eb.err)
+				s.dropConn(c)
+				exclude = c.Index
+				continue
+			}
+			return s.failed(c, err, out)
+		}
+		s.after(c, info, out)
+		return nil
+	}
+}
+
+// roundTrip writes pkt to c and forwards the reply.
+func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome, error) {
+	s.running.Store(c)
+	defer s.running.Store(nil)
+	c.Seq = 0
+	if err := c.WritePacket(pkt); err != nil {
+		c.Broken = true
+		return outcome{}, errBackend{err}
+	}
+	if err := c.Flush(); err != nil {
+		c.Broken = true
+		return outcome{}, errBackend{err}
+	}
+	s.srv.bal.Begin(c.Index)
+	out, err := s.forward(c, kind)
+	s.srv.bal.End(c.Index)
+	return out, err
+}
+
+// failed handles an I/O failure during a statement.
+func (s *Session) failed(c *backend.Conn, err error, out outcome) error {
+	var eb errBackend
+	if errors.As(err, &eb) {
+		wasBound := s.bound()
+		s.dropConn(c)
+		s.resetTxn()
+		s.srv.Stats.Errors.Add(1)
+		if out.sent {
+			// Part of a reply went out: the client cannot be told cleanly.
+			return err
+		}
+		what := "the statement"
+		if wasBound {
+			what = "the open transaction (or pinned session state) was lost; it did not commit"
+		}
+		return s.sendError(mysqlproto.NewError(mysqlproto.ERVigilBackendLost, mysqlproto.SSVigilLost,
+			"Vigil: lost connection to server %s during %s: %v", c.Server, what, eb.err))
+	}
+	// Client side failure: the server may still be working for nobody.
+	if s.client.Pending() == 0 || true {
+		s.killRunning(c)
+	}
+	s.dropConn(c)
+	return err
+}
+
+// after updates the session from a finished statement and gives the
+// server connection back unless the session must keep it.
+func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
+	if out.status != 0 || out.err == nil {
+		s.inTrx = out.status&mysqlproto.ServerStatusInTrans != 0
+		s.autocommitOff = out.status&mysqlproto.ServerStatusAutocommit == 0
+	}
+	if out.err == nil {
+		s.updatePins(info, out)
+		if (info.Class == sqlscan.ClassWrite || info.Class == sqlscan.ClassCommit) && !s.inTrx {
+			// With GTID read-your-writes the new last_gtid says where reads
+			// must wait; without one (binary log off), fall back to the
+			// session window.
+			if s.user.RYW == router.RYWSession || (s.user.RYW == router.RYWGTID && !s.lastGTIDFresh) {
+				s.lastWrite = time.Now()
+			}
+		}
+	}
+	s.lastGTIDFresh = false
+	if s.pins[PinFoundRows] > 0 && info.Flags&sqlscan.FlagCalcFoundRows == 0 {
+		s.pins[PinFoundRows] = 0
+	}
+	s.rs.LastWrite = s.lastWrite
+	s.release(c)
+}
+
+var timeNow = time.Now
+
+func asBackend(err error, eb *errBackend) bool { return errors.As(err, eb) }

@@ -1,0 +1,39 @@
+package frontend
+
+import "sync/atomic"
+
+// Pin reasons: why a session keeps its server connection.
+const (
+	PinTempTable = iota
+	PinGetLock
+	PinLockTables
+	PinFoundRows
+	PinPrepare
+	PinUserVar
+	PinSqlLogBin
+	PinXA
+	PinCursor
+	PinLongData
+	PinTrxCharacteristics
+	numPins
+)
+
+// PinNames names the pin reasons for metrics and session listings.
+var PinNames = [numPins]string{"temporary_table", "get_lock", "lock_tables", "found_rows",
+	"text_prepare", "user_variable", "sql_log_bin", "xa", "cursor", "long_data", "next_transaction"}
+
+// Stats are the listener's counters, read by metrics.
+type Stats struct {
+	Connections  atomic.Int64
+	AuthFailures atomic.Int64
+	Queries      atomic.Int64
+	ToWriter     atomic.Int64
+	ToReader     atomic.Int64
+	ReadRetries  atomic.Int64
+	GTIDWaits    atomic.Int64
+	GTIDFallback atomic.Int64
+	Errors       atomic.Int64
+	Pins         [numPins]atomic.Int64
+}
+
+func newStats() *Stats { return &Stats{} }

@@ -1,0 +1,282 @@
+package mysqlproto
+
+import (
+	"bytes"
+	"context"
+	"crypto/rsa"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"sync"
+
+	gomysql "github.com/go-mysql-org/go-mysql/mysql"
+)
+
+// Credentials is what Vigil knows of a user's password: the plaintext, or
+// only the mysql_native_password hash (SHA1(SHA1(password))).
+type Credentials struct {
+	Plain      string
+	NativeHash []byte // 20 bytes; derived from Plain when Plain is set
+	RequireTLS bool
+}
+
+// ServerConfig drives the server side of the handshake.
+type ServerConfig struct {
+	ServerVersion string
+	// TLS, when set, offers CLIENT_SSL.
+	TLS *tls.Config
+	// RSAKey enables caching_sha2_password full authentication on
+	// connections without TLS.
+	RSAKey *rsa.PrivateKey
+	// Lookup returns a user's credentials.
+	Lookup func(user string) (Credentials, bool)
+	// ShaCache remembers users who passed caching_sha2_password full
+	// authentication, as the server's cache does, so later logins take the
+	// fast path. Shared by all connections; may be nil.
+	ShaCache *ShaCache
+}
+
+// ShaCache is the caching_sha2_password fast-path cache.
+type ShaCache struct{ m sync.Map }
+
+// Hello is what a client told Vigil during the handshake.
+type Hello struct {
+	Capabilities uint32
+	Collation    byte
+	User         string
+	DB           string
+	Attrs        map[string]string
+	TLS          bool
+	MaxPacket    uint32
+}
+
+// ErrAccessDenied wraps authentication failures so callers can count them.
+var ErrAccessDenied = errors.New("access denied")
+
+// Accept runs the server side of the handshake on c: greeting, optional TLS,
+// authentication. On success the client has received OK. On failure the
+// client has received an ERR packet where that is still possible.
+func (c *Conn) Accept(ctx context.Context, cfg *ServerConfig, connID uint32, remoteHost string) (*Hello, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.nc.SetDeadline(dl)
+		defer c.nc.SetDeadline(noDeadline)
+	}
+	caps := ServerCapabilities
+	if cfg.TLS != nil {
+		caps |= CapabilityClientSSL
+	}
+	nonce := NewNonce()
+	c.Seq = 0
+	g := &Greeting{
+		ServerVersion: cfg.ServerVersion, ConnectionID: connID, Capabilities: caps,
+		Collation: DefaultCollationID, Status: ServerStatusAutocommit, Nonce: nonce, Plugin: AuthNativePassword,
+	}
+	if err := c.WritePacket(AppendGreeting(nil, g)); err != nil {
+		return nil, err
+	}
+	if err := c.Flush(); err != nil {
+		return nil, err
+	}
+	p, err := c.ReadPacket()
+	if err != nil {
+		return nil, fmt.Errorf("reading handshake response: %w", err)
+	}
+	tlsOn := false
+	if IsSSLRequest(p) {
+		if cfg.TLS == nil {
+			return nil, fmt.Errorf("%w: client asked for TLS, which was not offered", ErrMalformed)
+		}
+		if err := c.assertDrained(); err != nil {
+			return nil, err
+		}
+		tc := tls.Server(c.nc, cfg.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return nil, fmt.Errorf("TLS handshake: %w", err)
+		}
+		c.nc = tc
+		tlsOn = true
+		if p, err = c.ReadPacket(); err != nil {
+			return nil, fmt.Errorf("reading handshake response: %w", err)
+		}
+	}
+	resp, err := ParseHandshakeResponse(p)
+	if err != nil {
+		c.sendErr(NewError(ERHandshakeError, SSHandshakeError, "Bad handshake"))
+		return nil, err
+	}
+	hello := &Hello{
+		Capabilities: resp.Capabilities & caps, Collation: resp.Collation, User: resp.User,
+		DB: resp.DB, Attrs: resp.Attrs, TLS: tlsOn, MaxPacket: resp.MaxPacket,
+	}
+	denied := func(reason string) (*Hello, error) {
+		used := "YES"
+		if len(resp.AuthResponse) == 0 {
+			used = "NO"
+		}
+		c.sendErr(NewError(ERAccessDeniedError, SSAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", resp.User, remoteHost, used))
+		return hello, fmt.Errorf("%w for user %q: %s", ErrAccessDenied, resp.User, reason)
+	}
+	cred, found := cfg.Lookup(resp.User)
+	if found && cred.NativeHash == nil && cred.Plain != "" {
+		cred.NativeHash = gomysql.NativePasswordHash([]byte(cred.Plain))
+	}
+	if found && cred.RequireTLS && !tlsOn {
+		return denied("the user requires TLS")
+	}
+	plugin := resp.Plugin
+	if resp.Capabilities&CapabilityClientPluginAuth == 0 {
+		plugin = AuthNativePassword
+	}
+	authData := resp.AuthResponse
+	if plugin == AuthCachingSha2 && (!found || cred.Plain == "") {
+		// Without the plaintext Vigil cannot check a SHA-256 scramble: ask
+		// the client for a native one instead.
+		plugin = ""
+	}
+	if plugin != AuthNativePassword && plugin != AuthCachingSha2 {
+		nonce = NewNonce()
+		sw := append([]byte{AuthSwitchRequest}, AuthNativePassword...)
+		sw = append(append(append(sw, 0), nonce...), 0)
+		if err := c.WritePacket(sw); err != nil {
+			return nil, err
+		}
+		if err := c.Flush(); err != nil {
+			return nil, err
+		}
+		if authData, err = c.ReadPacket(); err != nil {
+			return nil, fmt.Errorf("reading auth switch response: %w", err)
+		}
+		authData = append([]byte(nil), authData...)
+		plugin = AuthNativePassword
+	}
+	if !found {
+		return denied("unknown user")
+	}
+	switch plugin {
+	case AuthNativePassword:
+		if !checkNative(authData, nonce, cred) {
+			return denied("wrong password")
+		}
+	case AuthCachingSha2:
+		ok, err := c.cachingSha2(ctx, cfg, nonce, authData, cred, resp.User, tlsOn)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return denied("wrong password")
+		}
+	}
+	if err := c.WritePacket(AppendOK(nil, 0, 0, ServerStatusAutocommit, 0)); err != nil {
+		return nil, err
+	}
+	return hello, c.Flush()
+}
+
+func checkNative(reply, nonce []byte, cred Credentials) bool {
+	if len(cred.NativeHash) == 0 {
+		return len(reply) == 0 && cred.Plain == ""
+	}
+	if len(reply) != sha1.Size {
+		return false
+	}
+	return gomysql.CompareNativePassword(reply, cred.NativeHash, nonce)
+}
+
+// cachingSha2 runs caching_sha2_password: the fast path when the user is
+// cached, else full authentication with the cleartext over TLS or RSA.
+func (c *Conn) cachingSha2(ctx context.Context, cfg *ServerConfig, nonce, reply []byte, cred Credentials, user string, tlsOn bool) (bool, error) {
+	if cred.Plain == "" && len(reply) == 0 {
+		return true, nil
+	}
+	expect := gomysql.CalcCachingSha2Password(nonce, []byte(cred.Plain))
+	if cfg.ShaCache != nil {
+		if _, cached := cfg.ShaCache.m.Load(user); cached {
+			if subtle.ConstantTimeCompare(expect, reply) == 1 {
+				return true, c.WritePacket([]byte{AuthMoreData, cachingSha2FastAuthOK})
+			}
+			return false, nil
+		}
+	}
+	// Full authentication.
+	if err := c.WritePacket([]byte{AuthMoreData, cachingSha2FullAuth}); err != nil {
+		return false, err
+	}
+	if err := c.Flush(); err != nil {
+		return false, err
+	}
+	p, err := c.ReadPacket()
+	if err != nil {
+		return false, fmt.Errorf("caching_sha2_password full auth: %w", err)
+	}
+	var plain []byte
+	switch {
+	case tlsOn:
+		plain = bytes.TrimRight(p, "\x00")
+	case len(p) == 1 && p[0] == cachingSha2RequestKey:
+		if cfg.RSAKey == nil {
+			return false, fmt.Errorf("caching_sha2_password: client asked for the RSA key and none is configured; use TLS")
+		}
+		der, err := x509.MarshalPKIXPublicKey(&cfg.RSAKey.PublicKey)
+		if err != nil {
+			return false, err
+		}
+		pemKey := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+		if err := c.WritePacket(append([]byte{AuthMoreData}, pemKey...)); err != nil {
+			return false, err
+		}
+		if err := c.Flush(); err != nil {
+			return false, err
+		}
+		enc, err := c.ReadPacket()
+		if err != nil {
+			return false, err
+		}
+		dec, err := rsa.DecryptOAEP(sha1.New(), nil, cfg.RSAKey, enc, nil)
+		if err != nil {
+			return false, nil
+		}
+		for i := range dec {
+			dec[i] ^= nonce[i%len(nonce)]
+		}
+		plain = bytes.TrimRight(dec, "\x00")
+	default:
+		return false, fmt.Errorf("caching_sha2_password full auth needs TLS or an RSA key request")
+	}
+	if subtle.ConstantTimeCompare(sha256Sum(plain), sha256Sum([]byte(cred.Plain))) != 1 {
+		return false, nil
+	}
+	if cfg.ShaCache != nil {
+		cfg.ShaCache.m.Store(user, struct{}{})
+	}
+	return true, nil
+}
+
+func sha256Sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
+
+func (c *Conn) sendErr(e *SQLError) {
+	_ = c.WritePacket(AppendErr(nil, e))
+	_ = c.Flush()
+}
+
+// WriteErr sends an ERR packet as the reply to the current command.
+func (c *Conn) WriteErr(e *SQLError) error {
+	if err := c.WritePacket(AppendErr(nil, e)); err != nil {
+		return err
+	}
+	return c.Flush()
+}
+
+// CheckNative verifies a mysql_native_password scramble against cred.
+func CheckNative(reply, nonce []byte, cred Credentials) bool {
+	if cred.NativeHash == nil && cred.Plain != "" {
+		cred.NativeHash = gomysql.NativePasswordHash([]byte(cred.Plain))
+	}
+	return checkNative(reply, nonce, cred)
+}
+
+func nativeHash(pw string) []byte { return gomysql.NativePasswordHash([]byte(pw)) }

@@ -1,0 +1,269 @@
+// Package mysqlproto owns the MySQL client/server protocol as Vigil speaks
+// it on both sides: packet framing with pooled buffers, OK/ERR/EOF packets,
+// the v10 handshake and authentication (server side for clients, client side
+// for backends), and *SQLError, the typed error every layer returns to a
+// client.
+//
+// Framing is hand-written rather than taken from go-mysql's packet package:
+// the proxy forwards result sets frame by frame without decoding rows, and
+// needs to see frames in its own read buffer (zero copies, zero allocations
+// per query) and to batch writes; go-mysql's packet.Conn allocates a fresh
+// slice per packet. Constants and password scrambles come from go-mysql.
+package mysqlproto
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// MaxPayload is the largest payload of one frame; a packet of this size or
+// more continues in the next frame.
+const MaxPayload = 1<<24 - 1
+
+const (
+	defaultReadBuf  = 16 << 10
+	defaultWriteBuf = 16 << 10
+	// flushAt: a pending write buffer larger than this is sent at once.
+	flushAt = 64 << 10
+)
+
+// ErrMalformed marks bytes that are not a valid packet.
+var ErrMalformed = errors.New("malformed packet")
+
+// ErrPacketTooLarge is returned when a logical packet exceeds the limit
+// given to the connection.
+var ErrPacketTooLarge = errors.New("packet larger than max_allowed_packet")
+
+// Conn frames MySQL packets over a net.Conn. It is not safe for concurrent
+// use: one goroutine reads and writes a Conn at a time (the session that
+// owns it, or the pool while it validates it).
+type Conn struct {
+	nc net.Conn
+
+	rbuf []byte
+	r, w int // unread bytes are rbuf[r:w]
+
+	wbuf []byte
+
+	// big holds a logical packet assembled from several frames, or a frame
+	// that does not fit rbuf; reused between calls.
+	big []byte
+
+	// MaxPacket bounds an assembled logical packet (0 = 1 GiB).
+	MaxPacket int
+
+	// forcePlugin overrides the server's auth plugin choice (tests).
+	forcePlugin string
+
+	// Seq is the sequence id expected for the next packet read, and used
+	// for the next packet written.
+	Seq uint8
+}
+
+// NewConn wraps nc.
+func NewConn(nc net.Conn) *Conn {
+	return &Conn{nc: nc, rbuf: make([]byte, defaultReadBuf), wbuf: make([]byte, 0, defaultWriteBuf)}
+}
+
+// NetConn is the underlying connection.
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// SetNetConn replaces the transport, for the switch to TLS. Nothing may be
+// buffered when it is called.
+func (c *Conn) SetNetConn(nc net.Conn) { c.nc = nc }
+
+// Close closes the transport.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// Buffered is the number of received bytes not yet consumed.
+func (c *Conn) Buffered() int { return c.w - c.r }
+
+// SetDeadline sets the read and write deadline of the transport.
+func (c *Conn) SetDeadline(t time.Time) error { return c.nc.SetDeadline(t) }
+
+// fill reads at least n unread bytes into rbuf (n <= len(rbuf)).
+func (c *Conn) fill(n int) error {
+	if c.w-c.r >= n {
+		return nil
+	}
+	if c.r > 0 && (c.r == c.w || len(c.rbuf)-c.r < n) {
+		copy(c.rbuf, c.rbuf[c.r:c.w])
+		c.w -= c.r
+		c.r = 0
+	}
+	for c.w-c.r < n {
+		m, err := c.nc.Read(c.rbuf[c.w:])
+		c.w += m
+		if err != nil {
+			if c.w-c.r >= n {
+				return nil
+			}
+			if errors.Is(err, io.EOF) && c.w-c.r > 0 {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadFrame returns one frame, header included (4 bytes length and
+// sequence id, then the payload). The slice is valid until the next read.
+// It checks and advances the sequence id.
+func (c *Conn) ReadFrame() ([]byte, error) {
+	if err := c.fill(4); err != nil {
+		return nil, err
+	}
+	h := c.rbuf[c.r : c.r+4]
+	n := int(h[0]) | int(h[1])<<8 | int(h[2])<<16
+	if h[3] != c.Seq {
+		return nil, fmt.Errorf("%w: sequence id %d, expected %d", ErrMalformed, h[3], c.Seq)
+	}
+	c.Seq++
+	total := 4 + n
+	if total <= len(c.rbuf) {
+		if err := c.fill(total); err != nil {
+			return nil, err
+		}
+		f := c.rbuf[c.r : c.r+total]
+		c.r += total
+		return f, nil
+	}
+	// Larger than the read buffer: assemble in big.
+	if cap(c.big) < total {
+		c.big = make([]byte, total)
+	}
+	f := c.big[:total]
+	k := copy(f, c.rbuf[c.r:c.w])
+	c.r += k
+	if _, err := io.ReadFull(c.nc, f[k:]); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// ReadPacket returns the payload of one logical packet (frames joined).
+// The slice is valid until the next read.
+func (c *Conn) ReadPacket() ([]byte, error) {
+	f, err := c.ReadFrame()
+	if err != nil {
+		return nil, err
+	}
+	if len(f)-4 < MaxPayload {
+		return f[4:], nil
+	}
+	limit := c.MaxPacket
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	var acc []byte
+	acc = append(acc, f[4:]...)
+	for {
+		f, err = c.ReadFrame()
+		if err != nil {
+			return nil, err
+		}
+		acc = append(acc, f[4:]...)
+		if len(acc) > limit {
+			return nil, ErrPacketTooLarge
+		}
+		if len(f)-4 < MaxPayload {
+			return acc, nil
+		}
+	}
+}
+
+// WritePacket queues payload as one logical packet (split into frames as
+// needed) with the current sequence id. Call Flush to send.
+func (c *Conn) WritePacket(payload []byte) error {
+	for {
+		n := len(payload)
+		if n > MaxPayload {
+			n = MaxPayload
+		}
+		c.wbuf = append(c.wbuf, byte(n), byte(n>>8), byte(n>>16), c.Seq)
+		c.wbuf = append(c.wbuf, payload[:n]...)
+		c.Seq++
+		payload = payload[n:]
+		if len(c.wbuf) >= flushAt {
+			if err := c.Flush(); err != nil {
+				return err
+			}
+		}
+		if n < MaxPayload {
+			return nil
+		}
+	}
+}
+
+// BeginPacket starts a packet in the write buffer and returns the buffer to
+// append the payload to; FinishPacket fills in the header. Packets built
+// this way must be shorter than MaxPayload.
+func (c *Conn) BeginPacket() (buf []byte, start int) {
+	start = len(c.wbuf)
+	c.wbuf = append(c.wbuf, 0, 0, 0, 0)
+	return c.wbuf, start
+}
+
+// FinishPacket completes a packet begun with BeginPacket.
+func (c *Conn) FinishPacket(buf []byte, start int) error {
+	n := len(buf) - start - 4
+	if n >= MaxPayload {
+		return fmt.Errorf("packet of %d bytes built in place", n)
+	}
+	buf[start], buf[start+1], buf[start+2], buf[start+3] = byte(n), byte(n>>8), byte(n>>16), c.Seq
+	c.Seq++
+	c.wbuf = buf
+	if len(c.wbuf) >= flushAt {
+		return c.Flush()
+	}
+	return nil
+}
+
+// WriteFrame queues a raw frame (header included) as is, keeping its
+// sequence id; the connection's Seq follows it.
+func (c *Conn) WriteFrame(f []byte) error {
+	c.wbuf = append(c.wbuf, f...)
+	c.Seq = f[3] + 1
+	if len(c.wbuf) >= flushAt {
+		return c.Flush()
+	}
+	return nil
+}
+
+// Pending is the number of bytes queued and not yet sent.
+func (c *Conn) Pending() int { return len(c.wbuf) }
+
+// Flush sends what is queued.
+func (c *Conn) Flush() error {
+	if len(c.wbuf) == 0 {
+		return nil
+	}
+	_, err := c.nc.Write(c.wbuf)
+	if cap(c.wbuf) > 4*flushAt {
+		c.wbuf = make([]byte, 0, defaultWriteBuf)
+	} else {
+		c.wbuf = c.wbuf[:0]
+	}
+	return err
+}
+
+// ReleaseBig drops a large assembly buffer so an idle connection does not
+// keep megabytes alive.
+func (c *Conn) ReleaseBig() {
+	if cap(c.big) > 1<<20 {
+		c.big = nil
+	}
+}
+
+// bufferedReader exposes unread bytes to the TLS handshake: nothing may be
+// buffered when switching to TLS, which this checks.
+func (c *Conn) assertDrained() error {
+	if c.w != c.r {
+		return fmt.Errorf("%w: %d bytes after the TLS request", ErrMalformed, c.w-c.r)
+	}
+	return nil
+}

@@ -1,0 +1,245 @@
+package mysqlproto
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+)
+
+// Greeting is the server's initial handshake (protocol v10).
+type Greeting struct {
+	ServerVersion string
+	ConnectionID  uint32
+	Capabilities  uint32
+	Collation     byte
+	Status        uint16
+	Nonce         []byte // 20 bytes of auth plugin data
+	Plugin        string
+}
+
+// AppendGreeting appends the payload of an initial handshake packet.
+func AppendGreeting(dst []byte, g *Greeting) []byte {
+	dst = append(dst, 10)
+	dst = append(dst, g.ServerVersion...)
+	dst = append(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, g.ConnectionID)
+	dst = append(dst, g.Nonce[:8]...)
+	dst = append(dst, 0)
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(g.Capabilities))
+	dst = append(dst, g.Collation)
+	dst = binary.LittleEndian.AppendUint16(dst, g.Status)
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(g.Capabilities>>16))
+	dst = append(dst, byte(len(g.Nonce)+1))
+	dst = append(dst, make([]byte, 10)...)
+	dst = append(dst, g.Nonce[8:]...)
+	dst = append(dst, 0)
+	dst = append(dst, g.Plugin...)
+	return append(dst, 0)
+}
+
+// ParseGreeting decodes an initial handshake payload.
+func ParseGreeting(p []byte) (*Greeting, error) {
+	bad := func(what string) error { return fmt.Errorf("%w: handshake %s", ErrMalformed, what) }
+	if len(p) < 1 {
+		return nil, bad("empty")
+	}
+	if p[0] == ErrPacket {
+		return nil, ParseErr(p)
+	}
+	if p[0] != 10 {
+		return nil, fmt.Errorf("server speaks protocol version %d, Vigil needs 10", p[0])
+	}
+	g := &Greeting{}
+	ver, pos, ok := ReadNulString(p, 1)
+	if !ok {
+		return nil, bad("server version")
+	}
+	g.ServerVersion = string(ver)
+	if pos+4+8+1+2 > len(p) {
+		return nil, bad("too short")
+	}
+	g.ConnectionID = binary.LittleEndian.Uint32(p[pos:])
+	pos += 4
+	nonce := append([]byte(nil), p[pos:pos+8]...)
+	pos += 9
+	g.Capabilities = uint32(binary.LittleEndian.Uint16(p[pos:]))
+	pos += 2
+	if pos+16 <= len(p) {
+		g.Collation = p[pos]
+		g.Status = binary.LittleEndian.Uint16(p[pos+1:])
+		g.Capabilities |= uint32(binary.LittleEndian.Uint16(p[pos+3:])) << 16
+		authLen := int(p[pos+5])
+		pos += 16
+		if g.Capabilities&CapabilityClientSecureConnection != 0 {
+			n := max(13, authLen-8)
+			if pos+n > len(p) {
+				n = len(p) - pos
+			}
+			part := p[pos : pos+n]
+			part = bytes.TrimRight(part, "\x00")
+			nonce = append(nonce, part...)
+			pos += n
+		}
+		if g.Capabilities&CapabilityClientPluginAuth != 0 && pos < len(p) {
+			name, _, ok := ReadNulString(p, pos)
+			if !ok {
+				name = p[pos:]
+			}
+			g.Plugin = string(name)
+		}
+	}
+	g.Nonce = nonce
+	return g, nil
+}
+
+// HandshakeResponse is the client's answer to the greeting.
+type HandshakeResponse struct {
+	Capabilities uint32
+	MaxPacket    uint32
+	Collation    byte
+	User         string
+	AuthResponse []byte
+	DB           string
+	Plugin       string
+	Attrs        map[string]string
+}
+
+// IsSSLRequest reports whether p is the short SSL request that precedes TLS.
+func IsSSLRequest(p []byte) bool {
+	return len(p) == 32 && binary.LittleEndian.Uint32(p)&CapabilityClientSSL != 0
+}
+
+// ParseHandshakeResponse decodes a HandshakeResponse41 payload.
+func ParseHandshakeResponse(p []byte) (*HandshakeResponse, error) {
+	bad := func(what string) error { return fmt.Errorf("%w: handshake response %s", ErrMalformed, what) }
+	if len(p) < 32 {
+		return nil, bad("too short")
+	}
+	r := &HandshakeResponse{}
+	r.Capabilities = binary.LittleEndian.Uint32(p)
+	if r.Capabilities&CapabilityClientProtocol41 == 0 {
+		return nil, fmt.Errorf("client does not speak protocol 4.1; Vigil needs CLIENT_PROTOCOL_41")
+	}
+	r.MaxPacket = binary.LittleEndian.Uint32(p[4:])
+	r.Collation = p[8]
+	pos := 32
+	user, pos, ok := ReadNulString(p, pos)
+	if !ok {
+		return nil, bad("user name")
+	}
+	r.User = string(user)
+	switch {
+	case r.Capabilities&CapabilityClientPluginAuthLenencClientData != 0:
+		var a []byte
+		if a, pos, ok = ReadLenEncString(p, pos); !ok {
+			return nil, bad("auth data")
+		}
+		r.AuthResponse = a
+	case r.Capabilities&CapabilityClientSecureConnection != 0:
+		if pos >= len(p) || pos+1+int(p[pos]) > len(p) {
+			return nil, bad("auth data")
+		}
+		n := int(p[pos])
+		r.AuthResponse = p[pos+1 : pos+1+n]
+		pos += 1 + n
+	default:
+		var a []byte
+		if a, pos, ok = ReadNulString(p, pos); !ok {
+			return nil, bad("auth data")
+		}
+		r.AuthResponse = a
+	}
+	r.AuthResponse = append([]byte(nil), r.AuthResponse...)
+	if r.Capabilities&CapabilityClientConnectWithDB != 0 && pos < len(p) {
+		var db []byte
+		if db, pos, ok = ReadNulString(p, pos); !ok {
+			return nil, bad("database")
+		}
+		r.DB = string(db)
+	}
+	if r.Capabilities&CapabilityClientPluginAuth != 0 && pos < len(p) {
+		var pl []byte
+		if pl, pos, ok = ReadNulString(p, pos); !ok {
+			pl, pos = p[pos:], len(p)
+		}
+		r.Plugin = string(pl)
+	}
+	if r.Capabilities&CapabilityClientConnectAttrs != 0 && pos < len(p) {
+		block, _, ok := ReadLenEncString(p, pos)
+		if !ok {
+			return nil, bad("connection attributes")
+		}
+		r.Attrs = map[string]string{}
+		for q := 0; q < len(block); {
+			k, nq, ok1 := ReadLenEncString(block, q)
+			v, nq2, ok2 := ReadLenEncString(block, nq)
+			if !ok1 || !ok2 {
+				return nil, bad("connection attribute")
+			}
+			r.Attrs[string(k)] = string(v)
+			q = nq2
+		}
+	}
+	return r, nil
+}
+
+// AppendHandshakeResponse appends a HandshakeResponse41 payload.
+func AppendHandshakeResponse(dst []byte, r *HandshakeResponse) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, r.Capabilities)
+	dst = binary.LittleEndian.AppendUint32(dst, r.MaxPacket)
+	dst = append(dst, r.Collation)
+	dst = append(dst, make([]byte, 23)...)
+	dst = append(dst, r.User...)
+	dst = append(dst, 0)
+	switch {
+	case r.Capabilities&CapabilityClientPluginAuthLenencClientData != 0:
+		dst = AppendLenEncString(dst, r.AuthResponse)
+	case r.Capabilities&CapabilityClientSecureConnection != 0:
+		dst = append(dst, byte(len(r.AuthResponse)))
+		dst = append(dst, r.AuthResponse...)
+	default:
+		dst = append(dst, r.AuthResponse...)
+		dst = append(dst, 0)
+	}
+	if r.Capabilities&CapabilityClientConnectWithDB != 0 {
+		dst = append(dst, r.DB...)
+		dst = append(dst, 0)
+	}
+	if r.Capabilities&CapabilityClientPluginAuth != 0 {
+		dst = append(dst, r.Plugin...)
+		dst = append(dst, 0)
+	}
+	if r.Capabilities&CapabilityClientConnectAttrs != 0 {
+		var block []byte
+		for k, v := range r.Attrs {
+			block = AppendLenEncString(block, []byte(k))
+			block = AppendLenEncString(block, []byte(v))
+		}
+		dst = AppendLenEncString(dst, block)
+	}
+	return dst
+}
+
+// AppendSSLRequest appends the 32-byte SSL request payload.
+func AppendSSLRequest(dst []byte, caps uint32, collation byte) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, caps|CapabilityClientSSL)
+	dst = binary.LittleEndian.AppendUint32(dst, DefaultMaxAllowedBytes)
+	dst = append(dst, collation)
+	return append(dst, make([]byte, 23)...)
+}
+
+// NewNonce returns 20 random printable bytes without NUL, as servers send.
+func NewNonce() []byte {
+	b := make([]byte, 20)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	for i := range b {
+		b[i] = b[i]&0x7f | 1
+		if b[i] == '$' {
+			b[i] = '#'
+		}
+	}
+	return b
+}
