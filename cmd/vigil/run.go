@@ -29,6 +29,7 @@ func cmdRun(ctx context.Context, args []string) int {
 	cfgPath := fs.String("config", "", "config file (YAML)")
 	logFormat := fs.String("log-format", "", "text or json (overrides log.format)")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error (overrides log.level)")
+	pprofAddr := fs.String("pprof", "", "serve Go profiles on this address (e.g. 127.0.0.1:6061), for performance work")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -49,6 +50,9 @@ func cmdRun(ctx context.Context, args []string) int {
 	}
 	log := newLogger(cfg.Log)
 	raiseOpenFiles(log)
+	if *pprofAddr != "" {
+		startPprof(ctx, *pprofAddr, log)
+	}
 	d := &daemon{log: log}
 	if err := d.start(ctx, cfg); err != nil {
 		log.Error("vigil could not start", "err", err)
@@ -238,7 +242,7 @@ func poolOptions(cc config.Cluster, creds func(string) (string, string, bool)) b
 
 func frontendOptions(cc config.Cluster, rsaKey *rsa.PrivateKey) (frontend.Options, error) {
 	o := frontend.Options{
-		Cluster: cc.Name, ServerVersion: cc.ServerVersion, ConnectTimeout: cc.ConnectTimeout.Duration,
+		Cluster: cc.Name, ServerVersion: cc.ServerVersion, AuthPlugin: cc.AuthPlugin, ConnectTimeout: cc.ConnectTimeout.Duration,
 		GTIDWaitTimeout: cc.Routing.GTIDWaitTimeout.Duration, ReadsOnPrimary: cc.Routing.ReadsOnPrimary, RSAKey: rsaKey,
 	}
 	if cc.TLS != nil {

@@ -59,12 +59,13 @@ type Pool struct {
 	opts  Options
 	log   *slog.Logger
 
-	mu     sync.Mutex
-	idle   map[Key][]*Conn
-	open   int
-	notify chan struct{} // closed and replaced when a connection is returned or closed
-	closed bool
-	keys   map[Key]time.Time // keys seen, for min_idle
+	mu      sync.Mutex
+	idle    map[Key][]*Conn
+	open    int
+	notify  chan struct{} // closed and replaced when a connection is returned or closed
+	waiters int           // goroutines waiting on notify
+	closed  bool
+	keys    map[Key]time.Time // keys seen, for min_idle
 
 	waits, dials, dialErrors atomic.Int64
 }
@@ -120,6 +121,7 @@ func (p *Pool) Get(ctx context.Context, key Key) (*Conn, error) {
 			continue
 		}
 		ch := p.notify
+		p.waiters++
 		p.mu.Unlock()
 		if !waited {
 			waited = true
@@ -128,9 +130,35 @@ func (p *Pool) Get(ctx context.Context, key Key) (*Conn, error) {
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			p.mu.Lock()
+			p.waiters--
+			p.mu.Unlock()
 			return nil, fmt.Errorf("%w: %d of %d connections to %s in use", ErrPoolExhausted, p.opts.MaxOpen, p.opts.MaxOpen, p.Name)
 		}
 	}
+}
+
+// TryGet lends an idle connection for key that needs no validation, or
+// returns nil; it never dials or waits.
+func (p *Pool) TryGet(key Key) *Conn {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.idle[key]
+	if len(l) == 0 {
+		return nil
+	}
+	c := l[len(l)-1]
+	if now.Sub(c.lastUsed) > p.opts.ValidateIdle || now.Sub(c.created) > p.opts.MaxLifetime {
+		// Needs a ping or is too old: the slow path handles it.
+		return nil
+	}
+	l[len(l)-1] = nil
+	p.idle[key] = l[:len(l)-1]
+	if ks, ok := p.keys[key]; !ok || now.Sub(ks) > time.Second {
+		p.keys[key] = now
+	}
+	return c
 }
 
 func (p *Pool) checkout(ctx context.Context, c *Conn) (*Conn, error) {
@@ -180,6 +208,10 @@ func (p *Pool) release() {
 }
 
 func (p *Pool) wakeLocked() {
+	if p.waiters == 0 {
+		return
+	}
+	p.waiters = 0
 	close(p.notify)
 	p.notify = make(chan struct{})
 }

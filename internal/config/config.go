@@ -69,7 +69,10 @@ type Cluster struct {
 	Listen string `yaml:"listen"`
 	// ServerVersion is what clients see in the handshake; empty means
 	// "ask the first reachable server".
-	ServerVersion  string   `yaml:"server_version"`
+	ServerVersion string `yaml:"server_version"`
+	// AuthPlugin is the authentication method offered to clients first:
+	// mysql_native_password (default) or caching_sha2_password.
+	AuthPlugin     string   `yaml:"auth_plugin"`
 	TLS            *TLS     `yaml:"tls"`
 	Servers        []Server `yaml:"servers"`
 	Pool           Pool     `yaml:"pool"`
@@ -221,6 +224,9 @@ func (c *Config) applyDefaults() {
 		if cl.Type == "" {
 			cl.Type = "replication"
 		}
+		if cl.AuthPlugin == "" {
+			cl.AuthPlugin = "mysql_native_password"
+		}
 		for j := range cl.Servers {
 			if cl.Servers[j].Weight == 0 {
 				cl.Servers[j].Weight = 1
@@ -338,6 +344,9 @@ func (c *Config) Validate() error {
 			add(key+".listen", "%s is also the listen address of cluster %q", cl.Listen, other)
 		}
 		seenListen[cl.Listen] = cl.Name
+		if !oneOf(cl.AuthPlugin, "mysql_native_password", "caching_sha2_password") {
+			add(key+".auth_plugin", "must be mysql_native_password or caching_sha2_password, not %q", cl.AuthPlugin)
+		}
 		if cl.TLS != nil && (cl.TLS.Cert == "" || cl.TLS.Key == "") {
 			add(key+".tls", "needs both cert and key")
 		}

@@ -24,13 +24,34 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		// Not bound any more (e.g. multiplexing was just turned on again).
 		s.release(s.conn)
 	}
+	snap := s.srv.topo.Load()
+	idx, reason := s.pick(snap, target, exclude)
+	var c *backend.Conn
+	if idx >= 0 {
+		// Fast path: an idle pooled connection whose state already fits,
+		// without a deadline context.
+		if s.sticky != nil {
+			c = s.sticky[idx]
+			delete(s.sticky, idx)
+		} else {
+			c = s.srv.pools[idx].TryGet(s.key)
+		}
+		if c != nil && c.State.Satisfies(&s.state) {
+			s.countRoute(target)
+			s.conn = c
+			return c, nil
+		}
+	}
 	opts := s.opts()
 	deadline := time.Now().Add(opts.ConnectTimeout)
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	for {
-		snap := s.srv.topo.Load()
-		idx, reason := s.pick(snap, target, exclude)
+	havePick := true
+	for ; ; snap = s.srv.topo.Load() {
+		if !havePick {
+			idx, reason = s.pick(snap, target, exclude)
+		}
+		havePick = false
 		if idx < 0 {
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				return nil, s.noServerError(snap, target, reason)
@@ -42,16 +63,7 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 			}
 			continue
 		}
-		if target == router.Reader {
-			s.srv.Stats.ToReader.Add(1)
-		} else {
-			s.srv.Stats.ToWriter.Add(1)
-		}
-		var c *backend.Conn
-		if s.sticky != nil {
-			c = s.sticky[idx]
-			delete(s.sticky, idx)
-		}
+		s.countRoute(target)
 		if c == nil {
 			var err error
 			c, err = s.srv.pools[idx].Get(cctx, s.key)
@@ -316,4 +328,12 @@ func (s *Session) checkSchema(ctx context.Context, db string) error {
 		return fmt.Errorf("checking schema %s: %w", db, err)
 	}
 	return nil
+}
+
+func (s *Session) countRoute(target router.Target) {
+	if target == router.Reader {
+		s.srv.Stats.ToReader.Add(1)
+	} else {
+		s.srv.Stats.ToWriter.Add(1)
+	}
 }

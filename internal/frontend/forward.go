@@ -12,12 +12,12 @@ import (
 type respKind uint8
 
 const (
-	respQuery     respKind = iota // OK | ERR | LOCAL INFILE | result sets (text), possibly several
-	respExecute                   // same, binary rows; a cursor ends after the metadata
-	respFetch                     // rows then a terminator
-	respFieldList                 // column definitions then a terminator
-	respSimple                    // one OK or ERR
-	respStatistics                // one string packet
+	respQuery      respKind = iota // OK | ERR | LOCAL INFILE | result sets (text), possibly several
+	respExecute                    // same, binary rows; a cursor ends after the metadata
+	respFetch                      // rows then a terminator
+	respFieldList                  // column definitions then a terminator
+	respSimple                     // one OK or ERR
+	respStatistics                 // one string packet
 )
 
 // outcome is what a forwarded reply told Vigil.

@@ -27,6 +27,7 @@ import (
 type Options struct {
 	Cluster         string
 	ServerVersion   string
+	AuthPlugin      string
 	ConnectTimeout  time.Duration // bound on waiting for a server or a pooled connection
 	GTIDWaitTimeout time.Duration
 	ReadsOnPrimary  bool

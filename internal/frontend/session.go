@@ -48,12 +48,17 @@ type Session struct {
 	lastGTID  string
 	// lastGTIDFresh: the statement that just ran reported a new last_gtid.
 	lastGTIDFresh bool
-	gtidSeen  uint64 // bit i: server i is known to have applied lastGTID
+	gtidSeen      uint64 // bit i: server i is known to have applied lastGTID
 
 	// running is the server connection of the statement in flight, for KILL.
 	running atomic.Pointer[backend.Conn]
 	started time.Time
 	current atomic.Pointer[string]
+
+	watch     *time.Timer
+	watchDone chan struct{}
+	watchOn   atomic.Bool
+	noWatch   bool // LOAD DATA LOCAL reads the client itself
 
 	scratch    []byte
 	rs         router.Session
@@ -96,15 +101,28 @@ func (s *Session) opts() *Options { return s.srv.opts.Load() }
 
 func (s *Session) run(ctx context.Context) {
 	defer s.client.Close()
+	defer func() {
+		if s.watch != nil {
+			s.watch.Stop()
+		}
+	}()
 	defer s.releaseAll()
 	s.srv.Stats.Connections.Add(1)
 	host, _, _ := net.SplitHostPort(s.remote)
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	cfg := &mysqlproto.ServerConfig{
-		ServerVersion: s.opts().ServerVersion, TLS: s.opts().TLS, RSAKey: s.opts().RSAKey,
+		ServerVersion: s.opts().ServerVersion, Plugin: s.opts().AuthPlugin, TLS: s.opts().TLS, RSAKey: s.opts().RSAKey,
 		ShaCache: &s.srv.sha, Lookup: s.lookupUser,
 	}
-	hello, err := s.client.Accept(hctx, cfg, s.id, host)
+	cfg.Check = func(ctx context.Context, h *mysqlproto.Hello) error {
+		s.setup(h)
+		if h.DB == "" {
+			return nil
+		}
+		// Check the schema exists and is allowed, as a server would.
+		return s.checkSchema(ctx, h.DB)
+	}
+	_, err := s.client.Accept(hctx, cfg, s.id, host)
 	cancel()
 	if err != nil {
 		if errors.Is(err, mysqlproto.ErrAccessDenied) {
@@ -115,22 +133,6 @@ func (s *Session) run(ctx context.Context) {
 		}
 		return
 	}
-	s.client.MaxPacket = s.opts().MaxPacket
-	users := *s.srv.users.Load()
-	s.user = users[hello.User]
-	s.caps = hello.Capabilities
-	s.sessionTrack = s.caps&mysqlproto.CapabilityClientSessionTrack != 0
-	s.multiStmts = s.caps&mysqlproto.CapabilityClientMultiStatements != 0
-	s.key = backend.Key{User: hello.User, Flavour: s.caps & mysqlproto.FlavourCapabilities, Collation: hello.Collation}
-	s.state.SetSchema(hello.DB)
-	s.rs = router.Session{RYW: s.user.RYW, SessionWindow: s.user.SessionWindow}
-	if hello.DB != "" {
-		// Check the schema exists and is allowed, as a server would.
-		if err := s.checkSchema(ctx, hello.DB); err != nil {
-			s.sendError(err)
-			return
-		}
-	}
 	for {
 		s.client.Seq = 0
 		pkt, err := s.client.ReadPacket()
@@ -140,10 +142,12 @@ func (s *Session) run(ctx context.Context) {
 			} else if errors.Is(err, mysqlproto.ErrMalformed) {
 				s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed communication packet: %v", err))
 			}
+			_ = s.client.Flush()
 			return
 		}
 		if len(pkt) == 0 {
 			s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed communication packet: empty command"))
+			_ = s.client.Flush()
 			return
 		}
 		if err := s.dispatch(ctx, pkt); err != nil {
@@ -160,6 +164,19 @@ func (s *Session) run(ctx context.Context) {
 }
 
 var errQuit = errors.New("client quit")
+
+// setup records what the client said in its handshake.
+func (s *Session) setup(hello *mysqlproto.Hello) {
+	s.client.MaxPacket = s.opts().MaxPacket
+	users := *s.srv.users.Load()
+	s.user = users[hello.User]
+	s.caps = hello.Capabilities
+	s.sessionTrack = s.caps&mysqlproto.CapabilityClientSessionTrack != 0
+	s.multiStmts = s.caps&mysqlproto.CapabilityClientMultiStatements != 0
+	s.key = backend.Key{User: hello.User, Flavour: s.caps & mysqlproto.FlavourCapabilities, Collation: hello.Collation}
+	s.state.SetSchema(hello.DB)
+	s.rs = router.Session{RYW: s.user.RYW, SessionWindow: s.user.SessionWindow}
+}
 
 func (s *Session) lookupUser(name string) (mysqlproto.Credentials, bool) {
 	u, ok := (*s.srv.users.Load())[name]
@@ -244,6 +261,7 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		}
 	}
 	s.nextTrxSet = info.Class == sqlscan.ClassSet && isNextTrxSet(q)
+	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
 	s.rs.Bound = s.bound()
 	dec := router.Route(info, &s.rs, time.Now())
 	return s.execute(ctx, pkt, info, dec.Target, respQuery)
@@ -295,9 +313,58 @@ func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome
 		return outcome{}, errBackend{err}
 	}
 	s.srv.bal.Begin(c.Index)
+	s.armWatch()
 	out, err := s.forward(c, kind)
+	s.disarmWatch()
 	s.srv.bal.End(c.Index)
 	return out, err
+}
+
+// watchAfter is how long a statement runs before Vigil starts watching its
+// client for a disconnect.
+const watchAfter = time.Second
+
+// armWatch starts a timer; if the statement is still running when it
+// fires, a goroutine watches the client socket and kills the server-side
+// query when the client goes away (a client that vanishes mid-query must
+// not leave work running on the server).
+func (s *Session) armWatch() {
+	if s.watch == nil {
+		s.watchDone = make(chan struct{}, 1)
+		s.watch = time.AfterFunc(time.Hour, s.watchClient)
+	}
+	s.watchOn.Store(true)
+	s.watch.Reset(watchAfter)
+}
+
+func (s *Session) disarmWatch() {
+	s.watchOn.Store(false)
+	if s.watch.Stop() {
+		return // never fired
+	}
+	// The watcher may be blocked reading the client: unblock and wait.
+	_ = s.client.NetConn().SetReadDeadline(time.Unix(1, 0))
+	<-s.watchDone
+	_ = s.client.NetConn().SetReadDeadline(time.Time{})
+}
+
+func (s *Session) watchClient() {
+	defer func() { s.watchDone <- struct{}{} }()
+	if !s.watchOn.Load() || s.noWatch {
+		return
+	}
+	err := s.client.ReadAhead()
+	if err == nil || !s.watchOn.Load() {
+		return // data (a pipelined command) or we were stopped
+	}
+	var ne interface{ Timeout() bool }
+	if errors.As(err, &ne) && ne.Timeout() {
+		return
+	}
+	if c := s.running.Load(); c != nil {
+		s.srv.log.Info("client went away during a statement; killing it on the server", "session", s.id, "server", c.Server)
+		s.killRunning(c)
+	}
 }
 
 // failed handles an I/O failure during a statement.

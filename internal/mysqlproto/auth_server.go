@@ -28,6 +28,8 @@ type Credentials struct {
 // ServerConfig drives the server side of the handshake.
 type ServerConfig struct {
 	ServerVersion string
+	// Plugin is offered in the greeting; empty means mysql_native_password.
+	Plugin string
 	// TLS, when set, offers CLIENT_SSL.
 	TLS *tls.Config
 	// RSAKey enables caching_sha2_password full authentication on
@@ -35,6 +37,9 @@ type ServerConfig struct {
 	RSAKey *rsa.PrivateKey
 	// Lookup returns a user's credentials.
 	Lookup func(user string) (Credentials, bool)
+	// Check, when set, runs after authentication and before the OK: an
+	// error (e.g. an unknown default schema) is sent instead of the OK.
+	Check func(ctx context.Context, h *Hello) error
 	// ShaCache remembers users who passed caching_sha2_password full
 	// authentication, as the server's cache does, so later logins take the
 	// fast path. Shared by all connections; may be nil.
@@ -72,9 +77,13 @@ func (c *Conn) Accept(ctx context.Context, cfg *ServerConfig, connID uint32, rem
 	}
 	nonce := NewNonce()
 	c.Seq = 0
+	offered := cfg.Plugin
+	if offered == "" {
+		offered = AuthNativePassword
+	}
 	g := &Greeting{
 		ServerVersion: cfg.ServerVersion, ConnectionID: connID, Capabilities: caps,
-		Collation: DefaultCollationID, Status: ServerStatusAutocommit, Nonce: nonce, Plugin: AuthNativePassword,
+		Collation: DefaultCollationID, Status: ServerStatusAutocommit, Nonce: nonce, Plugin: offered,
 	}
 	if err := c.WritePacket(AppendGreeting(nil, g)); err != nil {
 		return nil, err
@@ -91,10 +100,7 @@ func (c *Conn) Accept(ctx context.Context, cfg *ServerConfig, connID uint32, rem
 		if cfg.TLS == nil {
 			return nil, fmt.Errorf("%w: client asked for TLS, which was not offered", ErrMalformed)
 		}
-		if err := c.assertDrained(); err != nil {
-			return nil, err
-		}
-		tc := tls.Server(c.nc, cfg.TLS)
+		tc := tls.Server(c.handOver(), cfg.TLS)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return nil, fmt.Errorf("TLS handshake: %w", err)
 		}
@@ -169,6 +175,16 @@ func (c *Conn) Accept(ctx context.Context, cfg *ServerConfig, connID uint32, rem
 		}
 		if !ok {
 			return denied("wrong password")
+		}
+	}
+	if cfg.Check != nil {
+		if err := cfg.Check(ctx, hello); err != nil {
+			se, ok := err.(*SQLError)
+			if !ok {
+				se = NewError(ERUnknownError, SSUnknown, "%v", err)
+			}
+			c.sendErr(se)
+			return hello, err
 		}
 	}
 	if err := c.WritePacket(AppendOK(nil, 0, 0, ServerStatusAutocommit, 0)); err != nil {

@@ -259,11 +259,45 @@ func (c *Conn) ReleaseBig() {
 	}
 }
 
-// bufferedReader exposes unread bytes to the TLS handshake: nothing may be
-// buffered when switching to TLS, which this checks.
-func (c *Conn) assertDrained() error {
-	if c.w != c.r {
-		return fmt.Errorf("%w: %d bytes after the TLS request", ErrMalformed, c.w-c.r)
+// handOver returns the transport with any bytes already buffered in front
+// of it, for the switch to TLS: a client may send its TLS ClientHello right
+// behind the SSL request, in the same segment.
+func (c *Conn) handOver() net.Conn {
+	if c.w == c.r {
+		return c.nc
 	}
-	return nil
+	pre := append([]byte(nil), c.rbuf[c.r:c.w]...)
+	c.r, c.w = 0, 0
+	return &prefixConn{Conn: c.nc, pre: pre}
+}
+
+type prefixConn struct {
+	net.Conn
+	pre []byte
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if len(p.pre) > 0 {
+		n := copy(b, p.pre)
+		p.pre = p.pre[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}
+
+// ReadAhead reads whatever the peer sends next into the read buffer (one
+// read call), for watching a client while its statement runs elsewhere.
+// It must not run concurrently with other reads of c.
+func (c *Conn) ReadAhead() error {
+	if c.w == len(c.rbuf) {
+		if c.r == 0 {
+			return nil // buffer full of unread data: the peer is alive
+		}
+		copy(c.rbuf, c.rbuf[c.r:c.w])
+		c.w -= c.r
+		c.r = 0
+	}
+	n, err := c.nc.Read(c.rbuf[c.w:])
+	c.w += n
+	return err
 }
