@@ -1,0 +1,72 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const good = `
+users:
+  - {name: app, password: app}
+clusters:
+  - name: main
+    listen: 127.0.0.1:6033
+    servers:
+      - {name: n1, address: 127.0.0.1:3306, role: primary}
+      - {name: n2, address: 127.0.0.1:3307, role: replica}
+`
+
+func TestParseDefaults(t *testing.T) {
+	c, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Clusters[0]
+	if cl.Type != "replication" || cl.Monitor.Interval.Duration != 500*time.Millisecond || cl.Monitor.FailAfter != 2 ||
+		cl.Monitor.RecoverAfter != 5 || cl.Failover.DetectAfter.Duration != 2*time.Second || cl.Failover.MinInterval.Duration != time.Hour ||
+		cl.Pool.MaxOpen != 100 || cl.Servers[1].Weight != 1 || c.Users[0].ReadYourWrites != "gtid" || cl.AuthPlugin != "mysql_native_password" {
+		t.Fatalf("defaults: %+v", cl)
+	}
+	// Round trip.
+	out, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(out); err != nil {
+		t.Fatalf("marshalled config does not parse: %v\n%s", err, out)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct{ name, yaml, want string }{
+		{"unknown key", good + "    bogus: 1\n", "field bogus not found"},
+		{"bad duration", strings.Replace(good, "listen: 127.0.0.1:6033", "listen: 127.0.0.1:6033\n    connect_timeout: soon", 1), `"soon" is not a duration`},
+		{"bad listen", strings.Replace(good, "127.0.0.1:6033", "nowhere", 1), "clusters[0].listen"},
+		{"two primaries", strings.Replace(good, "role: replica", "role: primary", 1), "clusters[0].servers: 2 servers have role primary"},
+		{"duplicate server", strings.Replace(good, "name: n2", "name: n1", 1), `server "n1" is listed twice`},
+		{"bad type", strings.Replace(good, "name: main", "name: main\n    type: sharded", 1), "clusters[0].type"},
+		{"no users", strings.Replace(good, "  - {name: app, password: app}\n", "", 1), "users: at least one user"},
+		{"bad ryw", strings.Replace(good, "password: app}", "password: app, read_your_writes: maybe}", 1), "users[0].read_your_writes"},
+		{"hash without backend password", strings.Replace(good, "password: app}", "password: '*0123456789012345678901234567890123456789'}", 1), "users[0].backend_password"},
+		{"unknown candidate", strings.Replace(good, "name: main", "name: main\n    failover: {candidates: [n9]}", 1), `names server "n9"`},
+		{"bad plugin", strings.Replace(good, "name: main", "name: main\n    auth_plugin: ed25519", 1), "clusters[0].auth_plugin"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want error containing %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+func TestAllProblemsAtOnce(t *testing.T) {
+	bad := strings.Replace(strings.Replace(good, "127.0.0.1:6033", "x", 1), "role: replica", "role: boss", 1)
+	_, err := Parse([]byte(bad))
+	ps, ok := err.(Problems)
+	if !ok || len(ps) != 2 {
+		t.Fatalf("want 2 problems, got %v", err)
+	}
+}
