@@ -68,7 +68,14 @@ type Pool struct {
 	keys    map[Key]time.Time // keys seen, for min_idle
 
 	waits, dials, dialErrors atomic.Int64
+	fenced                   atomic.Bool
 }
+
+// ErrFenced is returned by Get for a fenced server.
+var ErrFenced = errors.New("server is fenced")
+
+// SetFenced makes the pool refuse connections (true) or serve again.
+func (p *Pool) SetFenced(on bool) { p.fenced.Store(on) }
 
 // NewPool makes a pool for one server.
 func NewPool(name, addr string, index int, opts Options, log *slog.Logger) *Pool {
@@ -88,6 +95,9 @@ func (p *Pool) SetOptions(opts Options) {
 // Get lends a connection for key, dialing if needed and waiting (bounded
 // by ctx) when the pool is full.
 func (p *Pool) Get(ctx context.Context, key Key) (*Conn, error) {
+	if p.fenced.Load() {
+		return nil, fmt.Errorf("%w: %s", ErrFenced, p.Name)
+	}
 	waited := false
 	for {
 		p.mu.Lock()
@@ -141,6 +151,9 @@ func (p *Pool) Get(ctx context.Context, key Key) (*Conn, error) {
 // TryGet lends an idle connection for key that needs no validation, or
 // returns nil; it never dials or waits.
 func (p *Pool) TryGet(key Key) *Conn {
+	if p.fenced.Load() {
+		return nil
+	}
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -218,7 +231,7 @@ func (p *Pool) wakeLocked() {
 
 // Put returns a connection. Broken or expired ones are closed.
 func (p *Pool) Put(c *Conn) {
-	if c.Broken || c.Buffered() > 0 || c.Pending() > 0 {
+	if c.Broken || c.Buffered() > 0 || c.Pending() > 0 || p.fenced.Load() {
 		p.discard(c)
 		return
 	}

@@ -161,7 +161,7 @@ func (s *Session) comResetConnection(ctx context.Context) error {
 		} else {
 			c.ClearStmts()
 			c.State.Reset(c.State.Schema)
-			s.conn = nil
+			s.setConn(nil)
 			s.srv.pools[c.Index].Put(c)
 			s.client.Seq = 0 // our own OK follows
 		}

@@ -24,6 +24,9 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		// Not bound any more (e.g. multiplexing was just turned on again).
 		s.release(s.conn)
 	}
+	if err := s.waitGate(ctx); err != nil {
+		return nil, err
+	}
 	snap := s.srv.topo.Load()
 	idx, reason := s.pick(snap, target, exclude)
 	var c *backend.Conn
@@ -38,7 +41,7 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		}
 		if c != nil && c.State.Satisfies(&s.state) {
 			s.countRoute(target)
-			s.conn = c
+			s.setConn(c)
 			return c, nil
 		}
 	}
@@ -92,7 +95,7 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 			return nil, mysqlproto.NewError(mysqlproto.ERVigilBackendConnect, mysqlproto.SSVigilUnavailable,
 				"Vigil: %v", err)
 		}
-		s.conn = c
+		s.setConn(c)
 		return c, nil
 	}
 }
@@ -126,10 +129,10 @@ func (s *Session) release(c *backend.Conn) {
 		return
 	}
 	if s.bound() {
-		s.conn = c
+		s.setConn(c)
 		return
 	}
-	s.conn = nil
+	s.setConn(nil)
 	if s.user != nil && !s.user.Multiplexing {
 		if s.sticky == nil {
 			s.sticky = map[int]*backend.Conn{}
@@ -146,7 +149,7 @@ func (s *Session) release(c *backend.Conn) {
 // dropConn closes a server connection that cannot be reused.
 func (s *Session) dropConn(c *backend.Conn) {
 	if s.conn == c {
-		s.conn = nil
+		s.setConn(nil)
 	}
 	if s.sticky != nil && s.sticky[c.Index] == c {
 		delete(s.sticky, c.Index)
@@ -163,7 +166,7 @@ func (s *Session) releaseAll() {
 		} else {
 			s.srv.pools[s.conn.Index].Put(s.conn)
 		}
-		s.conn = nil
+		s.setConn(nil)
 	}
 	for _, c := range s.sticky {
 		if s.bound() {

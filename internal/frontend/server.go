@@ -57,6 +57,10 @@ type Server struct {
 	Stats  *Stats
 	nextID atomic.Uint32
 
+	gate        atomic.Pointer[gate]
+	fenced      []atomic.Bool
+	fenceReason []atomic.Pointer[string]
+
 	mu       sync.Mutex
 	sessions map[uint32]*Session
 	wg       sync.WaitGroup
@@ -65,7 +69,8 @@ type Server struct {
 // New makes a server. pools are indexed like the snapshot's servers.
 func New(opts Options, users []User, topo *topology.Holder, pools []*backend.Pool, log *slog.Logger) *Server {
 	s := &Server{topo: topo, pools: pools, bal: router.NewBalancer(len(pools)), log: log,
-		sessions: map[uint32]*Session{}, Stats: newStats()}
+		sessions: map[uint32]*Session{}, Stats: newStats(),
+		fenced: make([]atomic.Bool, len(pools)), fenceReason: make([]atomic.Pointer[string], len(pools))}
 	s.SetOptions(opts)
 	s.SetUsers(users)
 	return s

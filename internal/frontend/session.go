@@ -50,6 +50,9 @@ type Session struct {
 	lastGTIDFresh bool
 	gtidSeen      uint64 // bit i: server i is known to have applied lastGTID
 
+	heldIdx  atomic.Int32
+	heldConn atomic.Pointer[backend.Conn]
+
 	// running is the server connection of the statement in flight, for KILL.
 	running atomic.Pointer[backend.Conn]
 	started time.Time
@@ -79,7 +82,9 @@ type SessionInfo struct {
 
 func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 	c := mysqlproto.NewConn(nc)
-	return &Session{srv: srv, id: id, client: c, remote: nc.RemoteAddr().String(), stmts: map[uint32]*clientStmt{}}
+	s := &Session{srv: srv, id: id, client: c, remote: nc.RemoteAddr().String(), stmts: map[uint32]*clientStmt{}}
+	s.heldIdx.Store(-1)
+	return s
 }
 
 // Info summarises the session (any goroutine).
@@ -378,6 +383,9 @@ func (s *Session) failed(c *backend.Conn, err error, out outcome) error {
 		if out.sent {
 			// Part of a reply went out: the client cannot be told cleanly.
 			return err
+		}
+		if s.srv.Fenced(c.Index) && wasBound {
+			return s.sendError(s.fencedError(c))
 		}
 		what := "the statement"
 		if wasBound {

@@ -33,6 +33,7 @@ type Stats struct {
 	GTIDWaits    atomic.Int64
 	GTIDFallback atomic.Int64
 	Errors       atomic.Int64
+	Held         atomic.Int64 // statements that waited at a hold
 	Pins         [numPins]atomic.Int64
 }
 

@@ -253,7 +253,7 @@ func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
 	}
 	st.longData = true
 	s.updateStmtPins()
-	s.conn = c // held until the execute
+	s.setConn(c) // held until the execute
 	return nil
 }
 

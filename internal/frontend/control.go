@@ -1,0 +1,149 @@
+package frontend
+
+import (
+	"context"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/mysqlproto"
+)
+
+// The control plane's levers on the data path: hold new statements during
+// a switchover, fence a server during a failover, and see who still has a
+// transaction where.
+
+// gate holds new statements until it is opened.
+type gate struct {
+	open   chan struct{}
+	reason string
+	until  time.Time
+}
+
+// setConn records the server connection the session holds, where the
+// control plane can see it.
+func (s *Session) setConn(c *backend.Conn) {
+	s.conn = c
+	if c == nil {
+		s.heldIdx.Store(-1)
+		s.heldConn.Store(nil)
+	} else {
+		s.heldIdx.Store(int32(c.Index))
+		s.heldConn.Store(c)
+	}
+}
+
+// Hold makes new statements (those of sessions that hold no server
+// connection) wait until Release, at most max; statements of sessions
+// inside a transaction continue so it can finish.
+func (s *Server) Hold(reason string, max time.Duration) {
+	g := &gate{open: make(chan struct{}), reason: reason, until: time.Now().Add(max)}
+	if old := s.gate.Swap(g); old != nil {
+		close(old.open)
+	}
+}
+
+// Release lets held statements go (to the writer of the then current
+// snapshot).
+func (s *Server) Release() {
+	if g := s.gate.Swap(nil); g != nil {
+		close(g.open)
+	}
+}
+
+// waitGate blocks a new statement while a hold is on.
+func (s *Session) waitGate(ctx context.Context) error {
+	g := s.srv.gate.Load()
+	if g == nil {
+		return nil
+	}
+	s.srv.Stats.Held.Add(1)
+	t := time.NewTimer(time.Until(g.until))
+	defer t.Stop()
+	select {
+	case <-g.open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return mysqlproto.NewError(mysqlproto.ERVigilFailoverHeld, mysqlproto.SSVigilUnavailable,
+			"Vigil: statement held too long in cluster %s: %s", s.opts().Cluster, g.reason)
+	}
+}
+
+// Fence stops all traffic to server idx: its pool refuses connections,
+// idle ones are closed, and sessions that hold a connection there (open
+// transactions) lose it: their next or current statement fails with
+// 7011, since the transaction cannot have committed anywhere else.
+func (s *Server) Fence(idx int, reason string) int {
+	if idx < 0 || idx >= len(s.pools) {
+		return 0
+	}
+	s.fenced[idx].Store(true)
+	s.fenceReason[idx].Store(&reason)
+	s.pools[idx].SetFenced(true)
+	s.pools[idx].CloseIdle()
+	n := 0
+	s.mu.Lock()
+	for _, sess := range s.sessions {
+		if c := sess.heldConn.Load(); c != nil && c.Index == idx {
+			c.NetConn().Close()
+			n++
+		} else if c := sess.running.Load(); c != nil && c.Index == idx {
+			c.NetConn().Close()
+			n++
+		}
+	}
+	s.mu.Unlock()
+	return n
+}
+
+// Unfence lets traffic reach server idx again (after rejoin).
+func (s *Server) Unfence(idx int) {
+	if idx < 0 || idx >= len(s.pools) {
+		return
+	}
+	s.fenced[idx].Store(false)
+	s.pools[idx].SetFenced(false)
+}
+
+// Fenced reports whether server idx is fenced.
+func (s *Server) Fenced(idx int) bool { return idx >= 0 && idx < len(s.fenced) && s.fenced[idx].Load() }
+
+// BoundSessions counts sessions holding a server connection to idx (open
+// transactions and pins there).
+func (s *Server) BoundSessions(idx int) int {
+	n := 0
+	s.mu.Lock()
+	for _, sess := range s.sessions {
+		if int(sess.heldIdx.Load()) == idx {
+			n++
+		}
+	}
+	s.mu.Unlock()
+	return n
+}
+
+// KillBound closes the server connections of sessions still holding one
+// to idx (their transactions get an error), for a switchover whose
+// transactions did not finish in time.
+func (s *Server) KillBound(idx int) int {
+	n := 0
+	s.mu.Lock()
+	for _, sess := range s.sessions {
+		if c := sess.heldConn.Load(); c != nil && c.Index == idx {
+			c.NetConn().Close()
+			n++
+		}
+	}
+	s.mu.Unlock()
+	return n
+}
+
+func (s *Session) fencedError(c *backend.Conn) error {
+	reason := "fenced"
+	if r := s.srv.fenceReason[c.Index].Load(); r != nil {
+		reason = *r
+	}
+	return mysqlproto.NewError(mysqlproto.ERVigilFenced, mysqlproto.SSVigilLost,
+		"Vigil: server %s was fenced (%s); the open transaction did not commit, retry it", c.Server, reason)
+}
