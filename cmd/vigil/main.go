@@ -22,6 +22,7 @@ const usage = `vigil — a MySQL/MariaDB proxy that routes, watches and fails ov
 Usage:
   vigil run --config FILE          serve the clusters of FILE
   vigil sandbox COMMAND ...        local MariaDB topologies (vigil sandbox help)
+  vigil ctl COMMAND ...            operate a running Vigil (vigil ctl --help)
   vigil bench [--quick]            Vigil vs direct vs HAProxy, interleaved (docs/benchmarks.md)
   vigil version                    print version and commit
 
@@ -50,6 +51,8 @@ func realMain(args []string) int {
 		return cmdSandbox(ctx, rest)
 	case "bench":
 		return cmdBench(ctx, rest)
+	case "ctl":
+		return cmdCtl(ctx, rest)
 	case "help", "--help", "-h":
 		fmt.Print(usage)
 		return 0

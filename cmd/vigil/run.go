@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/vigil-db/vigil/internal/admin"
 	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/config"
 	"github.com/vigil-db/vigil/internal/frontend"
@@ -53,7 +54,7 @@ func cmdRun(ctx context.Context, args []string) int {
 	if *pprofAddr != "" {
 		startPprof(ctx, *pprofAddr, log)
 	}
-	d := &daemon{log: log}
+	d := &daemon{log: log, cfgPath: *cfgPath}
 	if err := d.start(ctx, cfg); err != nil {
 		log.Error("vigil could not start", "err", err)
 		d.stop()
@@ -70,7 +71,7 @@ func cmdRun(ctx context.Context, args []string) int {
 			d.stop()
 			return 0
 		case <-hup:
-			d.reload(*cfgPath)
+			_ = d.reload(*cfgPath)
 		}
 	}
 }
@@ -88,6 +89,8 @@ func newLogger(l config.Log) *slog.Logger {
 // daemon owns everything `vigil run` starts.
 type daemon struct {
 	log      *slog.Logger
+	cfgPath  string
+	journal  journal
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	clusters map[string]*clusterRuntime
@@ -144,6 +147,21 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 		}()
 		d.log.Info("cluster listening", "cluster", cc.Name, "listen", ln.Addr().String(), "servers", len(cc.Servers), "server_version", opts.ServerVersion)
 	}
+	if cfg.Admin.Listen != "" {
+		srv := admin.New(admin.Options{Listen: cfg.Admin.Listen, Token: cfg.Admin.Token}, d, newRegistry(d), d.log)
+		ln, err := net.Listen("tcp", cfg.Admin.Listen)
+		if err != nil {
+			return fmt.Errorf("admin: listen on %s: %w", cfg.Admin.Listen, err)
+		}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := srv.ServeListener(ctx, ln); err != nil {
+				d.log.Error("admin server stopped", "err", err)
+			}
+		}()
+		d.log.Info("admin API listening", "listen", ln.Addr().String())
+	}
 	return nil
 }
 
@@ -161,11 +179,12 @@ func (d *daemon) stop() {
 
 // reload applies a new config: users and timeouts change at once; a
 // config that does not validate is rejected and the running one stays.
-func (d *daemon) reload(path string) {
+func (d *daemon) reload(path string) error {
 	cfg, err := config.Load(path)
 	if err != nil {
 		d.log.Error("config reload rejected; the running config stays", "err", err)
-		return
+		d.journal.add(admin.Event{Kind: "config_rejected", Message: err.Error()})
+		return err
 	}
 	users := buildUsers(cfg)
 	creds := credentialsFunc(cfg)
@@ -189,6 +208,8 @@ func (d *daemon) reload(path string) {
 		}
 	}
 	d.log.Info("config reloaded", "config", path)
+	d.journal.add(admin.Event{Kind: "config_reloaded", Message: "configuration reloaded from " + path})
+	return nil
 }
 
 func buildUsers(cfg *config.Config) []frontend.User {

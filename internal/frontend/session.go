@@ -269,7 +269,19 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
 	s.rs.Bound = s.bound()
 	dec := router.Route(info, &s.rs, time.Now())
-	return s.execute(ctx, pkt, info, dec.Target, respQuery)
+	if err := s.execute(ctx, pkt, info, dec.Target, respQuery); err != nil {
+		return err
+	}
+	if info.Flags&sqlscan.FlagRelease != 0 && (info.Class == sqlscan.ClassCommit || info.Class == sqlscan.ClassRollback) {
+		// COMMIT RELEASE: the server closed the connection, and so does
+		// the client session.
+		if s.conn != nil {
+			s.dropConn(s.conn)
+		}
+		_ = s.client.Flush()
+		return errQuit
+	}
+	return nil
 }
 
 // execute sends one command to the server the router chose and streams

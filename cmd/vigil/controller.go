@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/admin"
+)
+
+// journal is the daemon's bounded in-memory event list (the persistent
+// journal under state_dir is the failover executor's).
+type journal struct {
+	mu     sync.Mutex
+	events []admin.Event
+}
+
+const maxEvents = 2000
+
+func (j *journal) add(e admin.Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	j.mu.Lock()
+	j.events = append(j.events, e)
+	if len(j.events) > maxEvents {
+		j.events = slices.Delete(j.events, 0, len(j.events)-maxEvents)
+	}
+	j.mu.Unlock()
+}
+
+func (j *journal) list(cluster, server, kind string, since time.Time, limit int) []admin.Event {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []admin.Event
+	for _, e := range j.events {
+		if (cluster == "" || e.Cluster == cluster) && (server == "" || e.Server == server) &&
+			(kind == "" || e.Kind == kind) && !e.Time.Before(since) {
+			out = append(out, e)
+		}
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out
+}
+
+// The daemon is the admin API's Controller.
+var _ admin.Controller = (*daemon)(nil)
+
+func (d *daemon) Servers() []admin.ServerView {
+	var out []admin.ServerView
+	for _, name := range d.clusterNames() {
+		rt := d.clusters[name]
+		snap := rt.topo.Load()
+		if snap == nil {
+			continue
+		}
+		for i, s := range snap.Servers {
+			v := admin.ServerView{
+				Name: s.Name, Address: s.Addr, Cluster: name, Role: s.Role.String(), State: s.State.String(),
+				Readable: s.Readable, Writable: s.Writable, Writer: i == snap.Writer, GTID: s.GTID, Reason: s.Reason,
+			}
+			if s.LagSeconds >= 0 {
+				lag := s.LagSeconds
+				v.LagSeconds = &lag
+			}
+			if i < len(rt.pools) {
+				st := rt.pools[i].Stats()
+				v.Pool = admin.PoolView{Open: st.Open, Idle: st.Idle, InUse: st.InUse, Waits: st.Waits}
+			}
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (d *daemon) clusterNames() []string {
+	var names []string
+	for n := range d.clusters {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (d *daemon) Events(cluster, server, kind string, since time.Time, limit int) []admin.Event {
+	return d.journal.list(cluster, server, kind, since, limit)
+}
+
+func (d *daemon) Sessions() any {
+	var out []any
+	for _, name := range d.clusterNames() {
+		for _, s := range d.clusters[name].fe.Sessions() {
+			out = append(out, struct {
+				Cluster string `json:"cluster"`
+				ID      uint32 `json:"id"`
+				User    string `json:"user"`
+				Client  string `json:"client"`
+				Server  string `json:"server,omitempty"`
+				Command string `json:"command,omitempty"`
+			}{name, s.ID, s.User, s.Client, s.Server, s.Command})
+		}
+	}
+	if out == nil {
+		out = []any{}
+	}
+	return out
+}
+
+func (d *daemon) cluster(name string) (*clusterRuntime, error) {
+	if name == "" {
+		if len(d.clusters) == 1 {
+			for _, rt := range d.clusters {
+				return rt, nil
+			}
+		}
+		return nil, &admin.Error{Status: http.StatusBadRequest, Message: "several clusters: name one with \"cluster\""}
+	}
+	rt := d.clusters[name]
+	if rt == nil {
+		return nil, &admin.Error{Status: http.StatusNotFound, Message: "no cluster named " + name}
+	}
+	return rt, nil
+}
+
+func (d *daemon) Ready() (bool, string) {
+	for _, name := range d.clusterNames() {
+		snap := d.clusters[name].topo.Load()
+		if snap == nil || snap.Writer < 0 {
+			return false, "cluster " + name + " has no writer"
+		}
+	}
+	return true, ""
+}
+
+func (d *daemon) Reload(ctx context.Context) error { return d.reload(d.cfgPath) }
+
+func (d *daemon) SetServerState(ctx context.Context, cluster, server, state string) error {
+	rt, err := d.cluster(cluster)
+	if err != nil {
+		return err
+	}
+	return rt.setServerState(server, state)
+}
+
+// serverIndex finds a server of the cluster by name.
+func (rt *clusterRuntime) serverIndex(name string) int {
+	snap := rt.topo.Load()
+	if snap == nil {
+		return -1
+	}
+	return snap.Index(name)
+}
+
+func notYet(what string) error {
+	return &admin.Error{Status: http.StatusNotImplemented, Message: what + " is not available yet in this build of Vigil"}
+}
+
+func (d *daemon) Switchover(ctx context.Context, r admin.OpRequest) (admin.OpResult, error) {
+	return admin.OpResult{}, notYet("switchover")
+}
+
+func (d *daemon) Failover(ctx context.Context, r admin.OpRequest) (admin.OpResult, error) {
+	return admin.OpResult{}, notYet("failover")
+}
+
+func (d *daemon) Ack(ctx context.Context, cluster string) (admin.OpResult, error) {
+	return admin.OpResult{}, notYet("ack")
+}
+
+func (d *daemon) Rejoin(ctx context.Context, cluster, node string) (admin.OpResult, error) {
+	return admin.OpResult{}, notYet("rejoin")
+}
+
+// setServerState applies an operator's state (monitor pending: only the
+// snapshot is changed).
+func (rt *clusterRuntime) setServerState(server, state string) error {
+	return notYet("set-state")
+}

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/admin"
+)
+
+const ctlUsage = `vigil ctl — talk to a running Vigil's admin API
+
+Usage: vigil ctl [--admin URL] [--token T] [--json] COMMAND [args]
+
+Commands:
+  servers                       servers with role, state, lag, GTID, pool use
+  sessions                      client sessions
+  events [--server N] [--kind K] [--limit N]
+  switchover [--to NODE] [--dry-run]
+  failover [--to NODE] [--dry-run]
+  ack                           acknowledge a failover so automatic failover may run again
+  rejoin NODE                   make a returned old primary a replica of the new primary
+  set-state NODE ONLINE|OFFLINE_SOFT|OFFLINE_HARD
+  reload                        reload the config file
+
+The admin address comes from --admin, else $VIGIL_ADMIN, else
+--sandbox DIR (its sandbox.json), else http://127.0.0.1:6080.
+The token comes from --token or $VIGIL_ADMIN_TOKEN.
+`
+
+func cmdCtl(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("ctl", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(os.Stderr, ctlUsage) }
+	addr := fs.String("admin", os.Getenv("VIGIL_ADMIN"), "admin URL")
+	token := fs.String("token", os.Getenv("VIGIL_ADMIN_TOKEN"), "admin token")
+	sbDir := fs.String("sandbox", os.Getenv("VIGIL_SANDBOX_DIR"), "sandbox directory whose admin address to use")
+	asJSON := fs.Bool("json", false, "print JSON")
+	cluster := fs.String("cluster", "", "cluster name (when Vigil serves several)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fmt.Fprint(os.Stderr, ctlUsage)
+		return 2
+	}
+	base, err := adminURL(*addr, *sbDir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		return 1
+	}
+	c := &ctlClient{base: base, token: *token, json: *asJSON, http: &http.Client{Timeout: 5 * time.Minute}}
+	cmd, cargs := rest[0], rest[1:]
+	switch cmd {
+	case "servers":
+		return c.servers(ctx)
+	case "sessions":
+		return c.get(ctx, "/api/v1/sessions", nil)
+	case "events":
+		efs := flag.NewFlagSet("events", flag.ContinueOnError)
+		server := efs.String("server", "", "only this server")
+		kind := efs.String("kind", "", "only this kind")
+		limit := efs.Int("limit", 50, "at most this many (newest)")
+		if err := efs.Parse(cargs); err != nil {
+			return 2
+		}
+		q := fmt.Sprintf("/api/v1/events?cluster=%s&server=%s&kind=%s&limit=%d", *cluster, *server, *kind, *limit)
+		return c.events(ctx, q)
+	case "switchover", "failover":
+		ofs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+		to := ofs.String("to", "", "the replica to promote (default: the best one)")
+		dry := ofs.Bool("dry-run", false, "print the plan and the reasons, do nothing")
+		if err := ofs.Parse(cargs); err != nil {
+			return 2
+		}
+		return c.op(ctx, "/api/v1/"+cmd, admin.OpRequest{Cluster: *cluster, To: *to, DryRun: *dry})
+	case "ack":
+		return c.op(ctx, "/api/v1/ack", admin.OpRequest{Cluster: *cluster})
+	case "rejoin":
+		if len(cargs) != 1 {
+			fmt.Fprintln(os.Stderr, "vigil ctl rejoin NODE")
+			return 2
+		}
+		return c.op(ctx, "/api/v1/rejoin/"+cargs[0]+"?cluster="+*cluster, nil)
+	case "set-state":
+		if len(cargs) != 2 {
+			fmt.Fprintln(os.Stderr, "vigil ctl set-state NODE ONLINE|OFFLINE_SOFT|OFFLINE_HARD")
+			return 2
+		}
+		return c.post(ctx, "/api/v1/servers/"+cargs[0]+"/state", map[string]string{"cluster": *cluster, "state": strings.ToUpper(cargs[1])})
+	case "reload":
+		return c.post(ctx, "/api/v1/config/reload", nil)
+	default:
+		fmt.Fprintf(os.Stderr, "vigil ctl: unknown command %q\n\n%s", cmd, ctlUsage)
+		return 2
+	}
+}
+
+func adminURL(flagAddr, sbDir string) (string, error) {
+	a := flagAddr
+	if a == "" && sbDir != "" {
+		data, err := os.ReadFile(sbDir + "/sandbox.json")
+		if err != nil {
+			return "", fmt.Errorf("reading the sandbox's admin address: %w", err)
+		}
+		var m struct {
+			Admin struct {
+				Host string `json:"host"`
+				Port int    `json:"port"`
+			} `json:"admin"`
+		}
+		if err := json.Unmarshal(data, &m); err != nil {
+			return "", err
+		}
+		a = fmt.Sprintf("%s:%d", m.Admin.Host, m.Admin.Port)
+	}
+	if a == "" {
+		a = "127.0.0.1:6080"
+	}
+	if !strings.Contains(a, "://") {
+		a = "http://" + a
+	}
+	return strings.TrimRight(a, "/"), nil
+}
+
+type ctlClient struct {
+	base, token string
+	json        bool
+	http        *http.Client
+}
+
+func (c *ctlClient) do(ctx context.Context, method, path string, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("cannot reach Vigil's admin API at %s: %w (is vigil run up? pass --admin)", c.base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
+}
+
+func (c *ctlClient) fail(status int, data []byte) int {
+	var e struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(data, &e)
+	msg := e.Error
+	if msg == "" {
+		msg = e.Message
+	}
+	if msg == "" {
+		msg = strings.TrimSpace(string(data))
+	}
+	fmt.Fprintf(os.Stderr, "vigil ctl: %s (HTTP %d)\n", msg, status)
+	return 1
+}
+
+func (c *ctlClient) get(ctx context.Context, path string, _ any) int {
+	status, data, err := c.do(ctx, "GET", path, nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		return 1
+	}
+	if status != 200 {
+		return c.fail(status, data)
+	}
+	os.Stdout.Write(data)
+	return 0
+}
+
+func (c *ctlClient) post(ctx context.Context, path string, body any) int {
+	status, data, err := c.do(ctx, "POST", path, body)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		return 1
+	}
+	if status != 200 {
+		if c.json {
+			os.Stdout.Write(data)
+			return 1
+		}
+		return c.fail(status, data)
+	}
+	os.Stdout.Write(data)
+	return 0
+}
+
+func (c *ctlClient) servers(ctx context.Context) int {
+	status, data, err := c.do(ctx, "GET", "/api/v1/servers", nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		return 1
+	}
+	if status != 200 {
+		return c.fail(status, data)
+	}
+	if c.json {
+		os.Stdout.Write(data)
+		return 0
+	}
+	var list []admin.ServerView
+	if err := json.Unmarshal(data, &list); err != nil {
+		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		return 1
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tSERVER\tADDRESS\tROLE\tSTATE\tR/W\tLAG\tPOOL\tGTID\tREASON")
+	for _, s := range list {
+		rw := map[bool]string{true: "r", false: "-"}[s.Readable] + map[bool]string{true: "w", false: "-"}[s.Writable]
+		if s.Writer {
+			rw += "*"
+		}
+		lag := "-"
+		if s.LagSeconds != nil {
+			lag = fmt.Sprintf("%.1fs", *s.LagSeconds)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", s.Cluster, s.Name, s.Address, s.Role, s.State, rw, lag,
+			s.Pool.InUse, s.Pool.Open, s.GTID, s.Reason)
+	}
+	tw.Flush()
+	return 0
+}
+
+func (c *ctlClient) events(ctx context.Context, path string) int {
+	status, data, err := c.do(ctx, "GET", path, nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		return 1
+	}
+	if status != 200 {
+		return c.fail(status, data)
+	}
+	if c.json {
+		os.Stdout.Write(data)
+		return 0
+	}
+	var list []admin.Event
+	if err := json.Unmarshal(data, &list); err != nil {
+		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		return 1
+	}
+	for _, e := range list {
+		where := e.Cluster
+		if e.Server != "" {
+			where += "/" + e.Server
+		}
+		fmt.Printf("%s  %-14s %-18s %s\n", e.Time.Local().Format("2006-01-02 15:04:05.000"), where, e.Kind, e.Message)
+	}
+	return 0
+}
+
+func (c *ctlClient) op(ctx context.Context, path string, body any) int {
+	status, data, err := c.do(ctx, "POST", path, body)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		return 1
+	}
+	if c.json {
+		os.Stdout.Write(data)
+		if status != 200 {
+			return 1
+		}
+		return 0
+	}
+	var r admin.OpResult
+	if err := json.Unmarshal(data, &r); err != nil {
+		return c.fail(status, data)
+	}
+	if r.Plan != "" {
+		fmt.Println(r.Plan)
+	}
+	for _, s := range r.Steps {
+		fmt.Println("  " + s)
+	}
+	if status != 200 || !r.OK {
+		fmt.Fprintf(os.Stderr, "vigil ctl: %s\n", r.Message)
+		return 1
+	}
+	fmt.Println(r.Message)
+	if r.PauseMs > 0 {
+		fmt.Printf("write pause: %.0f ms\n", r.PauseMs)
+	}
+	return 0
+}

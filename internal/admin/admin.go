@@ -1,0 +1,289 @@
+// Package admin is Vigil's management HTTP server: the versioned REST API
+// (/api/v1/...), Prometheus /metrics, and health endpoints. It reads state
+// through the Controller the daemon gives it and submits operator commands
+// to it; it is never on the statement path.
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// ServerView is one server as the API shows it.
+type ServerView struct {
+	Name       string   `json:"name"`
+	Address    string   `json:"address"`
+	Cluster    string   `json:"cluster"`
+	Role       string   `json:"role"`
+	State      string   `json:"state"`
+	Readable   bool     `json:"readable"`
+	Writable   bool     `json:"writable"`
+	Writer     bool     `json:"writer"`
+	LagSeconds *float64 `json:"lag_seconds"`
+	GTID       string   `json:"gtid"`
+	Reason     string   `json:"reason,omitempty"`
+	Pool       PoolView `json:"pool"`
+}
+
+// PoolView is a server's connection pool usage.
+type PoolView struct {
+	Open  int   `json:"open"`
+	Idle  int   `json:"idle"`
+	InUse int   `json:"in_use"`
+	Waits int64 `json:"waits"`
+}
+
+// Event is one entry of the journal.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Cluster string    `json:"cluster"`
+	Server  string    `json:"server,omitempty"`
+	Kind    string    `json:"kind"`
+	From    string    `json:"from,omitempty"`
+	To      string    `json:"to,omitempty"`
+	Message string    `json:"message"`
+}
+
+// OpRequest is the body of POST /api/v1/switchover and /failover.
+type OpRequest struct {
+	Cluster string `json:"cluster,omitempty"`
+	To      string `json:"to,omitempty"`
+	DryRun  bool   `json:"dry_run,omitempty"`
+}
+
+// OpResult is what an operation returns.
+type OpResult struct {
+	OK        bool     `json:"ok"`
+	DryRun    bool     `json:"dry_run,omitempty"`
+	Cluster   string   `json:"cluster"`
+	Old       string   `json:"old_primary,omitempty"`
+	New       string   `json:"new_primary,omitempty"`
+	Plan      string   `json:"plan,omitempty"`
+	Steps     []string `json:"steps,omitempty"`
+	Message   string   `json:"message"`
+	PauseMs   float64  `json:"write_pause_ms,omitempty"`
+	ElapsedMs float64  `json:"elapsed_ms,omitempty"`
+}
+
+// Controller is what the daemon exposes to operators.
+type Controller interface {
+	Servers() []ServerView
+	Events(cluster, server, kind string, since time.Time, limit int) []Event
+	Sessions() any
+	Switchover(ctx context.Context, r OpRequest) (OpResult, error)
+	Failover(ctx context.Context, r OpRequest) (OpResult, error)
+	Ack(ctx context.Context, cluster string) (OpResult, error)
+	Rejoin(ctx context.Context, cluster, node string) (OpResult, error)
+	SetServerState(ctx context.Context, cluster, server, state string) error
+	Reload(ctx context.Context) error
+	Ready() (bool, string)
+}
+
+// Error is an API error with its HTTP status.
+type Error struct {
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Options configure the admin server.
+type Options struct {
+	Listen string
+	Token  string // required as "Authorization: Bearer <token>" unless empty
+}
+
+// Server is the admin HTTP server.
+type Server struct {
+	opts Options
+	ctl  Controller
+	reg  *prometheus.Registry
+	log  *slog.Logger
+	mux  *http.ServeMux
+}
+
+// New builds the admin server; reg holds the daemon's metrics.
+func New(opts Options, ctl Controller, reg *prometheus.Registry, log *slog.Logger) *Server {
+	s := &Server{opts: opts, ctl: ctl, reg: reg, log: log, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ok, why := s.ctl.Ready()
+		if !ok {
+			writeJSON(w, 503, map[string]string{"status": "not ready", "reason": why})
+			return
+		}
+		writeJSON(w, 200, map[string]string{"status": "ready"})
+	})
+	s.mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
+	s.mux.Handle("GET /api/v1/servers", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, s.ctl.Servers())
+	})))
+	s.mux.Handle("GET /api/v1/sessions", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, s.ctl.Sessions())
+	})))
+	s.mux.Handle("GET /api/v1/events", s.auth(http.HandlerFunc(s.events)))
+	s.mux.Handle("POST /api/v1/switchover", s.auth(s.op(s.ctl.Switchover)))
+	s.mux.Handle("POST /api/v1/failover", s.auth(s.op(s.ctl.Failover)))
+	s.mux.Handle("POST /api/v1/ack", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req OpRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		res, err := s.ctl.Ack(r.Context(), req.Cluster)
+		s.reply(w, res, err)
+	})))
+	s.mux.Handle("POST /api/v1/rejoin/{node}", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.ctl.Rejoin(r.Context(), r.URL.Query().Get("cluster"), r.PathValue("node"))
+		s.reply(w, res, err)
+	})))
+	s.mux.Handle("POST /api/v1/servers/{name}/state", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Cluster string `json:"cluster"`
+			State   string `json:"state"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			writeErr(w, &Error{400, "body must be JSON: {\"state\": \"OFFLINE_SOFT\"}"})
+			return
+		}
+		if err := s.ctl.SetServerState(r.Context(), body.Cluster, r.PathValue("name"), body.State); err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, map[string]any{"ok": true, "server": r.PathValue("name"), "state": body.State})
+	})))
+	s.mux.Handle("POST /api/v1/config/reload", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.ctl.Reload(r.Context()); err != nil {
+			writeErr(w, &Error{400, err.Error()})
+			return
+		}
+		writeJSON(w, 200, map[string]any{"ok": true})
+	})))
+}
+
+func (s *Server) op(f func(context.Context, OpRequest) (OpResult, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req OpRequest
+		if r.ContentLength != 0 {
+			if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+				writeErr(w, &Error{400, "body must be JSON: {\"to\": \"node2\", \"dry_run\": true}"})
+				return
+			}
+		}
+		res, err := f(r.Context(), req)
+		s.reply(w, res, err)
+	})
+}
+
+func (s *Server) reply(w http.ResponseWriter, res OpResult, err error) {
+	if err != nil {
+		var ae *Error
+		if errors.As(err, &ae) {
+			writeJSON(w, ae.Status, OpResult{OK: false, Cluster: res.Cluster, Message: ae.Message, Plan: res.Plan})
+			return
+		}
+		writeJSON(w, 500, OpResult{OK: false, Cluster: res.Cluster, Message: err.Error(), Plan: res.Plan, Steps: res.Steps})
+		return
+	}
+	writeJSON(w, 200, res)
+}
+
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var since time.Time
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			writeErr(w, &Error{400, "since must be RFC 3339, e.g. 2026-01-02T15:04:05Z"})
+			return
+		}
+		since = t
+	}
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		fmt.Sscan(v, &limit)
+	}
+	ev := s.ctl.Events(q.Get("cluster"), q.Get("server"), q.Get("kind"), since, limit)
+	if ev == nil {
+		ev = []Event{}
+	}
+	writeJSON(w, 200, ev)
+}
+
+// auth requires the bearer token (or basic auth with any user and the
+// token as password).
+func (s *Server) auth(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Token != "" {
+			got := ""
+			if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
+				got = strings.TrimPrefix(a, "Bearer ")
+			} else if _, p, ok := r.BasicAuth(); ok {
+				got = p
+			}
+			if subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
+				writeJSON(w, 401, map[string]string{"error": "unauthorized: send Authorization: Bearer <admin.token>"})
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	var ae *Error
+	if errors.As(err, &ae) {
+		writeJSON(w, ae.Status, map[string]string{"error": ae.Message})
+		return
+	}
+	writeJSON(w, 500, map[string]string{"error": err.Error()})
+}
+
+// Serve listens on opts.Listen until ctx ends.
+func (s *Server) Serve(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("admin listen on %s: %w", s.opts.Listen, err)
+	}
+	return s.ServeListener(ctx, ln)
+}
+
+// ServeListener serves on ln until ctx ends.
+func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Handler exposes the mux (tests).
+func (s *Server) Handler() http.Handler { return s.mux }

@@ -1,0 +1,72 @@
+package sqlscan
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var (
+	benchPointSelect = []byte("SELECT c FROM sbtest1 WHERE id=50123")
+	benchInsert      = func() []byte {
+		var b strings.Builder
+		b.WriteString("INSERT INTO sbtest1 (id, k, c, pad) VALUES ")
+		for i := 0; i < 100; i++ {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(" + strconv.Itoa(i) + ", 4993, '83868641912-28773972837-60736120486-75162659906-27563526494', '67847967377-48000963322-62604785301-91415491898-96926520291')")
+		}
+		return []byte(b.String())
+	}()
+	benchComment = []byte("/* app=shop,controller=cart,action=show,request_id=7f3a9c0e */ SELECT /*+ MAX_EXECUTION_TIME(1000) */ c, pad FROM sbtest1 WHERE id IN (1, 2, 3, 4, 5) -- trailing\n")
+	benchUpdate  = []byte("UPDATE sbtest1 SET k=k+1 WHERE id=5")
+)
+
+func benchScan(b *testing.B, q []byte) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(q)))
+	for b.Loop() {
+		Scan(q)
+	}
+}
+
+func BenchmarkScanPointSelect(b *testing.B) { benchScan(b, benchPointSelect) }
+func BenchmarkScanInsert(b *testing.B)      { benchScan(b, benchInsert) }
+func BenchmarkScanComment(b *testing.B)     { benchScan(b, benchComment) }
+func BenchmarkScanUpdate(b *testing.B)      { benchScan(b, benchUpdate) }
+
+func BenchmarkLexPointSelect(b *testing.B) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchPointSelect)))
+	for b.Loop() {
+		lx := NewLexer(benchPointSelect)
+		for lx.Next().Kind != TokEOF {
+		}
+	}
+}
+
+func BenchmarkNormalize(b *testing.B) {
+	dst := make([]byte, 0, 256)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchComment)))
+	for b.Loop() {
+		dst = Normalize(dst[:0], benchComment)
+	}
+}
+
+func TestScanDoesNotAllocate(t *testing.T) {
+	for _, q := range [][]byte{benchPointSelect, benchInsert, benchComment, benchUpdate,
+		[]byte("SET autocommit=0, @x = (SELECT 1)"),
+		[]byte("WITH c AS (SELECT 1) SELECT * FROM c FOR UPDATE; BEGIN NOT ATOMIC SELECT 1; END"),
+		[]byte("INSERT INTO t VALUES (1, NOW()), (2, NOW()), (3, 4)"),
+	} {
+		if n := testing.AllocsPerRun(100, func() { Scan(q) }); n != 0 {
+			t.Errorf("Scan(%q) allocates %v times", q, n)
+		}
+	}
+	dst := make([]byte, 0, 1<<16)
+	if n := testing.AllocsPerRun(100, func() { dst = Normalize(dst[:0], benchInsert) }); n != 0 {
+		t.Errorf("Normalize with a large enough dst allocates %v times", n)
+	}
+}

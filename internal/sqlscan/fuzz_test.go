@@ -1,0 +1,61 @@
+package sqlscan
+
+import "testing"
+
+// FuzzScan checks that Scan, Normalize, KillTarget and the lexer never
+// panic, that Scan's digest is the digest of Normalize's text, that
+// Normalize is idempotent (so the digest of normalised text is the digest
+// of the statement), and that the lexer always makes progress.
+func FuzzScan(f *testing.F) {
+	for _, tt := range classifyTests {
+		f.Add(tt.q)
+	}
+	for _, tt := range normalizeTests {
+		f.Add(tt.q)
+	}
+	for _, q := range []string{
+		"SELECT /*!50001 1 */ /*M!100101 2 */ /*+ hint */ 3",
+		"SELECT 'a\\'b' \"c\"\"d\" `e``f` _utf8mb4'g' N'h' X'0A' B'01' 0x1F 0b1 1.5e-3 .5",
+		"SELECT @a := 1, @'b', @@global.c, ?",
+		"INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, NOW()), (3, NOW()), ROW(1), (...)",
+		"SELECT * FROM t WHERE a IN ((1, 2), (3, 4)) AND b IN (...) AND c IN (-1, +2)",
+		"CREATE PROCEDURE p() BEGIN CASE WHEN a THEN BEGIN SELECT 1; END; END CASE; END; SELECT 1",
+		"SET STATEMENT a=1 FOR EXPLAIN ANALYZE WITH c AS (SELECT 1) UPDATE t SET a = 1",
+		"/*", "/*!", "'", "`", "\"", "@", "@@", "-- ", "#", "x'", "_utf8 '", "0x", ".", "...",
+		"SELECT -", "VALUES (", "IN (", "((((((", "))))", ";;;;",
+	} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		b := []byte(q)
+		info := Scan(b)
+		norm := Normalize(nil, b)
+		if d := DigestText(norm); d != info.Digest {
+			t.Fatalf("Scan(%q).Digest = %x, DigestText(%q) = %x", q, info.Digest, norm, d)
+		}
+		if again := Normalize(nil, norm); string(again) != string(norm) {
+			t.Fatalf("Normalize(%q) = %q, but Normalize of that = %q", q, norm, again)
+		}
+		if info.Class > ClassSession {
+			t.Fatalf("Scan(%q).Class = %d", q, info.Class)
+		}
+		KillTarget(b)
+		FirstKeyword(b)
+		lx := NewLexer(b)
+		lx.KeepComments = true
+		prev := -1
+		for i := 0; ; i++ {
+			tok := lx.Next()
+			if tok.Start < 0 || tok.End > len(b) || tok.Start > tok.End || tok.Start < prev {
+				t.Fatalf("bad token %+v in %q", tok, q)
+			}
+			if tok.Kind == TokEOF {
+				break
+			}
+			if tok.End == tok.Start || i > len(b) {
+				t.Fatalf("lexer does not advance at %d in %q", tok.Start, q)
+			}
+			prev = tok.End
+		}
+	})
+}

@@ -1,0 +1,233 @@
+package sqlscan
+
+// Scan lexes q once and returns its class, flags and digest. It never
+// allocates. See the package documentation for the rules.
+func Scan(q []byte) Info {
+	n := normalizer{h: fnvOffset64}
+	c := classifier{start: true, budget: 1024 + len(q)/2}
+	run(q, &n, &c)
+	var digest uint64
+	if n.size > 0 {
+		digest = nonZero(n.h)
+	}
+	return Info{Class: c.class, Flags: c.flags, Digest: digest}
+}
+
+// FirstKeyword returns the first keyword of q after leading whitespace,
+// comments and parentheses, or 0 if q does not start with one (useful as a
+// metrics label: FirstKeyword(q).String()).
+func FirstKeyword(q []byte) Keyword {
+	lx := NewLexer(q)
+	t := lx.Next()
+	for t.Kind == TokLParen {
+		t = lx.Next()
+	}
+	if t.Kind != TokWord {
+		return kwNone
+	}
+	return t.Keyword
+}
+
+// run is the single pass: each token goes to the classifier (unless nil)
+// and then to the normalizer.
+func run(q []byte, n *normalizer, c *classifier) {
+	lx := NewLexer(q)
+	for {
+		t := lx.Next()
+		if t.Kind == TokEOF {
+			return
+		}
+		if c != nil {
+			c.observe(t, &lx)
+		}
+		if k := n.token(t, &lx); k != TokEOF && c != nil {
+			c.skipped(k)
+		}
+	}
+}
+
+// classifier follows statement boundaries, classifies each statement from
+// its head and looks at every token for the flags that may appear anywhere.
+type classifier struct {
+	class  Class // of the first statement
+	flags  Flags // union over all statements
+	budget int   // tokens that head lookahead may still read
+	stmts  int
+
+	start bool // the next token starts a statement
+	inner bool // the next token starts a statement inside a compound statement
+	cur   head // the current top-level statement
+	depth int  // BEGIN/CASE ... END nesting in a compound statement
+	end   bool // an END was seen; the next token says what it closes
+
+	prevKind  TokenKind
+	prevKw    Keyword // keyword of the previous token, 0 if it was not a keyword
+	prev2Kw   Keyword
+	prevStart int
+}
+
+func (c *classifier) observe(t Token, lx *Lexer) {
+	c.budget++
+	if t.Kind == TokSemicolon {
+		if c.cur.compound {
+			if c.end {
+				c.end = false
+				c.close()
+			}
+			if c.depth > 0 { // a ';' inside BEGIN ... END
+				c.inner = true
+				c.shift(t)
+				return
+			}
+		}
+		c.start = true
+		c.shift(t)
+		return
+	}
+	switch {
+	case c.start:
+		c.start = false
+		c.stmts++
+		if c.stmts > 1 {
+			c.flags |= FlagMulti
+		}
+		h := c.classify(t, lx)
+		if c.stmts == 1 {
+			c.class = h.class
+		}
+		c.cur = h
+		c.depth, c.end, c.inner = 0, false, false
+		c.merge(h.flags)
+	case c.inner:
+		c.inner = false
+		if !c.cur.inert {
+			c.merge(c.classify(t, lx).flags)
+		}
+	}
+	if c.cur.compound {
+		c.block(t)
+	}
+	if !c.cur.inert {
+		c.anywhere(t, lx.src)
+	}
+	c.shift(t)
+}
+
+func (c *classifier) classify(t Token, lx *Lexer) head {
+	hl := headLexer{lx: *lx, budget: &c.budget}
+	return classifyStmt(t, &hl, 0)
+}
+
+// merge adds a statement's flags; the last autocommit setting wins.
+func (c *classifier) merge(f Flags) {
+	if f&(FlagAutocommitOn|FlagAutocommitOff) != 0 {
+		c.flags &^= FlagAutocommitOn | FlagAutocommitOff
+	}
+	c.flags |= f
+}
+
+func (c *classifier) shift(t Token) {
+	c.prev2Kw = c.prevKw
+	c.prevKw = t.Keyword
+	c.prevKind = t.Kind
+	c.prevStart = t.Start
+}
+
+// skipped records that the normalizer consumed tokens (a literal list or
+// a signed number) ending with one of kind k.
+func (c *classifier) skipped(k TokenKind) {
+	c.prev2Kw = c.prevKw
+	c.prevKw = kwNone
+	c.prevKind = k
+}
+
+// block tracks BEGIN ... END and CASE ... END nesting inside a compound
+// statement, so that its inner ';' do not end it. END IF, END LOOP, END
+// WHILE and END REPEAT close constructs that were not counted.
+func (c *classifier) block(t Token) {
+	if c.end {
+		c.end = false
+		switch t.Keyword {
+		case KwIf, KwLoop, KwWhile, KwRepeat:
+			return
+		case KwCase:
+			c.close()
+			return
+		}
+		c.close()
+	}
+	switch t.Keyword {
+	case KwBegin, KwCase:
+		c.depth++
+	case KwEnd:
+		c.end = true
+	}
+	switch t.Keyword {
+	case KwBegin, KwAtomic, KwThen, KwElse, KwDo, KwLoop, KwRepeat:
+		c.inner = true
+	}
+}
+
+func (c *classifier) close() {
+	if c.depth > 0 {
+		c.depth--
+	}
+}
+
+// anywhere sets the flags that a token and the two before it imply,
+// wherever they are in the statement.
+func (c *classifier) anywhere(t Token, src []byte) {
+	var f Flags
+	switch t.Kind {
+	case TokWord:
+		switch t.Keyword {
+		case KwSQLCalcFoundRows:
+			f = FlagCalcFoundRows
+		case KwUpdate, KwShare: // FOR UPDATE, FOR SHARE
+			if c.prevKw == KwFor && c.prevStart >= c.cur.forEnd {
+				f = FlagForUpdate
+			}
+		case KwMode: // LOCK IN SHARE MODE
+			if c.prevKw == KwShare && c.prev2Kw == KwIn {
+				f = FlagForUpdate
+			}
+		case KwFor: // NEXT VALUE FOR seq, PREVIOUS VALUE FOR seq
+			if c.prevKw == KwValue && (c.prev2Kw == KwNext || c.prev2Kw == KwPrevious) {
+				f = FlagSideEffect
+			}
+		case KwOutfile, KwDumpfile:
+			if c.prevKw == KwInto {
+				f = FlagSideEffect
+			}
+		}
+	case TokLParen:
+		switch c.prevKw {
+		case KwGetLock:
+			f = FlagGetLock | FlagSideEffect
+		case KwReleaseLock, KwReleaseAllLocks:
+			f = FlagReleaseLock | FlagSideEffect
+		case KwFoundRows:
+			f = FlagFoundRows | FlagSideEffect
+		case KwIsFreeLock, KwIsUsedLock, KwLastInsertID, KwRowCount, KwNextval, KwSetval, KwLastval:
+			f = FlagSideEffect
+		}
+	case TokUserVar:
+		if c.prevKw == KwInto {
+			f = FlagUserVar | FlagSideEffect
+		}
+	case TokOp:
+		if c.prevKind == TokUserVar && t.End-t.Start == 2 && src[t.Start] == ':' {
+			f = FlagUserVar | FlagSideEffect
+		}
+	case TokSysVar:
+		if name, _ := sysVarName(src[t.Start:t.End]); equalFold(name, "identity") || equalFold(name, "last_insert_id") {
+			f = FlagSideEffect
+		}
+	}
+	if f != 0 {
+		if c.cur.class == ClassSet {
+			f &^= FlagSideEffect // a SET is routed as a SET; the flag is about reads
+		}
+		c.flags |= f
+	}
+}
