@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/admin"
+	"github.com/vigil-db/vigil/internal/executor"
+	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/topology"
 )
 
 // journal is the daemon's bounded in-memory event list (the persistent
@@ -155,28 +160,74 @@ func (rt *clusterRuntime) serverIndex(name string) int {
 	return snap.Index(name)
 }
 
-func notYet(what string) error {
-	return &admin.Error{Status: http.StatusNotImplemented, Message: what + " is not available yet in this build of Vigil"}
+func (d *daemon) operation(ctx context.Context, cluster string, req failover.Request) (admin.OpResult, error) {
+	rt, err := d.cluster(cluster)
+	if err != nil {
+		return admin.OpResult{}, err
+	}
+	res, err := rt.exec.Request(ctx, req)
+	out := admin.OpResult{OK: err == nil && res.OK, DryRun: req.DryRun, Cluster: rt.cfg.Name, Message: res.Message,
+		Plan: res.Text, Steps: res.Steps, ElapsedMs: float64(res.Elapsed.Microseconds()) / 1000, PauseMs: float64(res.Pause.Microseconds()) / 1000}
+	if p := res.Decision.Plan; p != nil {
+		out.Old, out.New = p.OldPrimary, p.NewPrimary
+	}
+	var refused *executor.RefusedError
+	switch {
+	case errors.Is(err, executor.ErrBusy):
+		return out, &admin.Error{Status: http.StatusConflict, Message: "refused: " + err.Error() + "; wait for it to finish (vigil ctl events)"}
+	case errors.As(err, &refused):
+		return out, &admin.Error{Status: http.StatusConflict, Message: "refused: " + refused.Reason}
+	case err != nil:
+		out.OK = false
+		out.Message = err.Error()
+		return out, nil
+	}
+	return out, nil
 }
 
 func (d *daemon) Switchover(ctx context.Context, r admin.OpRequest) (admin.OpResult, error) {
-	return admin.OpResult{}, notYet("switchover")
+	return d.operation(ctx, r.Cluster, failover.Request{Kind: failover.RequestSwitchover, To: r.To, DryRun: r.DryRun})
 }
 
 func (d *daemon) Failover(ctx context.Context, r admin.OpRequest) (admin.OpResult, error) {
-	return admin.OpResult{}, notYet("failover")
-}
-
-func (d *daemon) Ack(ctx context.Context, cluster string) (admin.OpResult, error) {
-	return admin.OpResult{}, notYet("ack")
+	return d.operation(ctx, r.Cluster, failover.Request{Kind: failover.RequestFailover, To: r.To, DryRun: r.DryRun})
 }
 
 func (d *daemon) Rejoin(ctx context.Context, cluster, node string) (admin.OpResult, error) {
-	return admin.OpResult{}, notYet("rejoin")
+	return d.operation(ctx, cluster, failover.Request{Kind: failover.RequestRejoin, To: node})
 }
 
-// setServerState applies an operator's state (monitor pending: only the
-// snapshot is changed).
+func (d *daemon) Ack(ctx context.Context, cluster string) (admin.OpResult, error) {
+	rt, err := d.cluster(cluster)
+	if err != nil {
+		return admin.OpResult{}, err
+	}
+	rt.exec.Ack()
+	return admin.OpResult{OK: true, Cluster: rt.cfg.Name, Message: "acknowledged: automatic failover is armed again"}, nil
+}
+
+// setServerState applies an operator's state through the monitor.
 func (rt *clusterRuntime) setServerState(server, state string) error {
-	return notYet("set-state")
+	var st topology.State
+	switch state {
+	case "ONLINE":
+		st = topology.Online
+	case "OFFLINE_SOFT":
+		st = topology.OfflineSoft
+	case "OFFLINE_HARD":
+		st = topology.OfflineHard
+	default:
+		return &admin.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("state must be ONLINE, OFFLINE_SOFT or OFFLINE_HARD, not %q", state)}
+	}
+	if err := rt.mon.SetAdminState(server, st, "set by an operator"); err != nil {
+		return &admin.Error{Status: http.StatusBadRequest, Message: err.Error()}
+	}
+	if st == topology.OfflineHard {
+		if i := rt.serverIndex(server); i >= 0 {
+			rt.fe.Fence(i, "set OFFLINE_HARD by an operator")
+		}
+	} else if i := rt.serverIndex(server); i >= 0 && rt.fe.Fenced(i) {
+		rt.fe.Unfence(i)
+	}
+	return nil
 }

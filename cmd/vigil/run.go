@@ -19,7 +19,10 @@ import (
 	"github.com/vigil-db/vigil/internal/admin"
 	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/config"
+	"github.com/vigil-db/vigil/internal/executor"
+	"github.com/vigil-db/vigil/internal/failover"
 	"github.com/vigil-db/vigil/internal/frontend"
+	"github.com/vigil-db/vigil/internal/monitor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/router"
 	"github.com/vigil-db/vigil/internal/topology"
@@ -102,6 +105,8 @@ type clusterRuntime struct {
 	pools []*backend.Pool
 	fe    *frontend.Server
 	ln    net.Listener
+	mon   *monitor.Monitor
+	exec  *executor.Executor
 }
 
 func (d *daemon) start(parent context.Context, cfg *config.Config) error {
@@ -119,7 +124,11 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 		for i, s := range cc.Servers {
 			rt.pools = append(rt.pools, backend.NewPool(s.Name, s.Address, i, poolOptions(cc, creds), d.log.With("cluster", cc.Name)))
 		}
-		rt.topo.Publish(staticSnapshot(cc))
+		mon, err := monitor.New(monitorOptions(cc), rt.topo, d.log.With("cluster", cc.Name))
+		if err != nil {
+			return fmt.Errorf("cluster %s: monitor: %w", cc.Name, err)
+		}
+		rt.mon = mon
 		opts, err := frontendOptions(cc, rsaKey)
 		if err != nil {
 			return fmt.Errorf("cluster %s: %w", cc.Name, err)
@@ -134,6 +143,34 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 		}
 		rt.ln = ln
 		d.clusters[cc.Name] = rt
+		ex, err := executor.New(executorOptions(cfg, cc), mon, rt.fe, d.log.With("cluster", cc.Name), func(ev executor.Event) {
+			d.journal.add(admin.Event{Time: ev.Time, Cluster: ev.Cluster, Server: ev.Server, Kind: ev.Kind, Message: ev.Message})
+		})
+		if err != nil {
+			return fmt.Errorf("cluster %s: %w", cc.Name, err)
+		}
+		rt.exec = ex
+		evs, unsub := mon.Subscribe(256)
+		d.wg.Add(3)
+		go func() { defer d.wg.Done(); _ = mon.Run(ctx) }()
+		go func() { defer d.wg.Done(); _ = ex.Run(ctx) }()
+		go func() {
+			defer d.wg.Done()
+			defer unsub()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case ev, ok := <-evs:
+					if !ok {
+						return
+					}
+					d.journal.add(admin.Event{Time: ev.Time, Cluster: ev.Cluster, Server: ev.Server, Kind: string(ev.Kind),
+						From: ev.From, To: ev.To, Message: ev.String()})
+					ex.Kick()
+				}
+			}
+		}()
 		for _, p := range rt.pools {
 			d.wg.Add(1)
 			go func() { defer d.wg.Done(); p.Maintain(ctx) }()
@@ -206,6 +243,9 @@ func (d *daemon) reload(path string) error {
 		for _, p := range rt.pools {
 			p.SetOptions(poolOptions(cc, creds))
 		}
+		if err := rt.mon.SetOptions(monitorOptions(cc)); err != nil {
+			d.log.Warn("config reload: monitor options kept", "cluster", cc.Name, "err", err)
+		}
 	}
 	d.log.Info("config reloaded", "config", path)
 	d.journal.add(admin.Event{Kind: "config_reloaded", Message: "configuration reloaded from " + path})
@@ -276,31 +316,33 @@ func frontendOptions(cc config.Cluster, rsaKey *rsa.PrivateKey) (frontend.Option
 	return o, nil
 }
 
-// staticSnapshot is the topology as the config describes it, used until
-// the monitor has observed the servers.
-func staticSnapshot(cc config.Cluster) *topology.Snapshot {
-	snap := &topology.Snapshot{Cluster: cc.Name, Type: cc.Type, Writer: -1, Term: 1}
-	for i, s := range cc.Servers {
-		ts := topology.Server{Name: s.Name, Addr: s.Address, Weight: s.Weight, State: topology.Online, Readable: true, LagSeconds: -1}
-		switch {
-		case cc.Type == "galera":
-			ts.Role = topology.RoleGalera
-			ts.Writable = true
-		case s.Role == "primary":
-			ts.Role = topology.RolePrimary
-			ts.Writable = true
-		default:
-			ts.Role = topology.RoleReplica
-		}
-		snap.Servers = append(snap.Servers, ts)
-		if ts.Writable && snap.Writer < 0 {
-			snap.Writer = i
-		}
+func monitorOptions(cc config.Cluster) monitor.Options {
+	o := monitor.Options{
+		Cluster: cc.Name, Type: cc.Type, User: cc.Monitor.User, Password: cc.Monitor.Password,
+		Interval: cc.Monitor.Interval.Duration, Timeout: cc.Monitor.Timeout.Duration,
+		FailAfter: cc.Monitor.FailAfter, RecoverAfter: cc.Monitor.RecoverAfter,
+		MaxReplicationLag: cc.Monitor.MaxReplicationLag.Duration,
 	}
-	if snap.Writer < 0 {
-		snap.WriterReason = "no server has role primary in the config"
+	for _, s := range cc.Servers {
+		o.Servers = append(o.Servers, monitor.Server{Name: s.Name, Addr: s.Address, Role: s.Role, Weight: s.Weight})
 	}
-	return snap
+	return o
+}
+
+func executorOptions(cfg *config.Config, cc config.Cluster) executor.Options {
+	o := executor.Options{
+		Cluster: cc.Name, User: cc.Monitor.User, Password: cc.Monitor.Password,
+		ReplUser: cc.Failover.ReplUser, ReplPass: cc.Failover.ReplPassword, StateDir: cfg.StateDir,
+		Interval: cc.Monitor.Interval.Duration,
+		Engine: failover.Options{
+			Auto: cc.Failover.Auto, DetectAfter: cc.Failover.DetectAfter.Duration, MinInterval: cc.Failover.MinInterval.Duration,
+			ApplyTimeout: cc.Failover.ApplyTimeout.Duration, Candidates: cc.Failover.Candidates, NeverPromote: cc.Failover.NeverPromote,
+		},
+	}
+	for _, s := range cc.Servers {
+		o.Servers = append(o.Servers, executor.Server{Name: s.Name, Addr: s.Address})
+	}
+	return o
 }
 
 // discoverVersion reads the server version from the first server that

@@ -1,0 +1,317 @@
+// Package executor turns the failover engine's decisions into actions: it
+// gathers the facts the engine needs, asks it what to do (on every monitor
+// change, and for operators' requests), runs plans step by step — SQL on
+// the servers, fencing and holding at the router, writer changes in the
+// monitor — and journals every decision and step under state_dir so that a
+// restarted Vigil knows what happened.
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+// Router is the data path's side of an operation (frontend.Server).
+type Router interface {
+	Fence(idx int, reason string) int
+	Unfence(idx int)
+	Hold(reason string, max time.Duration)
+	Release()
+	BoundSessions(idx int) int
+	KillBound(idx int) int
+}
+
+// Monitor is the monitor's side (monitor.Monitor).
+type Monitor interface {
+	Snapshot() *topology.Snapshot
+	Observations() []topology.Health
+	SetWriter(server, reason string) error
+	Fence(server, reason string) error
+	Unfence(server string) error
+}
+
+// Server is how to reach one server.
+type Server struct{ Name, Addr string }
+
+// Options configure one cluster's executor.
+type Options struct {
+	Cluster  string
+	Servers  []Server
+	Engine   failover.Options
+	User     string // monitor account: runs the failover SQL
+	Password string
+	ReplUser string // replication account for CHANGE MASTER
+	ReplPass string
+	StateDir string
+	// Hooks: commands run with VIGIL_CLUSTER, VIGIL_OLD_PRIMARY,
+	// VIGIL_NEW_PRIMARY in the environment. A non-zero exit of
+	// PreFailover aborts the failover.
+	PreFailover, PostFailover, PostSwitchover string
+	// Interval is how often the executor re-decides without news.
+	Interval time.Duration
+}
+
+// Event is one journal entry shown to operators.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Cluster string    `json:"cluster"`
+	Server  string    `json:"server,omitempty"`
+	Kind    string    `json:"kind"`
+	Message string    `json:"message"`
+}
+
+// Result is what an operation did.
+type Result struct {
+	Decision failover.Decision
+	Text     string // the rendered decision / plan
+	Steps    []string
+	Elapsed  time.Duration
+	Pause    time.Duration // how long new statements were held
+	OK       bool
+	Message  string
+}
+
+// ErrBusy is returned when an operation is already running.
+var ErrBusy = errors.New("another operation is running on this cluster")
+
+// Executor runs one cluster's operations, one at a time.
+type Executor struct {
+	opts   Options
+	mon    Monitor
+	router Router
+	log    *slog.Logger
+	onEv   func(Event)
+
+	mu      sync.Mutex
+	history failover.History
+	running *failover.Record
+	facts   map[string]failover.ServerFacts
+	lastSit string // for event deduplication
+
+	opMu sync.Mutex // held while an operation runs
+	kick chan struct{}
+	j    *journal
+}
+
+// New makes an executor and loads the cluster's journal.
+func New(opts Options, mon Monitor, router Router, log *slog.Logger, onEvent func(Event)) (*Executor, error) {
+	if opts.Interval <= 0 {
+		opts.Interval = 500 * time.Millisecond
+	}
+	opts.Engine = opts.Engine.WithDefaults()
+	j, hist, err := openJournal(opts.StateDir, opts.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	if onEvent == nil {
+		onEvent = func(Event) {}
+	}
+	e := &Executor{opts: opts, mon: mon, router: router, log: log, onEv: onEvent, history: hist,
+		facts: map[string]failover.ServerFacts{}, kick: make(chan struct{}, 1), j: j}
+	// An operation that never ended means Vigil stopped during it: it
+	// counts as failed until an operator acknowledges it.
+	for i := range e.history.Records {
+		r := &e.history.Records[i]
+		if r.Ended.IsZero() {
+			r.Ended = time.Now()
+			r.Error = "Vigil stopped during the operation; check the cluster, then `vigil ctl ack`"
+			e.event("", "operation_interrupted", fmt.Sprintf("%s started %s did not finish: %s", r.Kind, r.Started.Format(time.RFC3339), r.Error))
+			_ = e.j.record(*r)
+		}
+	}
+	return e, nil
+}
+
+// History returns the cluster's operations.
+func (e *Executor) History() failover.History {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return failover.History{Records: append([]failover.Record(nil), e.history.Records...)}
+}
+
+// Kick makes the executor decide again soon (a monitor event arrived).
+func (e *Executor) Kick() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run decides automatically until ctx ends.
+func (e *Executor) Run(ctx context.Context) error {
+	defer e.j.close()
+	factsTick := time.NewTicker(5 * time.Second)
+	defer factsTick.Stop()
+	t := time.NewTicker(e.opts.Interval)
+	defer t.Stop()
+	e.refreshFacts(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-factsTick.C:
+			e.refreshFacts(ctx)
+		case <-t.C:
+		case <-e.kick:
+		}
+		e.decideAuto(ctx)
+	}
+}
+
+// input builds the engine's input from what is known now.
+func (e *Executor) input(req *failover.Request) failover.Input {
+	snap := e.mon.Snapshot()
+	obs := map[string]*topology.Observation{}
+	e.mu.Lock()
+	facts := make(map[string]failover.ServerFacts, len(e.facts))
+	for k, v := range e.facts {
+		facts[k] = v
+	}
+	hist := failover.History{Records: append([]failover.Record(nil), e.history.Records...)}
+	running := e.running
+	e.mu.Unlock()
+	for _, h := range e.mon.Observations() {
+		if h.Last != nil {
+			obs[h.Name] = h.Last
+		}
+		// Servers never queried get an entry too (FailingSince is what
+		// detection needs); without LogBin they are never promoted.
+		f := facts[h.Name]
+		f.FailingSince = h.FailingSince
+		facts[h.Name] = f
+	}
+	var fenced []string
+	if snap != nil {
+		for _, s := range snap.Servers {
+			if s.State == topology.OfflineHard && s.Reason != "" && isFenceReason(s.Reason) {
+				fenced = append(fenced, s.Name)
+			}
+		}
+	}
+	var run *failover.Record
+	if running != nil {
+		r := *running
+		run = &r
+	}
+	return failover.Input{Now: time.Now(), Snapshot: snap, Obs: obs, Facts: facts, History: hist,
+		Options: e.opts.Engine, Request: req, Running: run, Fenced: fenced}
+}
+
+func (e *Executor) decideAuto(ctx context.Context) {
+	if !e.opMu.TryLock() {
+		return // an operation runs; it decides for itself
+	}
+	defer e.opMu.Unlock()
+	d := failover.Decide(e.input(nil))
+	switch d.Action {
+	case failover.ActEvent:
+		key := d.Situation.String() + "|" + d.Reason
+		e.mu.Lock()
+		fresh := key != e.lastSit
+		e.lastSit = key
+		e.mu.Unlock()
+		if fresh {
+			e.event("", "failover_"+d.Situation.String(), d.Reason)
+			for _, ev := range d.Events {
+				e.event("", "failover_note", ev)
+			}
+		}
+	case failover.ActExecute:
+		e.mu.Lock()
+		e.lastSit = ""
+		e.mu.Unlock()
+		e.event(d.Plan.OldPrimary, "failover_decided", d.Reason)
+		res := e.execute(ctx, d)
+		if !res.OK {
+			e.log.Error("automatic operation failed", "cluster", e.opts.Cluster, "err", res.Message)
+		}
+	default:
+		e.mu.Lock()
+		e.lastSit = ""
+		e.mu.Unlock()
+	}
+}
+
+// Request runs an operator's request (failover, switchover, rejoin), or
+// returns the plan for a dry run. One operation at a time.
+func (e *Executor) Request(ctx context.Context, req failover.Request) (Result, error) {
+	if !e.opMu.TryLock() {
+		return Result{Message: ErrBusy.Error()}, ErrBusy
+	}
+	defer e.opMu.Unlock()
+	if req.Kind != failover.RequestRejoin {
+		e.refreshFacts(ctx)
+		if req.Kind == failover.RequestSwitchover {
+			e.refreshRunning(ctx)
+		}
+	}
+	d := failover.Decide(e.input(&req))
+	res := Result{Decision: d, Text: d.String()}
+	if d.Action != failover.ActExecute || req.DryRun {
+		res.OK = d.Action == failover.ActExecute
+		res.Message = d.Reason
+		if d.Action != failover.ActExecute {
+			return res, &RefusedError{Reason: d.Reason}
+		}
+		return res, nil
+	}
+	e.event("", "operation_requested", fmt.Sprintf("%s requested by an operator: %s", req.Kind, d.Reason))
+	out := e.execute(ctx, d)
+	out.Text = res.Text
+	if !out.OK {
+		return out, errors.New(out.Message)
+	}
+	return out, nil
+}
+
+// RefusedError is a request the engine refused, with its reason.
+type RefusedError struct{ Reason string }
+
+func (r *RefusedError) Error() string { return r.Reason }
+
+// Ack acknowledges past operations: automatic failover may run again.
+func (e *Executor) Ack() {
+	e.mu.Lock()
+	e.history = e.history.Ack()
+	recs := append([]failover.Record(nil), e.history.Records...)
+	e.mu.Unlock()
+	for _, r := range recs {
+		_ = e.j.record(r)
+	}
+	e.event("", "ack", "an operator acknowledged past operations; automatic failover is armed again")
+	e.Kick()
+}
+
+func (e *Executor) event(server, kind, msg string) {
+	ev := Event{Time: time.Now(), Cluster: e.opts.Cluster, Server: server, Kind: kind, Message: msg}
+	e.log.Info(msg, "cluster", e.opts.Cluster, "server", server, "event", kind)
+	_ = e.j.event(ev)
+	e.onEv(ev)
+}
+
+func (e *Executor) serverIndex(name string) int {
+	for i, s := range e.opts.Servers {
+		if s.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (e *Executor) addr(name string) string {
+	if i := e.serverIndex(name); i >= 0 {
+		return e.opts.Servers[i].Addr
+	}
+	return ""
+}
+
+const fencePrefix = "fenced"
+
+func isFenceReason(r string) bool { return len(r) >= len(fencePrefix) && r[:len(fencePrefix)] == fencePrefix }

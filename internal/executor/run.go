@@ -1,0 +1,435 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+func recordKind(k failover.PlanKind) failover.RecordKind {
+	switch k {
+	case failover.KindSwitchover:
+		return failover.RecordSwitchover
+	case failover.KindGaleraWriterMove:
+		return failover.RecordGaleraMove
+	case failover.KindRejoin:
+		return failover.RecordRejoin
+	}
+	return failover.RecordFailover
+}
+
+// execute runs a decision's plan: every step journaled with its duration;
+// a failed Abort step before the point of no return runs the rollback.
+func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
+	pl := d.Plan
+	start := time.Now()
+	rec := failover.Record{Kind: recordKind(pl.Kind), Auto: pl.Auto, Started: start, OldPrimary: pl.OldPrimary, NewPrimary: pl.NewPrimary}
+	if pl.Kind == failover.KindRejoin {
+		rec.OldPrimary = d.Request.To
+	}
+	e.mu.Lock()
+	e.running = &rec
+	e.mu.Unlock()
+	_ = e.j.record(rec)
+	res := Result{Decision: d}
+	finish := func(ok bool, msg string) Result {
+		rec.Ended = time.Now()
+		rec.OK = ok
+		if !ok {
+			rec.Error = msg
+		}
+		e.mu.Lock()
+		e.running = nil
+		e.history.Records = append(e.history.Records, rec)
+		e.mu.Unlock()
+		_ = e.j.record(rec)
+		res.OK, res.Message, res.Elapsed = ok, msg, time.Since(start)
+		kind := rec.Kind.String()
+		if ok {
+			e.event(pl.NewPrimary, kind+"_done", fmt.Sprintf("%s done in %s: %s", kind, res.Elapsed.Round(time.Millisecond), msg))
+		} else {
+			e.event(pl.OldPrimary, kind+"_failed", fmt.Sprintf("%s failed after %s: %s", kind, res.Elapsed.Round(time.Millisecond), msg))
+		}
+		return res
+	}
+	e.event(pl.OldPrimary, rec.Kind.String()+"_started", fmt.Sprintf("%s started: %s → %s (term %d)", rec.Kind, orNone(pl.OldPrimary), orNone(pl.NewPrimary), pl.Term))
+	if pl.Kind == failover.KindFailover {
+		if err := e.hook(ctx, e.opts.PreFailover, pl); err != nil {
+			return finish(false, "pre_failover hook refused: "+err.Error())
+		}
+	}
+	st := &runState{}
+	skip := map[string]bool{}
+	for i, step := range pl.Steps {
+		if skip[step.Server] && step.Server != "" {
+			res.Steps = append(res.Steps, fmt.Sprintf("skip %s %s (quarantined)", step.Kind, step.Server))
+			continue
+		}
+		t0 := time.Now()
+		err := e.step(ctx, pl, step, st)
+		took := time.Since(t0).Round(time.Millisecond)
+		line := fmt.Sprintf("%-20s %-8s %6s  %s", step.Kind, step.Server, took, "ok")
+		if err != nil {
+			line = fmt.Sprintf("%-20s %-8s %6s  FAILED (%s): %v", step.Kind, step.Server, took, step.OnFail, err)
+		}
+		res.Steps = append(res.Steps, line)
+		e.event(step.Server, "step", fmt.Sprintf("%s step %d %s %s: %s", rec.Kind, i+1, step.Kind, step.Server, strings.TrimSpace(line[29:])))
+		if err == nil {
+			continue
+		}
+		switch step.OnFail {
+		case failover.Continue:
+			continue
+		case failover.QuarantineServer:
+			skip[step.Server] = true
+			e.quarantine(step.Server, fmt.Sprintf("%s failed during %s: %v", step.Kind, rec.Kind, err))
+			continue
+		}
+		// Abort.
+		if i < pl.NoReturn || pl.NoReturn == 0 && len(pl.Rollback) > 0 {
+			for _, rb := range pl.Rollback {
+				rerr := e.step(ctx, pl, rb, st)
+				res.Steps = append(res.Steps, fmt.Sprintf("rollback %-11s %-8s %v", rb.Kind, rb.Server, errOrOK(rerr)))
+			}
+		}
+		if st.held {
+			e.router.Release()
+		}
+		return finish(false, fmt.Sprintf("step %s on %s failed: %v", step.Kind, orNone(step.Server), err))
+	}
+	if st.held {
+		e.router.Release()
+		st.pause = time.Since(st.holdStart)
+	}
+	res.Pause = st.pause
+	msg := ""
+	switch pl.Kind {
+	case failover.KindFailover:
+		msg = fmt.Sprintf("%s is the new primary (term %d); %s is fenced until `vigil ctl rejoin %s`", pl.NewPrimary, pl.Term, pl.OldPrimary, pl.OldPrimary)
+		_ = e.hook(ctx, e.opts.PostFailover, pl)
+	case failover.KindSwitchover:
+		msg = fmt.Sprintf("%s is the new primary (term %d); writes were held for %s", pl.NewPrimary, pl.Term, st.pause.Round(time.Millisecond))
+		_ = e.hook(ctx, e.opts.PostSwitchover, pl)
+	case failover.KindRejoin:
+		msg = fmt.Sprintf("%s replicates from %s again and is routed as a replica", rec.OldPrimary, pl.NewPrimary)
+	default:
+		msg = fmt.Sprintf("%s is the writer", pl.NewPrimary)
+	}
+	return finish(true, msg)
+}
+
+type runState struct {
+	held      bool
+	holdStart time.Time
+	pause     time.Duration
+}
+
+func errOrOK(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func (e *Executor) quarantine(server, why string) {
+	if i := e.serverIndex(server); i >= 0 {
+		e.router.Fence(i, "quarantined: "+why)
+	}
+	_ = e.mon.Fence(server, fencePrefix+" (quarantined): "+why)
+	e.event(server, "quarantined", server+" is quarantined and not routed: "+why)
+}
+
+func timeoutOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// step runs one plan step.
+func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step, st *runState) error {
+	mysql := pl.Flavor == topology.FlavorMySQL
+	switch s.Kind {
+	case failover.FenceRouter:
+		idx := e.serverIndex(s.Server)
+		n := e.router.Fence(idx, fmt.Sprintf("%s in progress", recordKind(pl.Kind)))
+		if err := e.mon.Fence(s.Server, fmt.Sprintf("%s by %s (term %d)", fencePrefix, recordKind(pl.Kind), pl.Term)); err != nil {
+			return err
+		}
+		if n > 0 {
+			e.event(s.Server, "fenced", fmt.Sprintf("%d client transactions on %s were cut: they did not commit", n, s.Server))
+		}
+		return nil
+	case failover.SetReadOnly:
+		q := []string{"SET GLOBAL read_only = 1"}
+		if mysql {
+			q = append(q, "SET GLOBAL super_read_only = 1")
+		}
+		_, err := e.exec(ctx, s.Server, timeoutOr(s.Timeout, 2*time.Second), q...)
+		return err
+	case failover.FenceHook:
+		return e.hook(ctx, e.opts.Engine.FenceCommand, pl)
+	case failover.Quarantine:
+		e.quarantine(s.Server, s.Detail)
+		return nil
+	case failover.StartSQLThread:
+		q := "START SLAVE SQL_THREAD"
+		if mysql {
+			q = "START REPLICA SQL_THREAD"
+		}
+		_, err := e.exec(ctx, s.Server, 5*time.Second, q)
+		return err
+	case failover.WaitRelayApplied:
+		return e.waitGTID(ctx, s.Server, s.Position, timeoutOr(s.Timeout, 30*time.Second), mysql)
+	case failover.StopReplication:
+		q := "STOP SLAVE"
+		if mysql {
+			q = "STOP REPLICA"
+		}
+		_, err := e.exec(ctx, s.Server, 10*time.Second, q)
+		return err
+	case failover.ResetReplica:
+		q := "RESET SLAVE ALL"
+		if mysql {
+			q = "RESET REPLICA ALL"
+		}
+		_, err := e.exec(ctx, s.Server, 10*time.Second, q)
+		return err
+	case failover.SetWritable:
+		q := []string{"SET GLOBAL read_only = 0"}
+		if mysql {
+			q = []string{"SET GLOBAL super_read_only = 0", "SET GLOBAL read_only = 0"}
+		}
+		_, err := e.exec(ctx, s.Server, 5*time.Second, q...)
+		return err
+	case failover.SetRouterWriter:
+		if i := e.serverIndex(s.Server); i >= 0 {
+			e.router.Unfence(i)
+		}
+		if err := e.mon.SetWriter(s.Server, fmt.Sprintf("%s (term %d)", recordKind(pl.Kind), pl.Term)); err != nil {
+			return err
+		}
+		return e.waitWriter(ctx, s.Server, timeoutOr(s.Timeout, 5*time.Second))
+	case failover.Repoint:
+		return e.repoint(ctx, s, mysql)
+	case failover.VerifyReplicating:
+		return e.verifyReplicating(ctx, s.Server, timeoutOr(s.Timeout, 30*time.Second))
+	case failover.Hold:
+		e.router.Hold(fmt.Sprintf("%s in progress (%s → %s)", recordKind(pl.Kind), pl.OldPrimary, pl.NewPrimary), timeoutOr(s.Timeout, 10*time.Second))
+		st.held, st.holdStart = true, time.Now()
+		return nil
+	case failover.DrainTransactions:
+		idx := e.serverIndex(s.Server)
+		deadline := time.Now().Add(timeoutOr(s.Timeout, 5*time.Second))
+		for e.router.BoundSessions(idx) > 0 {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%d sessions still hold a transaction on %s", e.router.BoundSessions(idx), s.Server)
+			}
+			if err := sleep(ctx, 10*time.Millisecond); err != nil {
+				return err
+			}
+		}
+		return nil
+	case failover.KillTransactions:
+		if n := e.router.KillBound(e.serverIndex(s.Server)); n > 0 {
+			e.event(s.Server, "transactions_killed", fmt.Sprintf("%d open transactions on %s did not finish in time and were cut", n, s.Server))
+		}
+		return nil
+	case failover.WaitGTID:
+		pos := s.Position
+		if pos == "" {
+			rows, err := e.exec(ctx, s.Source, 3*time.Second, "SELECT @@gtid_binlog_pos")
+			if mysql {
+				rows, err = e.exec(ctx, s.Source, 3*time.Second, "SELECT @@gtid_executed")
+			}
+			if err != nil {
+				return err
+			}
+			if len(rows) == 1 {
+				pos = rows[0][0]
+			}
+		}
+		return e.waitGTID(ctx, s.Server, pos, timeoutOr(s.Timeout, 30*time.Second), mysql)
+	case failover.VerifyNoErrant:
+		return e.verifyNoErrant(ctx, s.Server, s.Source)
+	case failover.Release:
+		if st.held {
+			e.router.Release()
+			st.held = false
+			st.pause = time.Since(st.holdStart)
+		}
+		return nil
+	case failover.Unfence:
+		if i := e.serverIndex(s.Server); i >= 0 {
+			e.router.Unfence(i)
+		}
+		return e.mon.Unfence(s.Server)
+	case failover.StartReplication:
+		q := "START SLAVE"
+		if mysql {
+			q = "START REPLICA"
+		}
+		_, err := e.exec(ctx, s.Server, 5*time.Second, q)
+		return err
+	}
+	return fmt.Errorf("step %s is not implemented", s.Kind)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (e *Executor) waitGTID(ctx context.Context, server, pos string, timeout time.Duration, mysql bool) error {
+	if pos == "" {
+		return nil
+	}
+	q := fmt.Sprintf("SELECT MASTER_GTID_WAIT('%s', %.3f)", pos, timeout.Seconds())
+	if mysql {
+		q = fmt.Sprintf("SELECT WAIT_FOR_EXECUTED_GTID_SET('%s', %.3f)", pos, timeout.Seconds())
+	}
+	rows, err := e.exec(ctx, server, timeout+5*time.Second, q)
+	if err != nil {
+		return err
+	}
+	if len(rows) != 1 || rows[0][0] != "0" {
+		return fmt.Errorf("%s did not reach GTID %s within %s", server, pos, timeout)
+	}
+	return nil
+}
+
+func (e *Executor) waitWriter(ctx context.Context, server string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if snap := e.mon.Snapshot(); snap != nil {
+			if w := snap.WriterServer(); w != nil && w.Name == server && w.State == topology.Online && w.Writable {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the monitor did not route %s as the writer within %s", server, timeout)
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+func (e *Executor) repoint(ctx context.Context, s failover.Step, mysql bool) error {
+	host, port, err := net.SplitHostPort(e.addr(s.Source))
+	if err != nil {
+		return fmt.Errorf("address of %s: %w", s.Source, err)
+	}
+	var q []string
+	if mysql {
+		q = []string{"STOP REPLICA", fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST='%s', SOURCE_PORT=%s, SOURCE_USER='%s', SOURCE_PASSWORD='%s', SOURCE_AUTO_POSITION=1", host, port, e.opts.ReplUser, e.opts.ReplPass), "START REPLICA"}
+	} else {
+		mode := "slave_pos"
+		if strings.Contains(s.Detail, "MASTER_USE_GTID=current_pos") {
+			mode = "current_pos"
+		}
+		q = []string{"STOP SLAVE", fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=%s, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1", host, port, e.opts.ReplUser, e.opts.ReplPass, mode), "START SLAVE"}
+	}
+	_, err = e.exec(ctx, s.Server, 10*time.Second, q...)
+	return err
+}
+
+func (e *Executor) verifyReplicating(ctx context.Context, server string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		c, err := e.conn(ctx, server)
+		if err == nil {
+			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			cols, rows, qerr := c.ExecColumns(qctx, "SHOW SLAVE STATUS")
+			cancel()
+			c.Close()
+			if qerr == nil && len(rows) == 1 {
+				rs := topology.ParseReplicaStatus(cols, rows[0])
+				if rs.IORunning == topology.IOYes && rs.SQLRunning {
+					return nil
+				}
+				last = fmt.Sprintf("IO %v SQL %v %s %s", rs.IORunning, rs.SQLRunning, rs.LastIOError, rs.LastSQLError)
+			} else if qerr != nil {
+				last = qerr.Error()
+			}
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s does not replicate after %s: %s", server, timeout, last)
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+func (e *Executor) verifyNoErrant(ctx context.Context, server, source string) error {
+	a, err := e.exec(ctx, server, 3*time.Second, "SELECT @@gtid_current_pos")
+	if err != nil {
+		return err
+	}
+	b, err := e.exec(ctx, source, 3*time.Second, "SELECT @@gtid_current_pos")
+	if err != nil {
+		return err
+	}
+	pa, err1 := topology.ParseGTIDPos(a[0][0])
+	pb, err2 := topology.ParseGTIDPos(b[0][0])
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("cannot compare GTID positions %q and %q", a[0][0], b[0][0])
+	}
+	for _, g := range pa {
+		found := false
+		for _, h := range pb {
+			if h.Domain == g.Domain {
+				found = true
+				if g.Seq > h.Seq {
+					return fmt.Errorf("%s has %d-%d-%d, beyond %s's %d-%d-%d", server, g.Domain, g.Server, g.Seq, source, h.Domain, h.Server, h.Seq)
+				}
+			}
+		}
+		if !found && g.Seq > 0 {
+			return fmt.Errorf("%s has GTID domain %d, which %s lacks", server, g.Domain, source)
+		}
+	}
+	return nil
+}
+
+// hook runs an operator command with the operation in its environment.
+func (e *Executor) hook(ctx context.Context, command string, pl *failover.Plan) error {
+	if command == "" {
+		return nil
+	}
+	hctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(hctx, "/bin/sh", "-c", command)
+	cmd.Env = append(os.Environ(), "VIGIL_CLUSTER="+e.opts.Cluster, "VIGIL_OLD_PRIMARY="+pl.OldPrimary,
+		"VIGIL_NEW_PRIMARY="+pl.NewPrimary, "VIGIL_OPERATION="+recordKind(pl.Kind).String(),
+		"VIGIL_OLD_PRIMARY_ADDR="+e.addr(pl.OldPrimary), "VIGIL_NEW_PRIMARY_ADDR="+e.addr(pl.NewPrimary))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%q: %v: %s", command, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/mysqlproto"
+)
+
+// conn opens a connection to a server with the monitor account.
+func (e *Executor) conn(ctx context.Context, name string) (*backend.Conn, error) {
+	addr := e.addr(name)
+	if addr == "" {
+		return nil, fmt.Errorf("no server %q", name)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	mc, g, err := mysqlproto.Dial(dctx, &mysqlproto.DialConfig{Addr: addr, User: e.opts.User, Password: e.opts.Password})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", name, err)
+	}
+	return &backend.Conn{Conn: mc, Server: name,
+		SessionTrack: g.Capabilities&mysqlproto.CapabilityClientSessionTrack != 0,
+		DeprecateEOF: g.Capabilities&mysqlproto.CapabilityClientDeprecateEOF != 0}, nil
+}
+
+// exec runs statements on a server, each bounded by timeout.
+func (e *Executor) exec(ctx context.Context, name string, timeout time.Duration, stmts ...string) ([][]string, error) {
+	c, err := e.conn(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var rows [][]string
+	for _, q := range stmts {
+		qctx, cancel := context.WithTimeout(ctx, timeout)
+		res, err := c.Exec(qctx, q)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%s on %s: %w", redact(q), name, err)
+		}
+		rows = res.Rows
+	}
+	return rows, nil
+}
+
+func redact(q string) string {
+	if i := strings.Index(strings.ToUpper(q), "MASTER_PASSWORD"); i >= 0 {
+		return q[:i] + "MASTER_PASSWORD='…'"
+	}
+	return q
+}
+
+// refreshFacts reads, from every reachable server, what the engine needs
+// beyond the monitor's observations. Unreachable servers keep their last
+// known facts.
+func (e *Executor) refreshFacts(ctx context.Context) {
+	for _, s := range e.opts.Servers {
+		f, err := e.readFacts(ctx, s.Name)
+		if err != nil {
+			continue
+		}
+		e.mu.Lock()
+		old := e.facts[s.Name]
+		f.FailingSince = old.FailingSince
+		f.LongestQuerySeconds = old.LongestQuerySeconds
+		e.facts[s.Name] = f
+		e.mu.Unlock()
+	}
+}
+
+func (e *Executor) readFacts(ctx context.Context, name string) (failover.ServerFacts, error) {
+	f := failover.ServerFacts{SecondsSinceSourceEvent: -1}
+	c, err := e.conn(ctx, name)
+	if err != nil {
+		return f, err
+	}
+	defer c.Close()
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	res, err := c.Exec(qctx, "SELECT @@log_bin, @@log_slave_updates")
+	if err != nil || len(res.Rows) != 1 {
+		return f, fmt.Errorf("facts of %s: %v", name, err)
+	}
+	f.LogBin = res.Rows[0][0] == "1"
+	f.LogSlaveUpdates = res.Rows[0][1] == "1"
+	cols, rows, err := c.ExecColumns(qctx, "SHOW SLAVE STATUS")
+	if err == nil && len(rows) == 1 {
+		var parts []string
+		for i, col := range cols {
+			switch col {
+			case "Replicate_Do_DB", "Replicate_Ignore_DB", "Replicate_Do_Table", "Replicate_Ignore_Table",
+				"Replicate_Wild_Do_Table", "Replicate_Wild_Ignore_Table":
+				v := strings.Split(rows[0][i], ",")
+				sort.Strings(v)
+				parts = append(parts, col+"="+strings.Join(v, ","))
+			case "Slave_heartbeat_period":
+				f.HeartbeatPeriod, _ = strconv.ParseFloat(rows[0][i], 64)
+			}
+		}
+		f.Filters = strings.Join(parts, ";")
+	}
+	return f, nil
+}
+
+// refreshRunning reads the longest running query of every server (for the
+// switchover check).
+func (e *Executor) refreshRunning(ctx context.Context) {
+	for _, s := range e.opts.Servers {
+		rows, err := e.exec(ctx, s.Name, 2*time.Second,
+			"SELECT IFNULL(MAX(TIME),0) FROM information_schema.PROCESSLIST WHERE COMMAND NOT IN ('Sleep','Binlog Dump','Daemon','Slave_IO','Slave_SQL','Slave_worker') AND USER NOT IN ('system user','event_scheduler') AND ID <> CONNECTION_ID()")
+		if err != nil || len(rows) != 1 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(rows[0][0], 64)
+		e.mu.Lock()
+		f := e.facts[s.Name]
+		f.LongestQuerySeconds = v
+		e.facts[s.Name] = f
+		e.mu.Unlock()
+	}
+}

@@ -1,0 +1,122 @@
+package failover
+
+import (
+	"testing"
+
+	gomysql "github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+func maria(s string) position { return mariaPos(topology.MustParseGTIDPos(s)) }
+
+const uuidA = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+const uuidB = "bbbbbbbb-71ca-11e1-9e33-c80aa9429562"
+
+func TestPositions(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		p, q          position
+		contains      bool
+		missing       uint64 // transactions of q that p lacks
+		extra         string // what p has that q lacks
+		union         string
+		equalExpected bool
+	}{
+		{"maria equal", maria("0-1-10"), maria("0-1-10"), true, 0, "", "0-1-10", true},
+		{"maria ahead", maria("0-1-12"), maria("0-1-10"), true, 0, "domain 0 sequences 11..12 (last 0-1-12)", "0-1-12", false},
+		{"maria behind", maria("0-1-10"), maria("0-1-12"), false, 2, "", "0-1-12", false},
+		{"maria one ahead", maria("0-1-11"), maria("0-1-10"), true, 0, "0-1-11", "0-1-11", false},
+		{"maria extra domain", maria("0-1-10,2-5-3"), maria("0-1-10"), true, 0, "domain 2 up to 2-5-3 (the other has nothing of domain 2)", "0-1-10,2-5-3", false},
+		{"maria same seq, other server", maria("0-2-10"), maria("0-1-10"), false, 0, "0-2-10 (the other has 0-1-10)", "0-2-10", false},
+		{"maria empty", maria(""), maria("0-1-3"), false, 3, "", "0-1-3", false},
+		{"mysql subset", mysqlPos(uuidA + ":1-10"), mysqlPos(uuidA + ":1-5"), true, 0, uuidA + ":6-10", uuidA + ":1-10", false},
+		{"mysql hole", mysqlPos(uuidA + ":1-5:8-10"), mysqlPos(uuidA + ":1-10"), false, 2, "", uuidA + ":1-10", false},
+		{"mysql other uuid", mysqlPos(uuidA + ":1-10," + uuidB + ":1-2"), mysqlPos(uuidA + ":1-10"), true, 0, uuidB + ":1-2",
+			uuidA + ":1-10," + uuidB + ":1-2", false},
+		{"mysql empty", mysqlPos(""), mysqlPos(uuidA + ":1-4"), false, 4, "", uuidA + ":1-4", false},
+		{"flavors never compare", maria("0-1-10"), mysqlPos(uuidA + ":1-4"), false, 0, "", "0-1-10", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.p.contains(c.q); got != c.contains {
+				t.Errorf("contains = %v", got)
+			}
+			if got := c.p.missing(c.q); got != c.missing {
+				t.Errorf("missing = %d, want %d", got, c.missing)
+			}
+			if got := c.p.extra(c.q); got != c.extra {
+				t.Errorf("extra = %q, want %q", got, c.extra)
+			}
+			if got := c.p.union(c.q).String(); got != c.union {
+				t.Errorf("union = %q, want %q", got, c.union)
+			}
+			if got := c.p.equal(c.q); got != c.equalExpected {
+				t.Errorf("equal = %v", got)
+			}
+		})
+	}
+	if p := mysqlPos("garbage"); p.bad == "" || p.contains(mysqlPos("")) {
+		t.Errorf("a bad set must be marked and contain nothing: %+v", p)
+	}
+}
+
+func TestMinusIntervals(t *testing.T) {
+	iv := func(pairs ...int64) gomysql.IntervalSlice {
+		var s gomysql.IntervalSlice
+		for i := 0; i < len(pairs); i += 2 {
+			s = append(s, gomysql.Interval{Start: pairs[i], Stop: pairs[i+1]})
+		}
+		return s
+	}
+	for _, c := range []struct{ a, b, want gomysql.IntervalSlice }{
+		{iv(1, 11), nil, iv(1, 11)},
+		{iv(1, 11), iv(1, 11), nil},
+		{iv(1, 11), iv(3, 5), iv(1, 3, 5, 11)},
+		{iv(1, 11), iv(0, 4, 8, 20), iv(4, 8)},
+		{iv(1, 4, 6, 9), iv(3, 7), iv(1, 3, 7, 9)},
+		{iv(5, 6), iv(1, 2), iv(5, 6)},
+	} {
+		got := minusIntervals(c.a, c.b)
+		if len(got) != len(c.want) {
+			t.Errorf("%v - %v = %v, want %v", c.a, c.b, got, c.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Errorf("%v - %v = %v, want %v", c.a, c.b, got, c.want)
+			}
+		}
+	}
+}
+
+func TestRelayPending(t *testing.T) {
+	o := &topology.Observation{OK: true, Flavor: topology.FlavorMariaDB,
+		GTID:    topology.GTIDState{Current: topology.MustParseGTIDPos("0-1-5"), Slave: topology.MustParseGTIDPos("0-1-5")},
+		Replica: &topology.ReplicaStatus{GTIDIOPos: "0-1-5"}}
+	if relayPending(o) {
+		t.Error("caught up replica reported pending")
+	}
+	o.Replica.GTIDIOPos = "0-1-6"
+	if !relayPending(o) {
+		t.Error("Gtid_IO_Pos ahead not pending")
+	}
+	o.Replica = &topology.ReplicaStatus{SourceLogFile: "b.2", RelaySourceLogFile: "b.1", ReadSourceLogPos: 4, ExecSourceLogPos: 900}
+	if !relayPending(o) {
+		t.Error("executing an older binlog file not pending")
+	}
+	o.Replica = nil
+	if relayPending(o) {
+		t.Error("a non-replica has no relay log")
+	}
+}
+
+func TestSeries(t *testing.T) {
+	for v, want := range map[string][2]int{"5.5.5-10.11.6-MariaDB-0+deb12u1": {10, 11}, "8.0.36": {8, 0}, "11.4.2-MariaDB": {11, 4}} {
+		if got, ok := series(v); !ok || got != want {
+			t.Errorf("series(%q) = %v %v", v, got, ok)
+		}
+	}
+	if _, ok := series("garbage"); ok {
+		t.Error("garbage has a series")
+	}
+}

@@ -1,0 +1,273 @@
+package failover
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultDetectAfter       = 2 * time.Second
+	DefaultMinInterval       = time.Hour
+	DefaultApplyTimeout      = 30 * time.Second
+	DefaultHoldTimeout       = 10 * time.Second
+	DefaultDrainTimeout      = 5 * time.Second
+	DefaultMaxLagSeconds     = 10
+	DefaultMaxRunningSeconds = 60
+)
+
+// Options configure the engine for one cluster. Every zero value means the
+// default; MinInterval < 0 turns the anti-flapping interval off.
+type Options struct {
+	// Auto allows automatic failover; manual failover and switchover work
+	// either way.
+	Auto bool
+	// DetectAfter is how long checks of the primary must fail (connection
+	// refused or timed out) before it may be declared dead.
+	DetectAfter time.Duration
+	// MinInterval: no automatic failover this soon after the previous one
+	// unless it was acknowledged.
+	MinInterval time.Duration
+	// ApplyTimeout bounds the wait for a candidate to apply its relay log
+	// (failover) or reach the old primary's last transaction (switchover).
+	ApplyTimeout time.Duration
+	// HoldTimeout bounds how long a switchover holds new statements at the
+	// router.
+	HoldTimeout time.Duration
+	// DrainTimeout bounds the wait for open transactions on the old
+	// primary in a switchover; the rest are killed.
+	DrainTimeout time.Duration
+	// MaxLagSeconds: a switchover candidate lagging more is refused.
+	MaxLagSeconds float64
+	// MaxRunningSeconds: a switchover candidate running a query longer than
+	// this is refused (switchover.max_running_seconds).
+	MaxRunningSeconds float64
+	// Candidates are preferred, in this order, among equally advanced
+	// replicas.
+	Candidates []string
+	// NeverPromote servers are never chosen.
+	NeverPromote []string
+	// FenceCommand is run after fencing the old primary; a non-zero exit
+	// aborts the failover. Empty: none.
+	FenceCommand string
+}
+
+// WithDefaults returns o with every zero value replaced by its default.
+func (o Options) WithDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.DetectAfter, DefaultDetectAfter)
+	def(&o.MinInterval, DefaultMinInterval)
+	def(&o.ApplyTimeout, DefaultApplyTimeout)
+	def(&o.HoldTimeout, DefaultHoldTimeout)
+	def(&o.DrainTimeout, DefaultDrainTimeout)
+	if o.MaxLagSeconds == 0 {
+		o.MaxLagSeconds = DefaultMaxLagSeconds
+	}
+	if o.MaxRunningSeconds == 0 {
+		o.MaxRunningSeconds = DefaultMaxRunningSeconds
+	}
+	return o
+}
+
+// Validate returns every problem of o, joined; nil when o is usable.
+// servers, when not nil, are the cluster's server names that Candidates
+// and NeverPromote must name.
+func (o Options) Validate(servers []string) error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"detect_after", o.DetectAfter}, {"apply_timeout", o.ApplyTimeout},
+		{"hold_timeout", o.HoldTimeout}, {"drain_timeout", o.DrainTimeout}} {
+		if d.v < 0 {
+			add("%s: %v is negative", d.name, d.v)
+		}
+	}
+	if o.MaxLagSeconds < 0 {
+		add("max_lag: %v is negative", o.MaxLagSeconds)
+	}
+	if o.MaxRunningSeconds < 0 {
+		add("max_running_seconds: %v is negative", o.MaxRunningSeconds)
+	}
+	for _, n := range o.Candidates {
+		if slices.Contains(o.NeverPromote, n) {
+			add("candidates: %q is also in never_promote", n)
+		}
+	}
+	if servers != nil {
+		for _, n := range append(slices.Clone(o.Candidates), o.NeverPromote...) {
+			if !slices.Contains(servers, n) {
+				add("candidates/never_promote: %q is not a server of the cluster", n)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RecordKind is the kind of a past or running operation.
+type RecordKind uint8
+
+const (
+	RecordFailover RecordKind = iota
+	RecordSwitchover
+	RecordGaleraMove
+	RecordRejoin
+)
+
+func (k RecordKind) String() string {
+	switch k {
+	case RecordFailover:
+		return "failover"
+	case RecordSwitchover:
+		return "switchover"
+	case RecordGaleraMove:
+		return "galera-writer-move"
+	case RecordRejoin:
+		return "rejoin"
+	}
+	return fmt.Sprintf("RecordKind(%d)", uint8(k))
+}
+
+// Record is one operation the executor ran (or runs) on the cluster.
+type Record struct {
+	Kind RecordKind
+	// Auto: started by the engine, not by an operator.
+	Auto bool
+	// Started and Ended; Ended is zero while it runs (or when the executor
+	// died during it: a record that is not Input.Running and has no end
+	// counts as failed).
+	Started, Ended time.Time
+	OK             bool
+	// Acked: an operator acknowledged it (`vigil ctl ack`).
+	Acked bool
+	// OldPrimary and NewPrimary; for a rejoin OldPrimary is the server
+	// that rejoined.
+	OldPrimary, NewPrimary string
+	// Error says why it failed.
+	Error string
+}
+
+// at is when the record last changed: its end, else its start.
+func (r Record) at() time.Time {
+	if !r.Ended.IsZero() {
+		return r.Ended
+	}
+	return r.Started
+}
+
+func (r Record) failed() bool { return !r.OK }
+
+// History is the cluster's past operations, oldest first.
+type History struct {
+	Records []Record
+}
+
+// Ack returns a copy of h in which every record is acknowledged: the
+// operator has seen the last failovers and failures, and automatic
+// failover may run again.
+func (h History) Ack() History {
+	out := History{Records: slices.Clone(h.Records)}
+	for i := range out.Records {
+		out.Records[i].Acked = true
+	}
+	return out
+}
+
+// RequestKind is what an operator asks for.
+type RequestKind uint8
+
+const (
+	// RequestFailover: `failover [--to NODE] [--force]`.
+	RequestFailover RequestKind = iota
+	// RequestSwitchover: `switchover [--to NODE]`.
+	RequestSwitchover
+	// RequestRejoin: `rejoin NODE`.
+	RequestRejoin
+)
+
+func (k RequestKind) String() string {
+	switch k {
+	case RequestFailover:
+		return "failover"
+	case RequestSwitchover:
+		return "switchover"
+	case RequestRejoin:
+		return "rejoin"
+	}
+	return fmt.Sprintf("RequestKind(%d)", uint8(k))
+}
+
+// Request is an operator's command.
+type Request struct {
+	Kind RequestKind
+	// To is the wanted new primary (failover, switchover; empty: the engine
+	// chooses) or the server to rejoin.
+	To string
+	// Force lets a failover run while the primary still answers checks.
+	Force bool
+	// DryRun: the decision is shown, not executed. It changes nothing in
+	// the decision but its rendering.
+	DryRun bool
+}
+
+// ServerFacts are what the engine needs of a server beyond its
+// observation. The executor fills them (see docs/failover.md for the SQL).
+// A server without an entry in Input.Facts is never promoted.
+type ServerFacts struct {
+	// FailingSince is the time of the first failed check of the current
+	// streak of checks that could not reach the server (connection refused,
+	// timed out, network error); zero while it answers. Overloaded or
+	// erroring checks do not start a streak.
+	FailingSince time.Time
+	// LogBin and LogSlaveUpdates are @@log_bin and @@log_slave_updates
+	// (@@log_replica_updates on MySQL 8).
+	LogBin, LogSlaveUpdates bool
+	// Filters is the server's replication filter configuration in a
+	// normal form (the Replicate_* columns of SHOW SLAVE STATUS, sorted and
+	// joined); empty for none. Only equality matters.
+	Filters string
+	// LongestQuerySeconds is the age of the longest running statement of a
+	// client (not replication or system threads), 0 for none.
+	LongestQuerySeconds float64
+	// SecondsSinceSourceEvent is how long ago the replica received
+	// anything (an event or a heartbeat) from its source; negative when
+	// unknown. Used only when HeartbeatPeriod > 0.
+	SecondsSinceSourceEvent float64
+	// HeartbeatPeriod is the replica's MASTER_HEARTBEAT_PERIOD in seconds,
+	// 0 when unknown.
+	HeartbeatPeriod float64
+	// Source names the cluster server this one replicates from, resolved
+	// by the executor; empty: the engine matches Source_Host:Source_Port
+	// with the servers' addresses.
+	Source string
+}
+
+// Input is everything one decision rests on. Decide never changes it.
+type Input struct {
+	// Now is the time of the decision; the engine reads no clock.
+	Now time.Time
+	// Snapshot is the cluster as the monitor last published it.
+	Snapshot *topology.Snapshot
+	// Obs is each server's latest observation, by name.
+	Obs map[string]*topology.Observation
+	// Facts are each server's further facts, by name.
+	Facts   map[string]ServerFacts
+	History History
+	Options Options
+	// Request is an operator's command, nil for an automatic decision.
+	Request *Request
+	// Running is the operation in progress on the cluster, nil for none.
+	Running *Record
+	// Fenced are the servers the executor keeps fenced at the router (old
+	// primaries, quarantined replicas) until an operator rejoins them.
+	Fenced []string
+}

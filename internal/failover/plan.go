@@ -1,0 +1,352 @@
+package failover
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+// PlanKind is what a plan does.
+type PlanKind uint8
+
+const (
+	KindFailover PlanKind = iota
+	KindSwitchover
+	KindGaleraWriterMove
+	KindRejoin
+)
+
+func (k PlanKind) String() string {
+	switch k {
+	case KindFailover:
+		return "failover"
+	case KindSwitchover:
+		return "switchover"
+	case KindGaleraWriterMove:
+		return "galera-writer-move"
+	case KindRejoin:
+		return "rejoin"
+	}
+	return fmt.Sprintf("PlanKind(%d)", uint8(k))
+}
+
+// Plan is an ordered list of steps for the executor, with what they
+// change.
+type Plan struct {
+	Kind    PlanKind
+	Cluster string
+	// Flavor decides the SQL the executor uses.
+	Flavor topology.Flavor
+	// Auto: the engine started it, not an operator.
+	Auto       bool
+	OldPrimary string
+	NewPrimary string
+	// Term is the writer term the new primary is routed under: the
+	// snapshot's term + 1 when the writer changes, else the same.
+	Term uint64
+	// Repoint are the servers made replicas of NewPrimary.
+	Repoint []string
+	// Quarantine are the servers kept out of routing because they hold
+	// transactions the new primary lacks.
+	Quarantine []Quarantined
+	// Unreachable are replicas that could not be checked: they still
+	// point at the old primary; rejoin them when they return.
+	Unreachable []string
+	Steps       []Step
+	// Rollback is run, in order, when a step before NoReturn fails
+	// (switchover: give the old primary its writes back, release held
+	// statements). A failure at or after NoReturn only stops the plan.
+	Rollback []Step
+	NoReturn int
+
+	notes []string
+}
+
+// Quarantined is a server kept out of routing, with what it holds that
+// the new primary lacks and how to repair it.
+type Quarantined struct {
+	Server  string
+	Extra   string
+	Message string
+}
+
+// StepKind is one kind of executor action.
+type StepKind uint8
+
+const (
+	// FenceRouter: stop routing to the server and close its sessions; it
+	// stays fenced until an operator rejoins it.
+	FenceRouter StepKind = iota
+	// SetReadOnly: SET GLOBAL read_only=1 (and super_read_only=1 on MySQL).
+	SetReadOnly
+	// FenceHook: run fence_command; a non-zero exit fails the step.
+	FenceHook
+	// Quarantine: keep the server out of routing; Detail says why and how
+	// to repair it.
+	Quarantine
+	// StartSQLThread: START SLAVE SQL_THREAD, so the relay log is applied.
+	StartSQLThread
+	// WaitRelayApplied: wait until the server applied its relay log up to
+	// Position (MASTER_GTID_WAIT / WAIT_FOR_EXECUTED_GTID_SET), at most
+	// Timeout.
+	WaitRelayApplied
+	// StopReplication: STOP SLAVE / STOP REPLICA.
+	StopReplication
+	// ResetReplica: RESET SLAVE ALL / RESET REPLICA ALL.
+	ResetReplica
+	// SetWritable: SET GLOBAL read_only=0 (super_read_only=0).
+	SetWritable
+	// SetRouterWriter: route writes to the server under Plan.Term.
+	SetRouterWriter
+	// Repoint: make the server a replica of Source with GTID auto
+	// positioning and start it.
+	Repoint
+	// VerifyReplicating: both replication threads run without error, at
+	// most Timeout after the repoint.
+	VerifyReplicating
+	// Hold: hold new statements at the router, at most Timeout.
+	Hold
+	// DrainTransactions: wait for open transactions on the server to end,
+	// at most Timeout.
+	DrainTransactions
+	// KillTransactions: kill client connections still in a transaction.
+	KillTransactions
+	// WaitGTID: read Source's final GTID position and wait until the
+	// server applied it, at most Timeout.
+	WaitGTID
+	// VerifyNoErrant: the server holds no transaction Source lacks.
+	VerifyNoErrant
+	// Release: release the held statements to the current writer.
+	Release
+	// Unfence: let the monitor route the server again.
+	Unfence
+	// StartReplication: START SLAVE / START REPLICA (rollback).
+	StartReplication
+
+	numStepKinds
+)
+
+var stepNames = [numStepKinds]string{
+	FenceRouter: "fence-router", SetReadOnly: "set-read-only", FenceHook: "fence-hook", Quarantine: "quarantine",
+	StartSQLThread: "start-sql-thread", WaitRelayApplied: "wait-relay-applied", StopReplication: "stop-replication",
+	ResetReplica: "reset-replica", SetWritable: "set-writable", SetRouterWriter: "set-router-writer", Repoint: "repoint",
+	VerifyReplicating: "verify-replicating", Hold: "hold", DrainTransactions: "drain-transactions",
+	KillTransactions: "kill-transactions", WaitGTID: "wait-gtid", VerifyNoErrant: "verify-no-errant",
+	Release: "release", Unfence: "unfence", StartReplication: "start-replication",
+}
+
+func (k StepKind) String() string {
+	if k < numStepKinds {
+		return stepNames[k]
+	}
+	return fmt.Sprintf("StepKind(%d)", uint8(k))
+}
+
+// OnFail is what the executor does when a step fails or times out.
+type OnFail uint8
+
+const (
+	// Abort stops the plan (after the plan's Rollback, if the step comes
+	// before NoReturn) and records the failure; automatic failover then
+	// waits for an operator's ack.
+	Abort OnFail = iota
+	// Continue records the failure and goes on: the step was best effort.
+	Continue
+	// QuarantineServer keeps the step's server out of routing, records
+	// why, skips its remaining steps and goes on.
+	QuarantineServer
+)
+
+func (f OnFail) String() string {
+	switch f {
+	case Abort:
+		return "abort"
+	case Continue:
+		return "continue"
+	case QuarantineServer:
+		return "quarantine"
+	}
+	return fmt.Sprintf("OnFail(%d)", uint8(f))
+}
+
+// Step is one executor action.
+type Step struct {
+	Kind StepKind
+	// Server is the server acted on; empty for router-wide steps (Hold,
+	// Release).
+	Server string
+	// Source is the other server involved: the new source of a Repoint,
+	// the server whose position a WaitGTID or VerifyNoErrant compares
+	// with.
+	Source string
+	// Position is the GTID position to wait for, when known in advance.
+	Position string
+	Timeout  time.Duration
+	OnFail   OnFail
+	// Detail says what the step does and why, with the SQL it stands for.
+	Detail string
+}
+
+// failoverPlan builds rule 3 (fence first) and rule 5 (promote, repoint,
+// quarantine) around the chosen candidate c.
+func (v *view) failoverPlan(c int, auto bool) *Plan {
+	old, newName := v.name(v.primary), v.name(c)
+	co := v.obs(c)
+	pl := &Plan{Kind: KindFailover, Cluster: v.snap.Cluster, Flavor: co.Flavor, Auto: auto,
+		OldPrimary: old, NewPrimary: newName, Term: v.snap.Term + 1}
+	add := func(s Step) { pl.Steps = append(pl.Steps, s) }
+
+	add(Step{Kind: FenceRouter, Server: old,
+		Detail: fmt.Sprintf("stop routing to %s and close its sessions; writes wait for the new primary (term %d)", old, pl.Term)})
+	ro := "SET GLOBAL read_only=1" + superRO(co.Flavor)
+	if v.ok(v.primary) {
+		add(Step{Kind: SetReadOnly, Server: old, OnFail: Continue, Detail: ro + " (best effort)"})
+	} else {
+		add(Step{Kind: SetReadOnly, Server: old, OnFail: Continue,
+			Detail: ro + " if it is reachable (best effort: it was not at the last check)"})
+	}
+	if v.opts.FenceCommand != "" {
+		add(Step{Kind: FenceHook, Server: old,
+			Detail: fmt.Sprintf("run fence_command %q; a non-zero exit aborts the failover", v.opts.FenceCommand)})
+	}
+
+	pc := v.received(c)
+	var repoint []int
+	for i := range v.snap.Servers {
+		if i == c || i == v.primary {
+			continue
+		}
+		o := v.obs(i)
+		if o == nil || !o.OK {
+			if v.snap.Servers[i].Role == topology.RoleReplica {
+				pl.Unreachable = append(pl.Unreachable, v.name(i))
+				pl.notes = append(pl.notes, fmt.Sprintf("%s could not be checked: it still points at %s; when it returns run `vigil ctl rejoin %s`", v.name(i), old, v.name(i)))
+			}
+			continue
+		}
+		if v.fenced(i) || !v.replicatesFrom(i, v.primary) {
+			continue
+		}
+		if x := v.received(i).extra(pc); x != "" {
+			q := Quarantined{Server: v.name(i), Extra: x, Message: quarantineMessage(v.name(i), newName, x, co.Flavor)}
+			pl.Quarantine = append(pl.Quarantine, q)
+			add(Step{Kind: Quarantine, Server: q.Server, Detail: q.Message})
+			continue
+		}
+		repoint = append(repoint, i)
+	}
+
+	r := co.Replica
+	if r != nil && !r.SQLRunning {
+		add(Step{Kind: StartSQLThread, Server: newName, Detail: "START SLAVE SQL_THREAD: its SQL thread is stopped (without an error) and must apply the relay log"})
+	}
+	if relayPending(co) {
+		add(Step{Kind: WaitRelayApplied, Server: newName, Position: pc.String(), Timeout: v.opts.ApplyTimeout,
+			Detail: fmt.Sprintf("wait until %s has applied its relay log up to %s (%s, at most apply_timeout %s); on timeout abort: never promote over an unapplied relay log",
+				newName, orNone(pc.String()), waitFunc(co.Flavor), v.opts.ApplyTimeout)})
+	}
+	add(Step{Kind: StopReplication, Server: newName, Detail: stopSQL(co.Flavor)})
+	add(Step{Kind: ResetReplica, Server: newName, Detail: resetSQL(co.Flavor) + ": forget " + old + " as its source"})
+	add(Step{Kind: SetWritable, Server: newName, Detail: "SET GLOBAL read_only=0" + superRO(co.Flavor, "0")})
+	add(Step{Kind: SetRouterWriter, Server: newName, Detail: fmt.Sprintf("route writes to %s under term %d", newName, pl.Term)})
+
+	for _, i := range repoint {
+		pl.Repoint = append(pl.Repoint, v.name(i))
+		pl.Steps = append(pl.Steps, v.repointSteps(i, c, false)...)
+	}
+	pl.notes = append(pl.notes, fmt.Sprintf("%s stays fenced; when it returns, `vigil ctl rejoin %s` checks its GTID history and makes it a replica of %s", old, old, newName))
+	return pl
+}
+
+// repointSteps make server i a replica of src and check it replicates.
+// formerPrimary: i's own transactions are in gtid_binlog_pos, so MariaDB
+// must start from gtid_current_pos rather than gtid_slave_pos. The caller
+// has checked that src holds every transaction i received, so discarding
+// i's unapplied relay log (CHANGE MASTER does) loses nothing: src sends
+// those transactions again.
+func (v *view) repointSteps(i, src int, formerPrimary bool) []Step {
+	name, srcName := v.name(i), v.name(src)
+	o := v.obs(i)
+	detail := changeMasterSQL(o.Flavor, v.snap.Servers[src].Addr, formerPrimary)
+	if relayPending(o) {
+		detail += fmt.Sprintf("; its unapplied relay log (up to %s) is discarded: %s holds all of it and sends it again", orNone(v.received(i).String()), srcName)
+	}
+	return []Step{
+		{Kind: Repoint, Server: name, Source: srcName, OnFail: QuarantineServer, Detail: detail},
+		{Kind: VerifyReplicating, Server: name, Source: srcName, Timeout: v.opts.ApplyTimeout, OnFail: QuarantineServer,
+			Detail: fmt.Sprintf("both replication threads of %s run without error (at most %s); otherwise it is quarantined", name, v.opts.ApplyTimeout)},
+	}
+}
+
+// relayPending reports whether a replica received transactions it has not
+// applied yet: by GTID, or by binlog coordinates when the GTIDs cannot tell.
+func relayPending(o *topology.Observation) bool {
+	r := o.Replica
+	if r == nil {
+		return false
+	}
+	if !appliedPos(o).contains(receivedPos(o)) {
+		return true
+	}
+	if r.SourceLogFile != "" && (r.SourceLogFile != r.RelaySourceLogFile || r.ReadSourceLogPos != r.ExecSourceLogPos) {
+		return true
+	}
+	return false
+}
+
+func quarantineMessage(server, primary, extra string, f topology.Flavor) string {
+	repair := "remove the transactions (flashback, or rebuild it from a backup of " + primary + ")"
+	if f == topology.FlavorMySQL {
+		repair = "inject empty transactions for them on " + primary + " if they are unwanted, or rebuild " + server + " from a backup of " + primary
+	}
+	return fmt.Sprintf("%s holds transactions %s lacks: %s. It is not routed. Salvage them if needed (mysqlbinlog on %s), then %s, and run `vigil ctl rejoin %s`",
+		server, primary, extra, server, repair, server)
+}
+
+func superRO(f topology.Flavor, val ...string) string {
+	if f != topology.FlavorMySQL {
+		return ""
+	}
+	v := "1"
+	if len(val) > 0 {
+		v = val[0]
+	}
+	return ", super_read_only=" + v
+}
+
+func waitFunc(f topology.Flavor) string {
+	if f == topology.FlavorMySQL {
+		return "WAIT_FOR_EXECUTED_GTID_SET"
+	}
+	return "MASTER_GTID_WAIT"
+}
+
+func stopSQL(f topology.Flavor) string {
+	if f == topology.FlavorMySQL {
+		return "STOP REPLICA"
+	}
+	return "STOP SLAVE"
+}
+
+func resetSQL(f topology.Flavor) string {
+	if f == topology.FlavorMySQL {
+		return "RESET REPLICA ALL"
+	}
+	return "RESET SLAVE ALL"
+}
+
+func changeMasterSQL(f topology.Flavor, addr string, formerPrimary bool) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		host, port = addr, "3306"
+	}
+	if f == topology.FlavorMySQL {
+		return fmt.Sprintf("STOP REPLICA; CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_AUTO_POSITION=1; START REPLICA", host, port)
+	}
+	if formerPrimary {
+		return fmt.Sprintf("STOP SLAVE; CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USE_GTID=current_pos; START SLAVE (current_pos: its own transactions are in gtid_binlog_pos, not gtid_slave_pos)", host, port)
+	}
+	return fmt.Sprintf("STOP SLAVE; CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USE_GTID=slave_pos; START SLAVE", host, port)
+}
