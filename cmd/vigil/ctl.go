@@ -25,7 +25,7 @@ Commands:
   sessions                      client sessions
   events [--server N] [--kind K] [--limit N]
   switchover [--to NODE] [--dry-run]
-  failover [--to NODE] [--dry-run]
+  failover [--to NODE] [--dry-run] [--force]
   ack                           acknowledge a failover so automatic failover may run again
   rejoin NODE                   make a returned old primary a replica of the new primary
   set-state NODE ONLINE|OFFLINE_SOFT|OFFLINE_HARD
@@ -78,10 +78,11 @@ func cmdCtl(ctx context.Context, args []string) int {
 		ofs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 		to := ofs.String("to", "", "the replica to promote (default: the best one)")
 		dry := ofs.Bool("dry-run", false, "print the plan and the reasons, do nothing")
+		force := ofs.Bool("force", false, "failover even though the primary still answers checks")
 		if err := ofs.Parse(cargs); err != nil {
 			return 2
 		}
-		return c.op(ctx, "/api/v1/"+cmd, admin.OpRequest{Cluster: *cluster, To: *to, DryRun: *dry})
+		return c.op(ctx, "/api/v1/"+cmd, admin.OpRequest{Cluster: *cluster, To: *to, DryRun: *dry, Force: *force})
 	case "ack":
 		return c.op(ctx, "/api/v1/ack", admin.OpRequest{Cluster: *cluster})
 	case "rejoin":

@@ -60,6 +60,8 @@ type OpRequest struct {
 	Cluster string `json:"cluster,omitempty"`
 	To      string `json:"to,omitempty"`
 	DryRun  bool   `json:"dry_run,omitempty"`
+	// Force lets a failover run while the primary still answers checks.
+	Force bool `json:"force,omitempty"`
 }
 
 // OpResult is what an operation returns.

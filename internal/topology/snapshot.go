@@ -75,6 +75,12 @@ type Server struct {
 	GTID string
 	// Reason says why the server is in its state, for messages.
 	Reason string
+	// Overloaded: the server is alive but refuses new connections (or the
+	// monitor's login); it keeps its state and role.
+	Overloaded bool
+	// Conflict: the server reports read_only=OFF in a replication cluster
+	// but is not the writer; it never gets writes for that.
+	Conflict bool
 }
 
 // Snapshot is one immutable view of a cluster. Never modify a published
@@ -91,6 +97,9 @@ type Snapshot struct {
 	// WriterReason explains why there is no writer, when Writer is -1.
 	WriterReason string
 	Servers      []Server
+	// MultiWriter: every Online and Writable server may take writes (Galera
+	// with multi-writer on); Writer is still the preferred one.
+	MultiWriter bool
 }
 
 // WriterServer returns the writer, or nil.

@@ -1,0 +1,411 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/vigil-db/vigil/internal/sandbox"
+)
+
+const sandboxUsage = `vigil sandbox — local MariaDB topologies of real mariadbd processes
+
+Usage:
+  vigil sandbox up --dir DIR [--topology replication|galera|standalone] [--nodes N]
+                   [--base-port P] [--semi-sync] [--json] [--verbose]
+  vigil sandbox status --dir DIR [--json]
+  vigil sandbox down --dir DIR [--purge]
+  vigil sandbox start|stop|kill NODE --dir DIR
+  vigil sandbox pause|resume NODE --dir DIR
+  vigil sandbox isolate|heal NODE --dir DIR
+  vigil sandbox sql NODE "STATEMENT" --dir DIR [--timeout 60s]
+  vigil sandbox help
+
+Commands:
+  up       create and start a sandbox; waits until replication runs (or Galera
+           is Synced), writes DIR/sandbox.json and DIR/vigil.yaml
+  status   what every node is now: running, role, replication, paused, isolated
+  down     stop every node (and heal, resume) ; --purge also deletes DIR
+  start    start a stopped node and wait until it answers
+  stop     shut a node down cleanly
+  kill     SIGKILL a node (a crash) and wait until it is gone
+  pause    SIGSTOP a node; resume sends SIGCONT
+  isolate  drop the node's TCP traffic with iptables; heal removes the rules
+  sql      run a statement as root over the node's socket; prints rows
+           tab-separated without a header
+
+--dir defaults to $VIGIL_SANDBOX_DIR. Flags may come before or after NODE.
+Nodes are named node1..nodeN. Must run as root. See docs/sandbox.md.
+`
+
+// sandboxFlags are the flags of every sandbox command; each command
+// registers the ones it takes.
+type sandboxFlags struct {
+	dir      string
+	topology string
+	nodes    int
+	basePort int
+	semiSync bool
+	json     bool
+	purge    bool
+	verbose  bool
+	timeout  time.Duration
+}
+
+func cmdSandbox(ctx context.Context, args []string) int {
+	return runSandbox(ctx, args, os.Stdout, os.Stderr)
+}
+
+func runSandbox(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// The driver logs I/O timeouts of paused nodes itself; the errors it
+	// returns say the same and are reported once.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	fail := func(err error) int {
+		msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+		fmt.Fprintf(stderr, "vigil sandbox: %s\n", msg)
+		return 1
+	}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, sandboxUsage)
+		return 1
+	}
+	cmd := args[0]
+	if cmd == "help" || cmd == "-h" || cmd == "--help" {
+		fmt.Fprint(stdout, sandboxUsage)
+		return 0
+	}
+	var f sandboxFlags
+	fs, npos, ok := sandboxFlagSet(cmd, &f)
+	if !ok {
+		return fail(fmt.Errorf("unknown command %q (run: vigil sandbox help)", cmd))
+	}
+	pos, err := sandbox.ParseInterleaved(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, sandboxUsage)
+		return 0
+	}
+	if err != nil {
+		return fail(fmt.Errorf("%s: %v (run: vigil sandbox help)", cmd, err))
+	}
+	if cmd == "sql" && len(pos) > 2 {
+		pos = []string{pos[0], strings.Join(pos[1:], " ")}
+	}
+	if len(pos) != npos {
+		want := map[int]string{0: "no arguments", 1: "a NODE", 2: "a NODE and a STATEMENT"}[npos]
+		return fail(fmt.Errorf("%s takes %s, got %q (run: vigil sandbox help)", cmd, want, pos))
+	}
+	if f.dir == "" {
+		f.dir = os.Getenv("VIGIL_SANDBOX_DIR")
+	}
+	if f.dir == "" {
+		return fail(errors.New("no sandbox directory: pass --dir DIR or set VIGIL_SANDBOX_DIR"))
+	}
+	logger := slog.New(&sandboxLogHandler{w: stderr, level: sandboxLogLevel(f.verbose)})
+	if cmd == "up" {
+		if err := sandboxUp(ctx, &f, logger, stdout); err != nil {
+			return fail(err)
+		}
+		return 0
+	}
+	sb, err := sandbox.Load(f.dir)
+	if err != nil {
+		return fail(err)
+	}
+	sb.SetLogger(logger)
+	if len(pos) > 0 {
+		if _, err := sb.Node(pos[0]); err != nil {
+			return fail(err)
+		}
+	}
+	if err := sandboxCommand(ctx, sb, cmd, pos, &f, stdout); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// sandboxFlagSet builds the flag set of a command and says how many
+// positional arguments it takes.
+func sandboxFlagSet(cmd string, f *sandboxFlags) (*flag.FlagSet, int, bool) {
+	fs := flag.NewFlagSet("vigil sandbox "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.dir, "dir", "", "sandbox directory (default $VIGIL_SANDBOX_DIR)")
+	fs.BoolVar(&f.verbose, "verbose", false, "log progress")
+	npos := 1
+	switch cmd {
+	case "up":
+		npos = 0
+		fs.StringVar(&f.topology, "topology", "replication", "replication, galera or standalone")
+		fs.IntVar(&f.nodes, "nodes", 0, "number of nodes (default 3; standalone 1)")
+		fs.IntVar(&f.basePort, "base-port", 0, "node K listens on base-port+K-1 (default: a free block)")
+		fs.BoolVar(&f.semiSync, "semi-sync", false, "semi-synchronous replication")
+		fs.BoolVar(&f.json, "json", false, "print sandbox.json instead of a summary")
+	case "status":
+		npos = 0
+		fs.BoolVar(&f.json, "json", false, "print JSON")
+	case "down":
+		npos = 0
+		fs.BoolVar(&f.purge, "purge", false, "also delete the sandbox directory")
+	case "sql":
+		npos = 2
+		fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "give up after this long")
+	case "start", "stop", "kill", "pause", "resume", "isolate", "heal":
+	default:
+		return nil, 0, false
+	}
+	return fs, npos, true
+}
+
+func sandboxUp(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdout io.Writer) error {
+	topo, err := sandbox.ParseTopology(f.topology)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	sb, err := sandbox.Up(ctx, sandbox.Options{
+		Dir: f.dir, Topology: topo, Nodes: f.nodes, BasePort: f.basePort, SemiSync: f.semiSync, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	took := time.Since(t0)
+	if f.json {
+		data, err := os.ReadFile(sb.ManifestPath())
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(data)
+		return err
+	}
+	m := sb.Manifest()
+	extra := ""
+	if m.SemiSync {
+		extra = ", semi-sync"
+	}
+	fmt.Fprintf(stdout, "Sandbox up in %.1fs: %s, %d node(s)%s, in %s\n", took.Seconds(), m.Topology, len(m.Nodes), extra, m.Dir)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	for _, n := range m.Nodes {
+		ports := ""
+		if n.GcommPort != 0 {
+			ports = fmt.Sprintf("gcomm %d, ist %d, sst %d", n.GcommPort, n.ISTPort, n.SSTPort)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\tpid %d\t%s\t%s\n", n.Name, n.Role, n.Addr(), n.PID, n.Socket, ports)
+	}
+	_ = tw.Flush()
+	a := m.Accounts
+	fmt.Fprintf(stdout, "Accounts: %s/%s (all privileges), %s/%s (monitor), %s/%s (replication); root over the socket.\n",
+		a.App.User, a.App.Password, a.Monitor.User, a.Monitor.Password, a.Repl.User, a.Repl.Password)
+	fmt.Fprintf(stdout, "Reserved for Vigil: proxy %s, admin %s.\n", m.Proxy.Addr(), m.Admin.Addr())
+	fmt.Fprintf(stdout, "Vigil config: vigil run --config %s\n", sb.ConfigPath())
+	fmt.Fprintf(stdout, "Connect:      mariadb -h %s -P %d -u %s -p%s\n", m.Nodes[0].Host, m.Nodes[0].Port, a.App.User, a.App.Password)
+	fmt.Fprintf(stdout, "Tear down:    vigil sandbox down --dir %s [--purge]\n", m.Dir)
+	return nil
+}
+
+func sandboxCommand(ctx context.Context, sb *sandbox.Sandbox, cmd string, pos []string, f *sandboxFlags, stdout io.Writer) error {
+	node := ""
+	if len(pos) > 0 {
+		node = pos[0]
+	}
+	done := func(what string) error {
+		n, err := sb.Node(node)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s %s (pid %d)\n", node, what, n.PID)
+		return nil
+	}
+	switch cmd {
+	case "status":
+		return sandboxStatus(ctx, sb, f.json, stdout)
+	case "down":
+		if err := sb.Down(ctx, f.purge); err != nil {
+			return err
+		}
+		if f.purge {
+			fmt.Fprintf(stdout, "sandbox in %s stopped and deleted\n", sb.Dir())
+		} else {
+			fmt.Fprintf(stdout, "sandbox in %s stopped (start again: vigil sandbox start NODE --dir %s; delete: --purge)\n", sb.Dir(), sb.Dir())
+		}
+		return nil
+	case "sql":
+		ctx, cancel := context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+		rows, err := sb.SQL(ctx, node, pos[1])
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			fmt.Fprintln(stdout, strings.Join(r, "\t"))
+		}
+		return nil
+	case "start":
+		if running, err := sb.IsRunning(node); err == nil && running {
+			return done("is already running")
+		}
+		if err := sb.Start(ctx, node); err != nil {
+			return err
+		}
+		return done("started")
+	case "stop":
+		if err := sb.Stop(ctx, node); err != nil {
+			return err
+		}
+		return done("stopped")
+	case "kill":
+		if err := sb.Kill(ctx, node); err != nil {
+			return err
+		}
+		return done("killed")
+	case "pause":
+		if err := sb.Pause(ctx, node); err != nil {
+			return err
+		}
+		return done("paused")
+	case "resume":
+		if err := sb.Resume(ctx, node); err != nil {
+			return err
+		}
+		return done("resumed")
+	case "isolate":
+		if err := sb.Isolate(ctx, node); err != nil {
+			return err
+		}
+		return done("isolated")
+	case "heal":
+		if err := sb.Heal(ctx, node); err != nil {
+			return err
+		}
+		return done("healed")
+	}
+	return fmt.Errorf("unknown command %q", cmd)
+}
+
+func sandboxStatus(ctx context.Context, sb *sandbox.Sandbox, asJSON bool, stdout io.Writer) error {
+	r, err := sb.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		data, err := sandboxJSON(r)
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(data)
+		return err
+	}
+	fmt.Fprintf(stdout, "sandbox %s (%s)\n", r.Dir, r.Topology)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tROLE\tADDRESS\tPID\tRUNNING\tREPLICATION\tFLAGS")
+	for _, n := range r.Nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%s:%d\t%d\t%s\t%s\t%s\n", n.Name, n.Role, n.Host, n.Port, n.PID,
+			sbYesNo(n.Running), sandboxReplColumn(n), sandboxFlagsColumn(n))
+	}
+	return tw.Flush()
+}
+
+func sandboxReplColumn(n sandbox.NodeStatus) string {
+	switch {
+	case n.WsrepState != "":
+		return fmt.Sprintf("%s, %s, size %d", n.WsrepState, n.ClusterStatus, n.ClusterSize)
+	case n.Role != sandbox.RoleReplica || !n.Reachable:
+		return "-"
+	case !n.Replicating:
+		msg := fmt.Sprintf("io=%s sql=%s", n.IOState, n.SQLState)
+		if e := strings.TrimSpace(n.LastIOError + " " + n.LastSQLError); e != "" {
+			if len(e) > 60 {
+				e = e[:57] + "..."
+			}
+			msg += ": " + e
+		}
+		return msg
+	case n.SecondsBehind == nil:
+		return "running, lag unknown"
+	}
+	src := ""
+	if n.Source != "" {
+		src = " from " + n.Source
+	}
+	return fmt.Sprintf("running%s, %ds behind", src, *n.SecondsBehind)
+}
+
+func sandboxFlagsColumn(n sandbox.NodeStatus) string {
+	var f []string
+	if n.Paused {
+		f = append(f, "paused")
+	}
+	if n.Isolated {
+		f = append(f, "isolated")
+	}
+	if n.Running && !n.Reachable && !n.Paused {
+		f = append(f, "unreachable")
+	}
+	if len(f) == 0 {
+		return "-"
+	}
+	return strings.Join(f, ",")
+}
+
+func sandboxJSON(v any) ([]byte, error) {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+func sbYesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// sandboxLogHandler prints log records as "vigil sandbox: msg key=value" lines.
+type sandboxLogHandler struct {
+	w     io.Writer
+	level slog.Level
+	attrs []slog.Attr
+}
+
+func sandboxLogLevel(verbose bool) slog.Level {
+	if verbose {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
+}
+
+func (h *sandboxLogHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h *sandboxLogHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString("vigil sandbox: ")
+	b.WriteString(r.Message)
+	add := func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	b.WriteByte('\n')
+	_, err := io.WriteString(h.w, b.String())
+	return err
+}
+
+func (h *sandboxLogHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &sandboxLogHandler{w: h.w, level: h.level, attrs: append(append([]slog.Attr{}, h.attrs...), as...)}
+}
+
+func (h *sandboxLogHandler) WithGroup(string) slog.Handler { return h }

@@ -1,0 +1,556 @@
+package monitor
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+// This file is the pure core of the monitor: observations in, a new State,
+// a snapshot and events out. No I/O, no goroutines, no clock — time comes
+// in as an argument — so every rule has a table test.
+
+// State is the evaluator's memory of one cluster between observations.
+// Evaluate returns a new State and never changes the one it is given.
+type State struct {
+	Servers []ServerState
+	// Designated is the writer the cluster has: for replication the
+	// primary, kept while it is down and changed only by SetWriter or
+	// Fence; for Galera and read-only clusters the chosen node. -1: none.
+	Designated int
+	// Writer is the routed writer (Designated when it can take writes
+	// now), -1 for none.
+	Writer int
+	// Term grows by one every time Writer changes.
+	Term uint64
+	// WriterReason says why Writer is what it is.
+	WriterReason string
+	// Discovered: a replication cluster's writer was found once. From then
+	// on only SetWriter names a writer; a server reporting read_only=OFF
+	// never becomes the writer by itself.
+	Discovered bool
+	// WriterNote is the reason SetWriter gave, kept while that writer is
+	// designated.
+	WriterNote string
+}
+
+// ServerState is the evaluator's memory of one server.
+type ServerState struct {
+	Name string
+	// Computed is the state the checks give: Online, Shunned (failing or
+	// lagging) or OfflineHard (down: connections refused). Admin overrides
+	// and fencing are applied on top (see Published).
+	Computed topology.State
+	// Reason explains Computed.
+	Reason string
+	// Judged: at least one check was judged good or bad. The first good
+	// check of a server that was never judged brings it Online at once.
+	Judged bool
+	// Seq is the last observation applied.
+	Seq uint64
+	// Good and Bad count consecutive good and bad checks.
+	Good, Bad int
+	// Verdict is the verdict of the last good check: what an Online server
+	// publishes. Latest is the verdict of the latest judged check.
+	Verdict Verdict
+	Latest  Verdict
+	// Last is the latest observation; LastOK the latest in which the
+	// server answered.
+	Last, LastOK *topology.Observation
+	LastSuccess  time.Time
+	LastErr      string
+	LastErrCode  uint16
+
+	Overloaded     bool
+	OverloadReason string
+	Lagging        bool
+	// Lag is the lag judged at the latest good-or-bad check that answered,
+	// -1 when unknown.
+	Lag float64
+	// IODownSince is when the replica's I/O thread was first seen not
+	// running, zero while it runs.
+	IODownSince time.Time
+	// FailingSince is the time of the first check of the current streak of
+	// checks that did not reach the server, zero while it answers.
+	FailingSince time.Time
+	// Conflict: read_only=OFF in a replication cluster but not the writer.
+	Conflict bool
+
+	// Admin is the operator's state: Online (no override), OfflineSoft or
+	// OfflineHard.
+	Admin       topology.State
+	AdminReason string
+	// Fenced servers are OfflineHard until unfenced, whatever they report.
+	Fenced      bool
+	FenceReason string
+}
+
+// NewState is the state of a cluster before any check.
+func NewState(opts *Options) State {
+	st := State{Designated: -1, Writer: -1, WriterReason: "no server checked yet"}
+	for _, s := range opts.Servers {
+		st.Servers = append(st.Servers, ServerState{Name: s.Name, Computed: topology.Shunned, Reason: "not checked yet", Lag: -1})
+	}
+	return st
+}
+
+func (st State) clone() State {
+	st.Servers = append([]ServerState(nil), st.Servers...)
+	return st
+}
+
+// Published is the state a server shows to the router: fencing first,
+// then the operator's override, then what the checks say.
+func (s *ServerState) Published() (topology.State, string) {
+	switch {
+	case s.Fenced:
+		return topology.OfflineHard, "fenced: " + s.FenceReason
+	case s.Admin == topology.OfflineSoft || s.Admin == topology.OfflineHard:
+		return s.Admin, "set by operator: " + s.AdminReason
+	}
+	return s.Computed, s.Reason
+}
+
+// access is what an Online server publishes; anything else is not
+// readable or writable.
+func (s *ServerState) access() (readable, writable bool) {
+	if st, _ := s.Published(); st != topology.Online {
+		return false, false
+	}
+	return s.Verdict.Readable, s.Verdict.Writable
+}
+
+// Evaluate applies the observations newer than what st has seen
+// (latest[i] is server i's latest, nil when none yet), chooses the writer
+// and returns the new state and the events between the two.
+func Evaluate(prev State, latest []*topology.Observation, opts *Options, now time.Time) (State, []Event) {
+	return step(prev, prev.clone(), latest, opts, now)
+}
+
+// Command applies an operator or failover command to a copy of prev and
+// evaluates the result like Evaluate; on error prev is returned unchanged.
+func Command(prev State, cmd func(*State) error, latest []*topology.Observation, opts *Options, now time.Time) (State, []Event, error) {
+	next := prev.clone()
+	if err := cmd(&next); err != nil {
+		return prev, nil, err
+	}
+	next, evs := step(prev, next, latest, opts, now)
+	return next, evs, nil
+}
+
+func step(prev, next State, latest []*topology.Observation, opts *Options, now time.Time) (State, []Event) {
+	env := judgeEnv{WriterUp: prev.Writer >= 0}
+	env.WriterHeartbeat, env.HeartbeatStale = prev.writerHeartbeat(opts)
+	for i, o := range latest {
+		if i < len(next.Servers) && o != nil && o.Seq > next.Servers[i].Seq {
+			next.Servers[i].apply(o, opts, env)
+		}
+	}
+	next.chooseWriter(opts)
+	if next.Writer != prev.Writer {
+		next.Term++
+	}
+	return next, diff(&prev, &next, opts, now)
+}
+
+// writerHeartbeat is the newest heartbeat of the replication primary at
+// its last good check, zero when there is none; stale when it was older
+// than max_replication_lag then (nothing writes heartbeats).
+func (st *State) writerHeartbeat(opts *Options) (ts time.Time, stale bool) {
+	if opts.Type != TypeReplication || st.Designated < 0 {
+		return time.Time{}, false
+	}
+	o := st.Servers[st.Designated].LastOK
+	if o == nil || o.HeartbeatTS.IsZero() || o.HeartbeatLag < 0 {
+		return time.Time{}, false
+	}
+	if limit := opts.MaxReplicationLag; limit > 0 && o.HeartbeatLag > limit.Seconds() {
+		return time.Time{}, true
+	}
+	return o.HeartbeatTS, false
+}
+
+// apply judges one new observation and moves the hysteresis counters.
+func (s *ServerState) apply(o *topology.Observation, opts *Options, env judgeEnv) {
+	s.Seq = o.Seq
+	s.Last = o
+	if !o.OK {
+		s.LastErr, s.LastErrCode = o.Err, o.ErrCode
+	}
+	switch {
+	case o.OK || o.Overloaded || o.ErrCode != 0:
+		s.FailingSince = time.Time{} // it answered
+	case s.FailingSince.IsZero():
+		s.FailingSince = o.Time
+	}
+	if !o.OK && o.Overloaded {
+		// Alive but refusing new connections or the monitor's login: not a
+		// failed check and not a good one. The server keeps its state.
+		s.Overloaded, s.OverloadReason = true, o.OverloadReason
+		return
+	}
+	if o.OK {
+		s.LastOK = o
+		s.LastSuccess = o.Time
+	}
+	s.Overloaded, s.OverloadReason = o.Overloaded, o.OverloadReason
+	if o.OK {
+		switch {
+		case o.Replica == nil || o.Replica.IORunning == topology.IOYes:
+			s.IODownSince = time.Time{}
+		case s.IODownSince.IsZero():
+			s.IODownSince = o.Time
+		default:
+			env.IODownFor = o.Time.Sub(s.IODownSince)
+		}
+	}
+	v := judge(opts.Type, o, opts, env)
+	s.Latest = v
+	if o.OK {
+		// A failed check says nothing about lag.
+		s.Lagging = v.Lagging
+		s.Lag = lagOf(o, env)
+	}
+	first := !s.Judged
+	s.Judged = true
+	if v.Good() {
+		s.Good++
+		s.Bad = 0
+		s.Verdict = v
+		switch {
+		case first:
+			s.Computed, s.Reason = topology.Online, v.Reason
+		case s.Computed == topology.Online:
+			s.Reason = v.Reason
+		case s.Good >= opts.RecoverAfter:
+			s.Computed = topology.Online
+			s.Reason = fmt.Sprintf("%d consecutive good checks (%s)", s.Good, v.Reason)
+		default:
+			s.Reason = fmt.Sprintf("%d of %d good checks to return (%s)", s.Good, opts.RecoverAfter, v.Reason)
+		}
+		return
+	}
+	s.Bad++
+	s.Good = 0
+	failed := topology.Shunned
+	if !o.OK && o.Refused {
+		failed = topology.OfflineHard // nothing listens: down, not slow
+	}
+	switch {
+	case s.Computed == topology.Online && s.Bad >= opts.FailAfter:
+		s.Computed = failed
+		s.Reason = fmt.Sprintf("%d consecutive failed checks (%s); it returns after %d good checks",
+			s.Bad, v.Reason, opts.RecoverAfter)
+	case s.Computed != topology.Online:
+		s.Computed = failed
+		s.Reason = fmt.Sprintf("%s; it returns after %d good checks", v.Reason, opts.RecoverAfter)
+	}
+}
+
+// chooseWriter sets Designated, Writer, WriterReason and the conflict
+// flags from the servers' states.
+func (st *State) chooseWriter(opts *Options) {
+	writable := func(i int) bool {
+		_, w := st.Servers[i].access()
+		return w
+	}
+	var cands []int
+	for i := range st.Servers {
+		if writable(i) {
+			cands = append(cands, i)
+		}
+	}
+	for i := range st.Servers {
+		st.Servers[i].Conflict = false
+	}
+	switch opts.Type {
+	case TypeGalera, TypeReadOnly:
+		st.chooseSticky(opts, cands, writable)
+		return
+	}
+
+	if st.Designated < 0 && !st.Discovered && st.allObserved() {
+		st.discover(opts, cands)
+	}
+	st.Writer = -1
+	if d := st.Designated; d >= 0 {
+		if writable(d) {
+			st.Writer = d
+			st.WriterReason = st.Servers[d].Name + " is the primary: Online and read_only=OFF" + st.WriterNote
+		} else {
+			st.WriterReason = "primary " + st.whyNot(d)
+		}
+		for _, i := range cands {
+			if i != d {
+				st.Servers[i].Conflict = true
+			}
+		}
+		return
+	}
+	if len(cands) >= 2 {
+		for _, i := range cands {
+			st.Servers[i].Conflict = true
+		}
+		st.WriterReason = fmt.Sprintf("conflict: %s report read_only=OFF; no writer until one is named", st.names(cands))
+		return
+	}
+	switch {
+	case st.Discovered:
+		st.WriterReason = "no primary: waiting for the failover manager or an operator to name one"
+	case !st.allObserved():
+		st.WriterReason = "not every server checked yet"
+	default:
+		st.WriterReason = "no server reports read_only=OFF"
+	}
+}
+
+// discover finds a replication cluster's writer the first time: the only
+// server with read_only=OFF, or the configured primary among several (a
+// conflict, reported as such).
+func (st *State) discover(opts *Options, cands []int) {
+	switch len(cands) {
+	case 0:
+		return
+	case 1:
+		st.Designated, st.Discovered = cands[0], true
+		st.WriterNote = " (found: the only server with read_only=OFF)"
+		return
+	}
+	for _, i := range cands {
+		if opts.Servers[i].Role == "primary" {
+			st.Designated, st.Discovered = i, true
+			st.WriterNote = " (found: the configured primary; other servers also report read_only=OFF)"
+			return
+		}
+	}
+}
+
+func (st *State) allObserved() bool {
+	for i := range st.Servers {
+		if st.Servers[i].Seq == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// chooseSticky keeps the Galera or read-only writer while it can take
+// writes and otherwise picks the best candidate: for Galera the highest
+// weight, then the lowest wsrep_local_index (the same on every node, so
+// every Vigil that sees the cluster picks the same node); for read-only
+// clusters the configured primary, then the highest weight. Config order
+// breaks the last ties.
+func (st *State) chooseSticky(opts *Options, cands []int, writable func(int) bool) {
+	if d := st.Designated; d >= 0 && writable(d) {
+		st.Writer = d
+		return
+	}
+	if st.Designated < 0 && !st.allObserved() {
+		// Choose only from a full view, or two Vigils that heard from the
+		// nodes in a different order would keep different writers.
+		st.Writer = -1
+		st.WriterReason = "not every server checked yet"
+		return
+	}
+	best := -1
+	for _, i := range cands {
+		if best < 0 || st.better(opts, i, best) {
+			best = i
+		}
+	}
+	old := st.Designated
+	st.Designated, st.Writer = best, best
+	switch {
+	case best < 0 && opts.Type == TypeGalera:
+		st.WriterReason = "no Galera node is Synced, Primary, ready and accepting queries"
+	case best < 0:
+		st.WriterReason = "no server reports read_only=OFF"
+	case old >= 0:
+		st.WriterReason = fmt.Sprintf("%s replaces %s (%s)", st.Servers[best].Name, st.Servers[old].Name, st.whyNot(old))
+	case opts.Type == TypeGalera:
+		st.WriterReason = st.Servers[best].Name + " chosen: highest weight, then lowest wsrep_local_index"
+	default:
+		st.WriterReason = st.Servers[best].Name + " chosen: read_only=OFF"
+	}
+}
+
+func (st *State) better(opts *Options, a, b int) bool {
+	if opts.Type == TypeReadOnly {
+		pa, pb := opts.Servers[a].Role == "primary", opts.Servers[b].Role == "primary"
+		if pa != pb {
+			return pa
+		}
+	}
+	if wa, wb := opts.Servers[a].Weight, opts.Servers[b].Weight; wa != wb {
+		return wa > wb
+	}
+	if opts.Type == TypeGalera {
+		ia, ib := st.Servers[a].localIndex(), st.Servers[b].localIndex()
+		if ia != ib {
+			return ia < ib
+		}
+	}
+	return a < b
+}
+
+func (s *ServerState) localIndex() int {
+	if s.LastOK != nil && s.LastOK.Wsrep != nil && s.LastOK.Wsrep.LocalIndex >= 0 {
+		return s.LastOK.Wsrep.LocalIndex
+	}
+	return 1 << 30
+}
+
+// whyNot says why server i cannot take writes now.
+func (st *State) whyNot(i int) string {
+	s := &st.Servers[i]
+	state, reason := s.Published()
+	if state != topology.Online {
+		return fmt.Sprintf("%s %s: %s", s.Name, state, reason)
+	}
+	return fmt.Sprintf("%s is not writable: %s", s.Name, s.Verdict.Reason)
+}
+
+func (st *State) names(idx []int) string {
+	var b strings.Builder
+	for k, i := range idx {
+		if k > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(st.Servers[i].Name)
+	}
+	return b.String()
+}
+
+func (st *State) writerName() string {
+	if st.Writer < 0 {
+		return ""
+	}
+	return st.Servers[st.Writer].Name
+}
+
+// diff lists the events between two states.
+func diff(prev, next *State, opts *Options, now time.Time) []Event {
+	var evs []Event
+	ev := func(server string, kind EventKind, from, to, reason string) {
+		evs = append(evs, Event{Time: now, Cluster: opts.Cluster, Server: server, Kind: kind,
+			From: from, To: to, Reason: reason, Term: next.Term})
+	}
+	for i := range next.Servers {
+		p, n := &prev.Servers[i], &next.Servers[i]
+		ps, _ := p.Published()
+		ns, nreason := n.Published()
+		if ps != ns {
+			ev(n.Name, EventStateChange, ps.String(), ns.String(), nreason)
+		} else if ns == topology.Online {
+			pr, pw := p.access()
+			nr, nw := n.access()
+			if pr != nr || pw != nw {
+				ev(n.Name, EventAccessChange, accessString(pr, pw), accessString(nr, nw), n.Verdict.Reason)
+			}
+		}
+		if !p.Overloaded && n.Overloaded {
+			ev(n.Name, EventOverloaded, "", "", n.OverloadReason+"; the server stays in routing")
+		} else if p.Overloaded && !n.Overloaded {
+			ev(n.Name, EventOverloadCleared, "", "", "accepts connections again")
+		}
+		if !p.Lagging && n.Lagging {
+			ev(n.Name, EventLag, "", "", n.Latest.Reason)
+		} else if p.Lagging && !n.Lagging {
+			ev(n.Name, EventLagCleared, "", "", "caught up: "+n.Latest.Reason)
+		}
+		if !p.Conflict && n.Conflict {
+			reason := "reports read_only=OFF but is not the writer; it gets no writes"
+			if w := next.writerName(); w != "" {
+				reason += ", writes stay on " + w
+			} else if next.Designated >= 0 {
+				reason += ", the primary is " + next.Servers[next.Designated].Name
+			}
+			ev(n.Name, EventConflict, "", "", reason)
+		} else if p.Conflict && !n.Conflict {
+			ev(n.Name, EventConflictCleared, "", "", "no longer an Online server with read_only=OFF beside the writer")
+		}
+	}
+	if prev.Writer != next.Writer {
+		ev("", EventWriterChange, prev.writerName(), next.writerName(), next.WriterReason)
+	}
+	return evs
+}
+
+func accessString(r, w bool) string { return fmt.Sprintf("r=%d w=%d", b2i(r), b2i(w)) }
+
+// Snapshot builds the immutable snapshot of st for the router.
+func (st *State) Snapshot(opts *Options) *topology.Snapshot {
+	snap := &topology.Snapshot{
+		Cluster:      opts.Cluster,
+		Type:         opts.Type,
+		Writer:       st.Writer,
+		Term:         st.Term,
+		MultiWriter:  opts.Type == TypeGalera && opts.GaleraMultiWriter,
+		Servers:      make([]topology.Server, len(st.Servers)),
+		WriterReason: "",
+	}
+	if st.Writer < 0 {
+		snap.WriterReason = st.WriterReason
+	}
+	for i := range st.Servers {
+		s := &st.Servers[i]
+		state, reason := s.Published()
+		r, w := s.access()
+		if s.Conflict {
+			reason = "conflict: read_only=OFF but not the writer; " + reason
+		}
+		if s.Overloaded {
+			reason += "; overloaded: " + s.OverloadReason
+		}
+		srv := topology.Server{
+			Name: s.Name, Addr: opts.Servers[i].Addr, Weight: opts.Servers[i].Weight,
+			Role: st.role(opts, i), State: state, Readable: r, Writable: w,
+			LagSeconds: -1, Reason: reason, Overloaded: s.Overloaded, Conflict: s.Conflict,
+		}
+		if o := s.LastOK; o != nil {
+			srv.LagSeconds = s.Lag
+			srv.GTID = o.GTID.String()
+		}
+		snap.Servers[i] = srv
+	}
+	return snap
+}
+
+func (st *State) role(opts *Options, i int) topology.Role {
+	switch opts.Type {
+	case TypeGalera:
+		return topology.RoleGalera
+	case TypeReadOnly:
+		if i == st.Designated {
+			return topology.RolePrimary
+		}
+		return topology.RoleReplica
+	}
+	switch {
+	case st.Designated == i:
+		return topology.RolePrimary
+	case st.Designated >= 0 || st.Discovered:
+		// Once a primary was known, the configured role says nothing.
+		return topology.RoleReplica
+	case opts.Servers[i].Role == "primary":
+		return topology.RolePrimary
+	case opts.Servers[i].Role == "replica":
+		return topology.RoleReplica
+	}
+	return topology.RoleUnknown
+}
+
+// Health is server i's judgement for the failover engine.
+func (st *State) Health(i int) topology.Health {
+	s := &st.Servers[i]
+	state, reason := s.Published()
+	r, w := s.access()
+	return topology.Health{
+		Name: s.Name, Last: s.Last, LastOK: s.LastOK, State: state, Readable: r, Writable: w, Reason: reason,
+		ConsecutiveFailures: s.Bad, ConsecutiveSuccesses: s.Good, LastSuccess: s.LastSuccess,
+		LastErrCode: s.LastErrCode, LastErr: s.LastErr, Overloaded: s.Overloaded, Lagging: s.Lagging,
+		Fenced: s.Fenced, Admin: s.Admin, FailingSince: s.FailingSince, LagSeconds: s.Lag,
+	}
+}

@@ -1,0 +1,178 @@
+package monitor
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Cluster types, as in the configuration.
+const (
+	TypeReplication = "replication"
+	TypeGalera      = "galera"
+	TypeReadOnly    = "read-only"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultInterval          = 500 * time.Millisecond
+	DefaultTimeout           = time.Second
+	DefaultFailAfter         = 2
+	DefaultRecoverAfter      = 5
+	DefaultMaxReplicationLag = 30 * time.Second
+	DefaultConnectCheckEvery = 4
+	DefaultEventBuffer       = 1000
+)
+
+// Options configure the monitor of one cluster. The zero value of every
+// field but Servers has a useful default (see WithDefaults).
+type Options struct {
+	// Cluster names the cluster in events and snapshots.
+	Cluster string
+	// Type is replication (default), galera or read-only.
+	Type string
+	// Servers in configuration order; the order is the index of every
+	// server in the snapshots and never changes.
+	Servers []Server
+
+	// User and Password log the monitor in.
+	User     string
+	Password string
+
+	// Interval between the starts of two checks of one server.
+	Interval time.Duration
+	// Timeout bounds one whole check: connecting when needed, every query.
+	Timeout time.Duration
+	// FailAfter consecutive failed checks take an Online server out of
+	// routing.
+	FailAfter int
+	// RecoverAfter consecutive good checks bring it back.
+	RecoverAfter int
+	// MaxReplicationLag: a replica lagging more is not readable. Negative
+	// turns the limit off.
+	MaxReplicationLag time.Duration
+
+	// ConnectCheckEvery: every Nth check also opens (and closes) a fresh
+	// connection, to see that the server still accepts new ones; the
+	// persistent monitor connection alone would not notice a full
+	// max_connections or a listener that stopped accepting. Negative turns
+	// the test off; reconnecting after a failure is always a fresh
+	// connection.
+	ConnectCheckEvery int
+
+	// Heartbeat is an optional pt-heartbeat style table for sub-second lag.
+	Heartbeat Heartbeat
+
+	// GaleraMultiWriter marks every healthy Galera node writable in the
+	// snapshot (Snapshot.MultiWriter); Writer is still one preferred node.
+	GaleraMultiWriter bool
+	// DesyncedReadable keeps a Galera node that is Donor/Desynced readable
+	// (never writable) unless wsrep_sst_donor_rejects_queries is on.
+	DesyncedReadable bool
+
+	// EventBuffer bounds the events kept for Events.
+	EventBuffer int
+}
+
+// Server is one server of the cluster.
+type Server struct {
+	Name string
+	// Addr is host:port.
+	Addr string
+	// Role is the configured role of a replication cluster: primary,
+	// replica or empty. It only breaks ties when the monitor first finds
+	// the writer; what the servers report decides.
+	Role string
+	// Weight orders Galera writer candidates (highest first) and is copied
+	// into snapshots for the read balancer (0: no reads).
+	Weight int
+}
+
+// Heartbeat configures the heartbeat table: columns ts (varchar(26),
+// "YYYY-MM-DDTHH:MM:SS.ffffff" in UTC, as `pt-heartbeat --utc` writes it)
+// and server_id (int unsigned, primary key).
+type Heartbeat struct {
+	// Table is schema.table; empty turns heartbeats off.
+	Table string
+	// Write: the monitor updates the writer's row every check, so no
+	// pt-heartbeat process is needed. The monitor user needs INSERT and
+	// UPDATE on the table.
+	Write bool
+}
+
+var tableName = regexp.MustCompile(`^[A-Za-z0-9_$]+(\.[A-Za-z0-9_$]+)?$`)
+
+// WithDefaults returns o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
+	if o.Type == "" {
+		o.Type = TypeReplication
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.FailAfter <= 0 {
+		o.FailAfter = DefaultFailAfter
+	}
+	if o.RecoverAfter <= 0 {
+		o.RecoverAfter = DefaultRecoverAfter
+	}
+	if o.MaxReplicationLag == 0 {
+		o.MaxReplicationLag = DefaultMaxReplicationLag
+	}
+	if o.ConnectCheckEvery == 0 {
+		o.ConnectCheckEvery = DefaultConnectCheckEvery
+	}
+	if o.EventBuffer <= 0 {
+		o.EventBuffer = DefaultEventBuffer
+	}
+	o.Servers = append([]Server(nil), o.Servers...)
+	return o
+}
+
+// Validate returns every problem of o at once.
+func (o Options) Validate() error {
+	var errs []error
+	switch o.Type {
+	case "", TypeReplication, TypeGalera, TypeReadOnly:
+	default:
+		errs = append(errs, fmt.Errorf("type must be replication, galera or read-only, not %q", o.Type))
+	}
+	if len(o.Servers) == 0 {
+		errs = append(errs, errors.New("no servers"))
+	}
+	seen := map[string]bool{}
+	for i, s := range o.Servers {
+		if s.Name == "" {
+			errs = append(errs, fmt.Errorf("servers[%d]: empty name", i))
+		}
+		if seen[s.Name] {
+			errs = append(errs, fmt.Errorf("servers[%d]: %q is listed twice", i, s.Name))
+		}
+		seen[s.Name] = true
+		if s.Addr == "" {
+			errs = append(errs, fmt.Errorf("servers[%d]: empty address", i))
+		}
+	}
+	if o.Heartbeat.Table != "" && !tableName.MatchString(o.Heartbeat.Table) {
+		errs = append(errs, fmt.Errorf("heartbeat table %q is not schema.table", o.Heartbeat.Table))
+	}
+	return errors.Join(errs...)
+}
+
+// sameServers reports whether a and b list the same servers in the same
+// order (addresses, roles and weights may differ).
+func sameServers(a, b []Server) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name {
+			return false
+		}
+	}
+	return true
+}
