@@ -1,0 +1,257 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"time"
+)
+
+// ErrNotRunning is returned by Pause, Resume and Isolate for a node that
+// is not running.
+var ErrNotRunning = errors.New("not running")
+
+// running returns the node after re-reading the manifest, and whether its
+// server is alive.
+func (s *Sandbox) running(name string) (Node, bool, error) {
+	if err := s.refresh(); err != nil {
+		return Node{}, false, err
+	}
+	n, err := s.Node(name)
+	if err != nil {
+		return Node{}, false, err
+	}
+	return n, processAlive(n.PID, n.Config), nil
+}
+
+// IsRunning reports whether a node's server process is alive.
+func (s *Sandbox) IsRunning(name string) (bool, error) {
+	_, alive, err := s.running(name)
+	return alive, err
+}
+
+// Start starts a stopped node with its my.cnf and waits until it answers
+// (and, for Galera, until it is Synced). A replica replicates again on its
+// own: its replication settings persist. A Galera node rejoins the cluster;
+// when no other node runs it bootstraps a new cluster, and logs so at Warn.
+// Starting a running node does nothing.
+func (s *Sandbox) Start(ctx context.Context, name string) error {
+	n, alive, err := s.running(name)
+	if err != nil {
+		return err
+	}
+	if alive {
+		s.logger().Info("already running", "node", name, "pid", n.PID)
+		return nil
+	}
+	if pids := serverPIDs(n.Config); len(pids) > 0 {
+		return fmt.Errorf("%s already runs as pid %d, which sandbox.json does not record: run `vigil sandbox down` first", name, pids[0])
+	}
+	m := s.Manifest()
+	bins, err := findBinaries(m.Topology)
+	if err != nil {
+		return err
+	}
+	var extra []string
+	if m.Topology == Galera {
+		others := 0
+		for _, o := range m.Nodes {
+			if o.Name != name && processAlive(o.PID, o.Config) {
+				others++
+			}
+		}
+		if others == 0 {
+			s.logger().Warn(fmt.Sprintf("%s is the only node of the Galera cluster left: bootstrapping a new cluster from it (--wsrep-new-cluster)", name))
+			if err := markSafeToBootstrap(n.Datadir); err != nil {
+				return err
+			}
+			extra = []string{"--wsrep-new-cluster"}
+		}
+	}
+	pid, err := spawn(bins.mariadbd, n, extra...)
+	if err != nil {
+		return err
+	}
+	n.PID = pid
+	if err := s.update(ctx, func(m *Manifest) error {
+		i, err := m.node(name)
+		if err != nil {
+			return err
+		}
+		m.Nodes[i].PID = pid
+		m.Nodes[i].Paused = false
+		return nil
+	}); err != nil {
+		return err
+	}
+	timeout := answerTimeout
+	if m.Topology == Galera {
+		timeout = galeraJoinTimeout
+	}
+	if err := waitAnswer(ctx, n, timeout); err != nil {
+		return err
+	}
+	if m.Topology == Galera {
+		return waitSynced(ctx, n, 1, timeout)
+	}
+	return nil
+}
+
+var safeToBootstrap = regexp.MustCompile(`(?m)^safe_to_bootstrap:[ \t]*0[ \t]*$`)
+
+// markSafeToBootstrap lets a Galera node that was not the last to leave
+// bootstrap a cluster: in a sandbox, losing the other nodes' last writes is
+// accepted.
+func markSafeToBootstrap(datadir string) error {
+	p := filepath.Join(datadir, "grastate.dat")
+	data, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	if !safeToBootstrap.Match(data) {
+		return nil
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(p, safeToBootstrap.ReplaceAll(data, []byte("safe_to_bootstrap: 1")), st.Mode().Perm()); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	return nil
+}
+
+// Stop shuts a node down cleanly (SIGTERM; SIGKILL after 20 s). A paused
+// node is resumed first so it can shut down.
+func (s *Sandbox) Stop(ctx context.Context, name string) error {
+	n, _, err := s.running(name)
+	if err != nil {
+		return err
+	}
+	for _, pid := range append([]int{n.PID}, serverPIDs(n.Config)...) {
+		if err := stopPID(ctx, pid, n.Config, stopGrace); err != nil {
+			return fmt.Errorf("stop %s: %w", name, err)
+		}
+	}
+	return s.setPaused(ctx, name, false)
+}
+
+// Kill crashes a node with SIGKILL and waits until its process is gone.
+func (s *Sandbox) Kill(ctx context.Context, name string) error {
+	n, _, err := s.running(name)
+	if err != nil {
+		return err
+	}
+	for _, pid := range append([]int{n.PID}, serverPIDs(n.Config)...) {
+		if err := killPID(ctx, pid, n.Config); err != nil {
+			return fmt.Errorf("kill %s: %w", name, err)
+		}
+	}
+	return s.setPaused(ctx, name, false)
+}
+
+// Pause freezes a node with SIGSTOP: it keeps its connections but answers
+// nothing.
+func (s *Sandbox) Pause(ctx context.Context, name string) error {
+	n, alive, err := s.running(name)
+	if err != nil {
+		return err
+	}
+	if !alive {
+		return fmt.Errorf("pause %s: %w", name, ErrNotRunning)
+	}
+	if err := syscall.Kill(n.PID, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pause %s: %w", name, err)
+	}
+	// SIGSTOP is asynchronous: wait until the kernel shows it stopped.
+	_ = poll(ctx, 2*time.Second, func() (bool, error) { return processState(n.PID) == "T", nil })
+	return s.setPaused(ctx, name, true)
+}
+
+// Resume continues a paused node (SIGCONT).
+func (s *Sandbox) Resume(ctx context.Context, name string) error {
+	n, alive, err := s.running(name)
+	if err != nil {
+		return err
+	}
+	if !alive {
+		return fmt.Errorf("resume %s: %w", name, ErrNotRunning)
+	}
+	if err := syscall.Kill(n.PID, syscall.SIGCONT); err != nil {
+		return fmt.Errorf("resume %s: %w", name, err)
+	}
+	return s.setPaused(ctx, name, false)
+}
+
+func (s *Sandbox) setPaused(ctx context.Context, name string, paused bool) error {
+	return s.update(ctx, func(m *Manifest) error {
+		i, err := m.node(name)
+		if err != nil {
+			return err
+		}
+		m.Nodes[i].Paused = paused
+		return nil
+	})
+}
+
+// Down stops every node (resuming paused ones and healing isolated ones
+// first so nothing hangs), removes the sandbox's iptables rules and
+// cgroups, and with purge deletes the directory. Afterwards no server of
+// the sandbox runs, or Down says which one is left.
+func (s *Sandbox) Down(ctx context.Context, purge bool) error {
+	if err := s.refresh(); err != nil {
+		return err
+	}
+	m := s.Manifest()
+	for _, n := range m.Nodes {
+		if processAlive(n.PID, n.Config) {
+			_ = syscall.Kill(n.PID, syscall.SIGCONT)
+		}
+	}
+	var errs []error
+	if err := healRules(ctx, s.dir, ""); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, parallel(len(m.Nodes), func(i int) error {
+		n := m.Nodes[i]
+		for _, pid := range append([]int{n.PID}, serverPIDs(n.Config)...) {
+			if err := stopPID(ctx, pid, n.Config, stopGrace); err != nil {
+				return fmt.Errorf("stop %s: %w", n.Name, err)
+			}
+		}
+		// Helpers a server left behind (an rsync of an interrupted SST).
+		for _, pid := range cgroupPIDs(n.Cgroup) {
+			_ = killPID(ctx, pid, "")
+		}
+		return nil
+	}))
+	removeCgroups(s.dir, m.Nodes)
+	for _, n := range m.Nodes {
+		if pids := serverPIDs(n.Config); len(pids) > 0 {
+			errs = append(errs, fmt.Errorf("%s is still running as pid %d", n.Name, pids[0]))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if purge {
+		if err := os.RemoveAll(s.dir); err != nil {
+			return fmt.Errorf("purge %s: %w", s.dir, err)
+		}
+		return nil
+	}
+	return s.update(ctx, func(m *Manifest) error {
+		for i := range m.Nodes {
+			m.Nodes[i].Paused = false
+			m.Nodes[i].Isolated = false
+		}
+		return nil
+	})
+}

@@ -1,0 +1,204 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The port scheme, relative to the base port P of a sandbox:
+//
+//	node K MySQL port      P + K - 1            (K = 1..N)
+//	proxy (vigil run)      P + 90
+//	admin (vigil run)      P + 91
+//	node K Galera gcomm    P + 100 + 3*(K-1)
+//	node K Galera IST      P + 101 + 3*(K-1)
+//	node K Galera SST      P + 102 + 3*(K-1)
+const (
+	proxyOffset  = 90
+	adminOffset  = 91
+	galeraOffset = 100
+	// MaxNodes keeps the node ports below the proxy port.
+	MaxNodes = 50
+)
+
+// NodePorts are the ports of one node.
+type NodePorts struct {
+	MySQL, Gcomm, IST, SST int
+}
+
+// PortPlan is every port a sandbox needs.
+type PortPlan struct {
+	Base  int
+	Nodes []NodePorts
+	Proxy int
+	Admin int
+}
+
+// All lists every port of the plan with what it is for.
+func (p PortPlan) All() []PortUse {
+	var out []PortUse
+	for i, n := range p.Nodes {
+		name := fmt.Sprintf("node%d", i+1)
+		out = append(out, PortUse{n.MySQL, name + " mysql"})
+		if n.Gcomm != 0 {
+			out = append(out,
+				PortUse{n.Gcomm, name + " galera gcomm"},
+				PortUse{n.IST, name + " galera IST"},
+				PortUse{n.SST, name + " galera SST"})
+		}
+	}
+	return append(out, PortUse{p.Proxy, "proxy"}, PortUse{p.Admin, "admin"})
+}
+
+// PortUse is a port and what the sandbox wants it for.
+type PortUse struct {
+	Port int
+	What string
+}
+
+// PlanPorts applies the port scheme to base for n nodes.
+func PlanPorts(base, n int, galera bool) (PortPlan, error) {
+	if n < 1 || n > MaxNodes {
+		return PortPlan{}, fmt.Errorf("--nodes must be between 1 and %d, not %d", MaxNodes, n)
+	}
+	if base < 1024 {
+		return PortPlan{}, fmt.Errorf("--base-port %d is too low: use a port from 1024 up", base)
+	}
+	if last := base + planSpan(n, galera) - 1; last > 65535 {
+		return PortPlan{}, fmt.Errorf("--base-port %d is too high: the sandbox needs ports up to %d (base+%d)", base, last, planSpan(n, galera)-1)
+	}
+	p := PortPlan{Base: base, Proxy: base + proxyOffset, Admin: base + adminOffset}
+	for k := 0; k < n; k++ {
+		np := NodePorts{MySQL: base + k}
+		if galera {
+			np.Gcomm = base + galeraOffset + 3*k
+			np.IST = np.Gcomm + 1
+			np.SST = np.Gcomm + 2
+		}
+		p.Nodes = append(p.Nodes, np)
+	}
+	return p, nil
+}
+
+// planSpan is how many consecutive ports from the base a plan touches.
+func planSpan(n int, galera bool) int {
+	if galera {
+		return galeraOffset + 3*n
+	}
+	return adminOffset + 1
+}
+
+// PortInUseError says which port is taken and, when known, by whom.
+type PortInUseError struct {
+	Port   int
+	What   string
+	Holder string
+}
+
+func (e *PortInUseError) Error() string {
+	msg := fmt.Sprintf("port %d (%s) is in use", e.Port, e.What)
+	if e.Holder != "" {
+		msg += " by " + e.Holder
+	}
+	return msg + ": pick another --base-port, or omit it to choose free ports"
+}
+
+// checkFree returns a *PortInUseError for the first port of the plan that
+// cannot be bound on 127.0.0.1.
+func checkFree(ctx context.Context, p PortPlan) error {
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			_ = l.Close()
+		}
+	}()
+	for _, u := range p.All() {
+		l, err := net.Listen("tcp", net.JoinHostPort(Host, strconv.Itoa(u.Port)))
+		if err != nil {
+			return &PortInUseError{Port: u.Port, What: u.What, Holder: portHolder(ctx, u.Port)}
+		}
+		held = append(held, l)
+	}
+	return nil
+}
+
+// choosePorts picks a free block at random. It stays below the kernel's
+// ephemeral range so an outgoing connection cannot take a server port
+// between the check and the server binding it.
+func choosePorts(ctx context.Context, n int, galera bool) (PortPlan, error) {
+	lo, hi := 20000, ephemeralLow()
+	span := planSpan(n, galera)
+	if hi-span <= lo {
+		hi = 65535
+		lo = 40000
+	}
+	var last error
+	for attempt := 0; attempt < 40; attempt++ {
+		base := lo + rand.IntN(hi-span-lo)
+		p, err := PlanPorts(base, n, galera)
+		if err != nil {
+			return PortPlan{}, err
+		}
+		if err := checkFree(ctx, p); err != nil {
+			last = err
+			continue
+		}
+		return p, nil
+	}
+	return PortPlan{}, fmt.Errorf("no free block of %d ports found in 40 tries (last: %w)", span, last)
+}
+
+// ephemeralLow is the first port of net.ipv4.ip_local_port_range.
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 32768
+	}
+	v, err := strconv.Atoi(f[0])
+	if err != nil || v < 21000 {
+		return 32768
+	}
+	return v
+}
+
+// portHolder names the process holding a TCP port, from `ss`, or "".
+func portHolder(ctx context.Context, port int) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ss", "-H", "-tanp").Output()
+	if err != nil {
+		return ""
+	}
+	return parseSSHolder(string(out), port)
+}
+
+var ssUser = regexp.MustCompile(`\("([^"]+)",pid=(\d+)`)
+
+// parseSSHolder finds the process of the first socket of `ss -H -tanp`
+// output whose local port is port.
+func parseSSHolder(out string, port int) string {
+	suffix := ":" + strconv.Itoa(port)
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || !strings.HasSuffix(f[3], suffix) {
+			continue
+		}
+		if m := ssUser.FindStringSubmatch(line); m != nil {
+			return fmt.Sprintf("%s (pid %s)", m[1], m[2])
+		}
+		return "another socket (" + strings.ToLower(f[0]) + ")"
+	}
+	return ""
+}

@@ -1,0 +1,447 @@
+// Package sandbox owns local topologies of real mariadbd processes for
+// development, demos and end-to-end tests: primary/replica replication with
+// MariaDB GTID (optionally semi-synchronous), Galera clusters and standalone
+// servers. It creates the datadirs, writes one my.cnf per node, starts and
+// stops the servers (each in its own session and, where cgroup v2 allows, its
+// own cgroup), injects failures (kill, pause, network isolation with
+// iptables) and reports what each node currently is.
+//
+// Everything a sandbox is lives under one directory; sandbox.json in that
+// directory is the manifest every command reads, so the CLI and tests can
+// drive the same sandbox from different processes.
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Topology is the shape of a sandbox.
+type Topology string
+
+// The topologies a sandbox can have.
+const (
+	Replication Topology = "replication"
+	Galera      Topology = "galera"
+	Standalone  Topology = "standalone"
+)
+
+// ParseTopology accepts replication, galera or standalone.
+func ParseTopology(s string) (Topology, error) {
+	switch t := Topology(strings.ToLower(strings.TrimSpace(s))); t {
+	case Replication, Galera, Standalone:
+		return t, nil
+	}
+	return "", fmt.Errorf("unknown topology %q: use replication, galera or standalone", s)
+}
+
+// Roles recorded for nodes and reported by Status.
+const (
+	RolePrimary    = "primary"
+	RoleReplica    = "replica"
+	RoleGalera     = "galera"
+	RoleStandalone = "standalone"
+)
+
+// Host is the only address sandbox servers listen on.
+const Host = "127.0.0.1"
+
+// File names inside a sandbox directory.
+const (
+	ManifestFile = "sandbox.json"
+	ConfigFile   = "vigil.yaml"
+	lockFile     = ".sandbox.lock"
+	bootstrapSQL = "bootstrap.sql"
+	stateDir     = "state"
+)
+
+// Options describe a sandbox to create. The zero value of every field but
+// Dir has a useful default.
+type Options struct {
+	// Dir holds everything of the sandbox; it is created if missing.
+	Dir string
+	// Topology defaults to replication.
+	Topology Topology
+	// Nodes defaults to 3 (replication, galera) or 1 (standalone).
+	Nodes int
+	// BasePort gives node K port BasePort+K-1 (see PortPlan); 0 picks a
+	// free block at random.
+	BasePort int
+	// SemiSync turns on semi-synchronous replication (replication only).
+	SemiSync bool
+	// Logger receives progress; nil discards it.
+	Logger *slog.Logger
+}
+
+// Endpoint is a host and port.
+type Endpoint struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+}
+
+// Addr is host:port.
+func (e Endpoint) Addr() string { return fmt.Sprintf("%s:%d", e.Host, e.Port) }
+
+// Account is a user name and password.
+type Account struct {
+	User     string `json:"user"`
+	Password string `json:"password"`
+}
+
+// Accounts are the accounts every node has (root logs in over the unix
+// socket only).
+type Accounts struct {
+	App     Account `json:"app"`
+	Monitor Account `json:"monitor"`
+	Repl    Account `json:"repl"`
+}
+
+// DefaultAccounts are the accounts a sandbox creates.
+func DefaultAccounts() Accounts {
+	return Accounts{
+		App:     Account{User: "app", Password: "app"},
+		Monitor: Account{User: "monitor", Password: "monitor"},
+		Repl:    Account{User: "repl", Password: "repl"},
+	}
+}
+
+// Node is one server of a sandbox as recorded in the manifest.
+type Node struct {
+	Name     string `json:"name"`
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	Socket   string `json:"socket"`
+	Datadir  string `json:"datadir"`
+	PID      int    `json:"pid"`
+	Role     string `json:"role"`
+	ServerID int    `json:"server_id"`
+	Config   string `json:"config"`
+	ErrorLog string `json:"error_log"`
+	PIDFile  string `json:"pid_file"`
+	// Galera ports; zero for other topologies.
+	GcommPort int `json:"gcomm_port,omitempty"`
+	ISTPort   int `json:"ist_port,omitempty"`
+	SSTPort   int `json:"sst_port,omitempty"`
+	// Cgroup is the node's cgroup v2 path relative to the cgroup2 root, used
+	// to drop its outgoing traffic on isolate; empty when unavailable.
+	Cgroup string `json:"cgroup,omitempty"`
+	// Failure injection state.
+	Paused   bool `json:"paused,omitempty"`
+	Isolated bool `json:"isolated,omitempty"`
+}
+
+// Addr is the node's TCP address.
+func (n Node) Addr() string { return fmt.Sprintf("%s:%d", n.Host, n.Port) }
+
+// dir is the node's own directory.
+func (n Node) dir() string { return filepath.Dir(n.Config) }
+
+// tmpdir is the node's own temporary directory.
+func (n Node) tmpdir() string { return filepath.Join(n.dir(), "tmp") }
+
+// ports are every TCP port the node listens on.
+func (n Node) ports() []int {
+	ps := []int{n.Port}
+	for _, p := range []int{n.GcommPort, n.ISTPort, n.SSTPort} {
+		if p != 0 {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// Manifest is the content of sandbox.json.
+type Manifest struct {
+	Topology Topology `json:"topology"`
+	Dir      string   `json:"dir"`
+	SemiSync bool     `json:"semi_sync"`
+	Nodes    []Node   `json:"nodes"`
+	Proxy    Endpoint `json:"proxy"`
+	Admin    Endpoint `json:"admin"`
+	Accounts Accounts `json:"accounts"`
+	// BasePort is the first port of the block the sandbox uses.
+	BasePort int `json:"base_port"`
+}
+
+func (m *Manifest) clone() Manifest {
+	c := *m
+	c.Nodes = append([]Node(nil), m.Nodes...)
+	return c
+}
+
+func (m *Manifest) node(name string) (int, error) {
+	for i := range m.Nodes {
+		if m.Nodes[i].Name == name {
+			return i, nil
+		}
+	}
+	names := make([]string, len(m.Nodes))
+	for i, n := range m.Nodes {
+		names[i] = n.Name
+	}
+	return -1, fmt.Errorf("unknown node %q: this sandbox has %s", name, strings.Join(names, ", "))
+}
+
+// Sandbox is a handle on a sandbox directory. Its methods are safe for
+// concurrent use; every change is written to sandbox.json under a file
+// lock, so other processes (the CLI) see it.
+type Sandbox struct {
+	dir string
+	log *slog.Logger
+
+	mu sync.Mutex
+	m  Manifest
+}
+
+// ErrNoSandbox is returned by Load when the directory has no sandbox.json.
+var ErrNoSandbox = errors.New("no sandbox")
+
+// Load opens the sandbox in dir.
+func Load(dir string) (*Sandbox, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox dir %q: %w", dir, err)
+	}
+	m, err := readManifest(abs)
+	if err != nil {
+		return nil, err
+	}
+	return &Sandbox{dir: abs, log: discardLogger(), m: *m}, nil
+}
+
+// SetLogger sets where progress goes; nil discards it.
+func (s *Sandbox) SetLogger(l *slog.Logger) {
+	if l == nil {
+		l = discardLogger()
+	}
+	s.mu.Lock()
+	s.log = l
+	s.mu.Unlock()
+}
+
+func (s *Sandbox) logger() *slog.Logger {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// Dir is the sandbox directory (absolute).
+func (s *Sandbox) Dir() string { return s.dir }
+
+// ManifestPath is DIR/sandbox.json.
+func (s *Sandbox) ManifestPath() string { return filepath.Join(s.dir, ManifestFile) }
+
+// ConfigPath is DIR/vigil.yaml, a Vigil configuration for this sandbox.
+func (s *Sandbox) ConfigPath() string { return filepath.Join(s.dir, ConfigFile) }
+
+// Manifest is a snapshot of the manifest as last read or written.
+func (s *Sandbox) Manifest() Manifest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.clone()
+}
+
+// Topology of the sandbox.
+func (s *Sandbox) Topology() Topology { return s.Manifest().Topology }
+
+// Nodes is a snapshot of the nodes.
+func (s *Sandbox) Nodes() []Node { return s.Manifest().Nodes }
+
+// NodeNames are node1..nodeN.
+func (s *Sandbox) NodeNames() []string {
+	ns := s.Nodes()
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.Name
+	}
+	return out
+}
+
+// Node returns the named node, or an error listing the valid names.
+func (s *Sandbox) Node(name string) (Node, error) {
+	m := s.Manifest()
+	i, err := m.node(name)
+	if err != nil {
+		return Node{}, err
+	}
+	return m.Nodes[i], nil
+}
+
+// Addr is the TCP address of a node, or "" for an unknown node.
+func (s *Sandbox) Addr(name string) string {
+	n, err := s.Node(name)
+	if err != nil {
+		return ""
+	}
+	return n.Addr()
+}
+
+// ProxyAddr is the address reserved for Vigil's proxy listener.
+func (s *Sandbox) ProxyAddr() string { return s.Manifest().Proxy.Addr() }
+
+// AdminAddr is the address reserved for Vigil's admin listener.
+func (s *Sandbox) AdminAddr() string { return s.Manifest().Admin.Addr() }
+
+// Accounts of the sandbox.
+func (s *Sandbox) Accounts() Accounts { return s.Manifest().Accounts }
+
+// DSN is a go-sql-driver DSN for a node over TCP, or "" for an unknown
+// node. db may be empty.
+func (s *Sandbox) DSN(name, user, pass, db string) string {
+	n, err := s.Node(name)
+	if err != nil {
+		return ""
+	}
+	return TCPDSN(n.Addr(), user, pass, db)
+}
+
+// TCPDSN is a go-sql-driver DSN for addr.
+func TCPDSN(addr, user, pass, db string) string {
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = user, pass, "tcp", addr, db
+	return cfg.FormatDSN()
+}
+
+// SocketDSN is a go-sql-driver DSN that logs in as root over the node's
+// unix socket (root authenticates with unix_socket, so the caller must run
+// as OS user root), or "" for an unknown node.
+func (s *Sandbox) SocketDSN(name, db string) string {
+	n, err := s.Node(name)
+	if err != nil {
+		return ""
+	}
+	return socketConfig(n.Socket, db, 0).FormatDSN()
+}
+
+// refresh re-reads sandbox.json so the handle sees changes made by other
+// processes.
+func (s *Sandbox) refresh() error {
+	m, err := readManifest(s.dir)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.m = *m
+	s.mu.Unlock()
+	return nil
+}
+
+// update applies fn to the current manifest on disk under the directory
+// lock and writes the result.
+func (s *Sandbox) update(ctx context.Context, fn func(m *Manifest) error) error {
+	unlock, err := lockDir(ctx, s.dir, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	m, err := readManifest(s.dir)
+	if err != nil {
+		return err
+	}
+	if err := fn(m); err != nil {
+		return err
+	}
+	if err := writeManifest(s.dir, m); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.m = *m
+	s.mu.Unlock()
+	return nil
+}
+
+func readManifest(dir string) (*Manifest, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s (no %s; create one with: vigil sandbox up --dir %s)", ErrNoSandbox, dir, ManifestFile, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ManifestFile), err)
+	}
+	if len(m.Nodes) == 0 {
+		return nil, fmt.Errorf("%s lists no nodes", filepath.Join(dir, ManifestFile))
+	}
+	sort.SliceStable(m.Nodes, func(i, j int) bool { return m.Nodes[i].ServerID < m.Nodes[j].ServerID })
+	return &m, nil
+}
+
+// MarshalManifest is the exact sandbox.json document.
+func MarshalManifest(m *Manifest) ([]byte, error) {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+// writeManifest replaces sandbox.json atomically so readers without the
+// lock never see half a file.
+func writeManifest(dir string, m *Manifest) error {
+	data, err := MarshalManifest(m)
+	if err != nil {
+		return fmt.Errorf("encode manifest: %w", err)
+	}
+	return writeFileAtomic(filepath.Join(dir, ManifestFile), data, 0o644)
+}
+
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, perm); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// lockDir takes an exclusive flock on DIR/.sandbox.lock, waiting at most
+// wait.
+func lockDir(ctx context.Context, dir string, wait time.Duration) (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock sandbox: %w", err)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() {
+				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				_ = f.Close()
+			}, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			_ = f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("another vigil sandbox command is working on %s (lock held for over %s)", dir, wait)
+			}
+			return nil, fmt.Errorf("lock sandbox: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

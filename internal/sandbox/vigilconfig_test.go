@@ -1,0 +1,70 @@
+package sandbox
+
+import (
+	"testing"
+
+	"github.com/vigil-db/vigil/internal/config"
+)
+
+func TestVigilConfigRoundTrip(t *testing.T) {
+	for _, c := range []struct {
+		topo     Topology
+		nodes    int
+		wantType string
+		roles    []string
+		auto     bool
+	}{
+		{Replication, 3, "replication", []string{"primary", "replica", "replica"}, true},
+		{Galera, 3, "galera", []string{"", "", ""}, true},
+		{Standalone, 1, "replication", []string{"primary"}, true},
+		{Standalone, 2, "read-only", []string{"", ""}, false},
+	} {
+		t.Run(string(c.topo), func(t *testing.T) {
+			m := testManifest(t, c.topo, c.nodes, false)
+			data, err := RenderVigilConfig(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := config.Parse(data)
+			if err != nil {
+				t.Fatalf("config.Parse rejects vigil.yaml: %v\n%s", err, data)
+			}
+			if cfg.StateDir != "/tmp/sb/state" || cfg.Admin.Listen != m.Admin.Addr() {
+				t.Errorf("state_dir %q admin.listen %q", cfg.StateDir, cfg.Admin.Listen)
+			}
+			if len(cfg.Users) != 1 || cfg.Users[0].Name != "app" || cfg.Users[0].Password != "app" {
+				t.Errorf("users = %+v", cfg.Users)
+			}
+			if len(cfg.Clusters) != 1 {
+				t.Fatalf("clusters = %+v", cfg.Clusters)
+			}
+			cl := cfg.Clusters[0]
+			if cl.Name != "sandbox" || cl.Type != c.wantType || cl.Listen != m.Proxy.Addr() {
+				t.Errorf("cluster name %q type %q listen %q", cl.Name, cl.Type, cl.Listen)
+			}
+			if cl.Monitor.User != "monitor" || cl.Monitor.Password != "monitor" {
+				t.Errorf("monitor = %+v", cl.Monitor)
+			}
+			if cl.Failover.Auto != c.auto || cl.Failover.ReplUser != "repl" || cl.Failover.ReplPassword != "repl" {
+				t.Errorf("failover = %+v", cl.Failover)
+			}
+			if len(cl.Servers) != c.nodes {
+				t.Fatalf("servers = %+v", cl.Servers)
+			}
+			for i, s := range cl.Servers {
+				n := m.Nodes[i]
+				if s.Name != n.Name || s.Address != n.Addr() || s.Datadir != n.Datadir || s.Role != c.roles[i] {
+					t.Errorf("server %d = %+v, want %s %s role %q", i, s, n.Name, n.Addr(), c.roles[i])
+				}
+			}
+			// What we write is what a second round trip gives.
+			again, err := cfg.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := config.Parse(again); err != nil {
+				t.Fatalf("second round trip: %v", err)
+			}
+		})
+	}
+}
