@@ -209,6 +209,7 @@ func (e *Executor) decideAuto(ctx context.Context) {
 		return // an operation runs; it decides for itself
 	}
 	defer e.opMu.Unlock()
+	e.keepFencedReadOnly(ctx)
 	d := failover.Decide(e.input(nil))
 	switch d.Action {
 	case failover.ActEvent:
@@ -315,3 +316,31 @@ func (e *Executor) addr(name string) string {
 const fencePrefix = "fenced"
 
 func isFenceReason(r string) bool { return len(r) >= len(fencePrefix) && r[:len(fencePrefix)] == fencePrefix }
+
+// keepFencedReadOnly sets read_only=1 on a fenced server that answers
+// with read_only=OFF: an old primary that restarts with its own config
+// must not take writes from anyone, not only not from Vigil.
+func (e *Executor) keepFencedReadOnly(ctx context.Context) {
+	snap := e.mon.Snapshot()
+	if snap == nil || snap.Type != "replication" {
+		return
+	}
+	for _, h := range e.mon.Observations() {
+		if h.Last == nil || !h.Last.OK || h.Last.ReadOnly {
+			continue
+		}
+		i := snap.Index(h.Name)
+		if i < 0 || snap.Servers[i].State != topology.OfflineHard || !isFenceReason(snap.Servers[i].Reason) {
+			continue
+		}
+		q := []string{"SET GLOBAL read_only = 1"}
+		if h.Last.Flavor == topology.FlavorMySQL {
+			q = append(q, "SET GLOBAL super_read_only = 1")
+		}
+		if _, err := e.exec(ctx, h.Name, 2*time.Second, q...); err != nil {
+			e.log.Warn("could not make a fenced server read-only", "server", h.Name, "err", err)
+			continue
+		}
+		e.event(h.Name, "fenced_read_only", h.Name+" is fenced and came back writable: Vigil set read_only=1 on it; `vigil ctl rejoin "+h.Name+"` makes it a replica")
+	}
+}
