@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os/exec"
 	"syscall"
 	"testing"
 
@@ -28,4 +29,9 @@ func raiseNoFile(t testing.TB, n uint64) {
 	if r.Cur < n {
 		t.Logf("open-file limit is %d (hard), below %d", r.Cur, n)
 	}
+}
+
+func execCombined(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	return string(out), err
 }

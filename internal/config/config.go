@@ -242,7 +242,7 @@ func (c *Config) applyDefaults() {
 		setDur(&p.ValidateIdle, 10*time.Second)
 		m := &cl.Monitor
 		setDur(&m.Interval, 500*time.Millisecond)
-		setDur(&m.Timeout, time.Second)
+		setDur(&m.Timeout, 500*time.Millisecond)
 		if m.FailAfter == 0 {
 			m.FailAfter = 2
 		}

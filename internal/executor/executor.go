@@ -213,7 +213,9 @@ func (e *Executor) decideAuto(ctx context.Context) {
 	d := failover.Decide(e.input(nil))
 	switch d.Action {
 	case failover.ActEvent:
-		key := d.Situation.String() + "|" + d.Reason
+		// Reasons carry durations that change on every call: one event per
+		// situation and primary is enough.
+		key := d.Situation.String() + "|" + d.Detected.String()
 		e.mu.Lock()
 		fresh := key != e.lastSit
 		e.lastSit = key

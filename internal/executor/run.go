@@ -213,6 +213,10 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		q := []string{"SET GLOBAL read_only = 0"}
 		if mysql {
 			q = []string{"SET GLOBAL super_read_only = 0", "SET GLOBAL read_only = 0"}
+		} else if e.semiSync(ctx, s.Server, "rpl_semi_sync_slave_enabled") {
+			// Semi-synchronous replication follows the primary role: the new
+			// primary waits for its replicas' acknowledgements.
+			q = append([]string{"SET GLOBAL rpl_semi_sync_master_enabled = ON"}, q...)
 		}
 		_, err := e.exec(ctx, s.Server, 5*time.Second, q...)
 		return err
@@ -348,7 +352,14 @@ func (e *Executor) repoint(ctx context.Context, s failover.Step, mysql bool) err
 		if strings.Contains(s.Detail, "MASTER_USE_GTID=current_pos") {
 			mode = "current_pos"
 		}
-		q = []string{"STOP SLAVE", fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=%s, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1", host, port, e.opts.ReplUser, e.opts.ReplPass, mode), "START SLAVE"}
+		q = []string{"STOP SLAVE"}
+		if e.semiSync(ctx, s.Server, "rpl_semi_sync_master_enabled") {
+			// A former primary must not wait for acknowledgements of its
+			// own applied transactions (it has no replicas): it becomes a
+			// semi-sync replica instead.
+			q = append(q, "SET GLOBAL rpl_semi_sync_master_enabled = OFF", "SET GLOBAL rpl_semi_sync_slave_enabled = ON")
+		}
+		q = append(q, fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=%s, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1", host, port, e.opts.ReplUser, e.opts.ReplPass, mode), "START SLAVE")
 	}
 	_, err = e.exec(ctx, s.Server, 10*time.Second, q...)
 	return err
@@ -432,4 +443,11 @@ func (e *Executor) hook(ctx context.Context, command string, pl *failover.Plan) 
 		return fmt.Errorf("%q: %v: %s", command, err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// semiSync reports whether a semi-sync variable is ON on a server (false
+// when the plugin is absent or the server cannot be asked).
+func (e *Executor) semiSync(ctx context.Context, server, variable string) bool {
+	rows, err := e.exec(ctx, server, 2*time.Second, "SELECT @@GLOBAL."+variable)
+	return err == nil && len(rows) == 1 && (rows[0][0] == "1" || rows[0][0] == "ON")
 }

@@ -81,6 +81,16 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 					exclude = idx
 					continue
 				}
+				if target != router.Reader && time.Now().Add(100*time.Millisecond).Before(deadline) && ctx.Err() == nil {
+					// The writer does not answer: it may be dying and about
+					// to be replaced. Wait for the topology rather than fail
+					// the statement at once.
+					select {
+					case <-time.After(50 * time.Millisecond):
+					case <-cctx.Done():
+					}
+					continue
+				}
 				return nil, mysqlproto.NewError(mysqlproto.ERVigilBackendConnect, mysqlproto.SSVigilUnavailable,
 					"Vigil: cannot connect to %s %s of cluster %s: %v", target, snap.Servers[idx].Name, opts.Cluster, err)
 			}

@@ -1,0 +1,460 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/admin"
+	"github.com/vigil-db/vigil/internal/config"
+	"github.com/vigil-db/vigil/internal/sandbox"
+)
+
+// clusterEnv is a sandbox with Vigil (proxy and admin API) in front.
+type clusterEnv struct {
+	sb    *sandbox.Sandbox
+	v     *vigilProc
+	addr  string
+	admin string
+	bin   string
+}
+
+func newClusterEnv(t *testing.T, opts sandbox.Options, tweak func(*config.Config)) *clusterEnv {
+	sb := Sandbox(t, opts)
+	cfg, err := config.Load(sb.ConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tweak != nil {
+		tweak(cfg)
+	}
+	data, _ := cfg.Marshal()
+	path := filepath.Join(sb.Dir(), "vigil-e2e.yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := &clusterEnv{sb: sb, addr: cfg.Clusters[0].Listen, admin: cfg.Admin.Listen, bin: BuildVigil(t)}
+	env.v = startVigil(t, path, env.addr)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("vigil events:\n%s", env.events(t))
+		}
+	})
+	// Wait until the monitor found the writer.
+	Eventually(t, 15*time.Second, "a routed writer", func() error {
+		if w := env.writer(t); w == "" {
+			return fmt.Errorf("no writer yet")
+		}
+		return nil
+	})
+	return env
+}
+
+func (e *clusterEnv) ctl(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	res, err := RunVigil(t, append([]string{"ctl", "--admin", e.admin}, args...)...)
+	return res.Stdout + res.Stderr, err
+}
+
+func (e *clusterEnv) servers(t testing.TB) []admin.ServerView {
+	t.Helper()
+	out, err := e.ctl(t, "--json", "servers")
+	if err != nil {
+		t.Fatalf("ctl servers: %v\n%s", err, out)
+	}
+	var list []admin.ServerView
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("ctl servers: %v\n%s", err, out)
+	}
+	return list
+}
+
+func (e *clusterEnv) writer(t testing.TB) string {
+	for _, s := range e.servers(t) {
+		if s.Writer && s.Writable && s.State == "ONLINE" {
+			return s.Name
+		}
+	}
+	return ""
+}
+
+func (e *clusterEnv) server(t testing.TB, name string) admin.ServerView {
+	for _, s := range e.servers(t) {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no server %s", name)
+	return admin.ServerView{}
+}
+
+func (e *clusterEnv) events(t testing.TB) string {
+	out, _ := e.ctl(t, "events", "--limit", "200")
+	return out
+}
+
+// writerLoop inserts numbered rows through Vigil and remembers which were
+// acknowledged.
+type writerLoop struct {
+	mu     sync.Mutex
+	acked  []int
+	errs   int
+	lastOK time.Time
+	firstOKAfter func(time.Time) time.Time
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func startWriter(t *testing.T, dsn string) *writerLoop {
+	db := openDB(t, dsn)
+	db.SetMaxOpenConns(1)
+	mustExec(t, db, "CREATE TABLE IF NOT EXISTS vigil_test.acked (n INT PRIMARY KEY, at TIMESTAMP(6) DEFAULT CURRENT_TIMESTAMP(6))")
+	w := &writerLoop{stop: make(chan struct{}), done: make(chan struct{})}
+	var oks []time.Time
+	var fails []time.Time
+	// firstOKAfter is when writes worked again after the outage that
+	// followed t0: the first acknowledgement after the last failure.
+	w.firstOKAfter = func(t0 time.Time) time.Time {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		from := t0
+		for _, f := range fails {
+			if f.After(from) {
+				from = f
+			}
+		}
+		for _, t := range oks {
+			if t.After(from) {
+				return t
+			}
+		}
+		return time.Time{}
+	}
+	go func() {
+		defer close(w.done)
+		for n := 1; ; n++ {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := db.ExecContext(ctx, "INSERT INTO vigil_test.acked (n) VALUES (?)", n)
+			cancel()
+			w.mu.Lock()
+			if err == nil {
+				w.acked = append(w.acked, n)
+				now := time.Now()
+				w.lastOK = now
+				oks = append(oks, now)
+			} else {
+				w.errs++
+				fails = append(fails, time.Now())
+			}
+			w.mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+func (w *writerLoop) finish() (acked []int, errs int) {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]int(nil), w.acked...), w.errs
+}
+
+// checkAcked verifies every acknowledged row is on node.
+func checkAcked(t *testing.T, sb *sandbox.Sandbox, node string, acked []int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := sb.SQL(ctx, node, "SELECT n FROM vigil_test.acked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, r := range rows {
+		have[r[0]] = true
+	}
+	missing := 0
+	for _, n := range acked {
+		if !have[fmt.Sprint(n)] {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d acknowledged rows are missing on %s", missing, len(acked), node)
+	}
+}
+
+// waitFailover waits until a server other than old is the routed writer
+// and returns it with the time the writer loop's first write after t0
+// was acknowledged.
+func waitFailover(t *testing.T, env *clusterEnv, w *writerLoop, old string, t0 time.Time) (string, time.Duration) {
+	var newPrimary string
+	Eventually(t, 30*time.Second, "a new writer", func() error {
+		nw := env.writer(t)
+		if nw == "" || nw == old {
+			return fmt.Errorf("writer is %q", nw)
+		}
+		newPrimary = nw
+		return nil
+	})
+	var first time.Time
+	Eventually(t, 15*time.Second, "an acknowledged write on the new primary", func() error {
+		if first = w.firstOKAfter(t0); first.IsZero() {
+			return fmt.Errorf("no write acknowledged yet")
+		}
+		return nil
+	})
+	return newPrimary, first.Sub(t0)
+}
+
+func replicatesFrom(t *testing.T, sb *sandbox.Sandbox, node, source string) {
+	t.Helper()
+	Eventually(t, 20*time.Second, node+" replicating from "+source, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := sb.Status(ctx)
+		if err != nil {
+			return err
+		}
+		ns, ok := st.Node(node)
+		if !ok {
+			return fmt.Errorf("no %s", node)
+		}
+		if !ns.Replicating || ns.Source != source {
+			return fmt.Errorf("%s: replicating %v from %q", node, ns.Replicating, ns.Source)
+		}
+		return nil
+	})
+}
+
+func TestFailoverKillPrimary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, nil)
+	dsn := fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr)
+	w := startWriter(t, dsn)
+	time.Sleep(time.Second)
+	ctx := context.Background()
+	t0 := time.Now()
+	if err := env.sb.Kill(ctx, "node1"); err != nil {
+		t.Fatal(err)
+	}
+	newPrimary, took := waitFailover(t, env, w, "node1", t0)
+	t.Logf("kill -9 node1 → first acknowledged write on %s after %s", newPrimary, took.Round(time.Millisecond))
+	time.Sleep(500 * time.Millisecond)
+	acked, errs := w.finish()
+	t.Logf("%d writes acknowledged, %d failed during the failover", len(acked), errs)
+	checkAcked(t, env.sb, newPrimary, acked)
+	other := "node2"
+	if newPrimary == "node2" {
+		other = "node3"
+	}
+	replicatesFrom(t, env.sb, other, newPrimary)
+
+	// The old primary comes back: never routed, never writable, until rejoin.
+	if err := env.sb.Start(ctx, "node1"); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 15*time.Second, "node1 made read-only while fenced", func() error {
+		rows, err := env.sb.SQL(ctx, "node1", "SELECT @@read_only")
+		if err != nil || len(rows) != 1 || rows[0][0] != "1" {
+			return fmt.Errorf("read_only %v %v", rows, err)
+		}
+		return nil
+	})
+	if s := env.server(t, "node1"); s.State != "OFFLINE_HARD" || s.Readable || s.Writable || s.Writer {
+		t.Fatalf("returned old primary is routed: %+v", s)
+	}
+	if out, err := env.ctl(t, "rejoin", "node1"); err != nil {
+		t.Fatalf("rejoin: %v\n%s", err, out)
+	}
+	replicatesFrom(t, env.sb, "node1", newPrimary)
+	Eventually(t, 15*time.Second, "node1 routed as a replica again", func() error {
+		if s := env.server(t, "node1"); s.State != "ONLINE" || !s.Readable || s.Writable {
+			return fmt.Errorf("node1 %+v", s)
+		}
+		return nil
+	})
+
+	// A second failure within min_interval: no automatic failover.
+	w2 := startWriter(t, dsn)
+	t1 := time.Now()
+	if err := env.sb.Kill(ctx, newPrimary); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(6 * time.Second)
+	if wr := env.writer(t); wr != "" {
+		t.Fatalf("automatic failover ran within min_interval: writer %s", wr)
+	}
+	if ev := env.events(t); !strings.Contains(ev, "min_interval") && !strings.Contains(ev, "RecentFailover") {
+		t.Fatalf("no event says why there was no failover:\n%s", ev)
+	}
+	// After ack a new failover works.
+	if out, err := env.ctl(t, "ack"); err != nil {
+		t.Fatalf("ack: %v\n%s", err, out)
+	}
+	third, took2 := waitFailover(t, env, w2, newPrimary, t1)
+	acked2, _ := w2.finish()
+	t.Logf("after ack: %s is the primary; first write %s after the kill", third, took2.Round(time.Millisecond))
+	checkAcked(t, env.sb, third, acked2)
+}
+
+func TestSwitchoverUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, nil)
+	sysbench(t, env.addr, "oltp_read_write", "prepare")
+	time.Sleep(time.Second)
+	done := make(chan string, 1)
+	go func() {
+		done <- sysbenchNoFail(env.addr, "oltp_read_write", "--threads=32", "--time=20", "--report-interval=0", "run")
+	}()
+	time.Sleep(6 * time.Second)
+	out, err := env.ctl(t, "--json", "switchover")
+	if err != nil {
+		t.Fatalf("switchover: %v\n%s", err, out)
+	}
+	var res admin.OpResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || !res.OK {
+		t.Fatalf("switchover result: %v %s", err, out)
+	}
+	t.Logf("switchover %s → %s took %.0f ms; writes held %.0f ms", res.Old, res.New, res.ElapsedMs, res.PauseMs)
+	sb := <-done
+	if strings.Contains(sb, "FATAL") || !strings.Contains(sb, "queries:") {
+		t.Fatalf("sysbench saw a client error during the switchover:\n%s", sb)
+	}
+	if n := sysbenchErrors(sb); n > 0 {
+		t.Logf("%d deadlocks retried by sysbench (inherent to oltp_read_write)", n)
+	}
+	if w := env.writer(t); w != res.New {
+		t.Fatalf("writer is %s, want %s", w, res.New)
+	}
+	replicatesFrom(t, env.sb, res.Old, res.New)
+	// A second request while none runs works; a dry run changes nothing.
+	if out, err := env.ctl(t, "switchover", "--dry-run"); err != nil || !strings.Contains(out, "CHOSEN") {
+		t.Fatalf("dry run: %v\n%s", err, out)
+	}
+}
+
+func sysbenchNoFail(addr string, args ...string) string {
+	host, port, _ := strings.Cut(addr, ":")
+	base := []string{"--db-driver=mysql", "--mysql-host=" + host, "--mysql-port=" + port,
+		"--mysql-user=app", "--mysql-password=app", "--mysql-db=sbtest", "--tables=2", "--table-size=10000"}
+	out, err := execCombined("sysbench", append(base, args...)...)
+	if err != nil {
+		return out + "\nFATAL: sysbench exited: " + err.Error()
+	}
+	return out
+}
+
+func TestFailoverPausedAndIsolatedPrimary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	for _, fault := range []string{"pause", "isolate"} {
+		t.Run(fault, func(t *testing.T) {
+			env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, nil)
+			dsn := fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s&readTimeout=5s&writeTimeout=5s", env.addr)
+			w := startWriter(t, dsn)
+			time.Sleep(time.Second)
+			ctx := context.Background()
+			t0 := time.Now()
+			var err error
+			if fault == "pause" {
+				err = env.sb.Pause(ctx, "node1")
+			} else {
+				err = env.sb.Isolate(ctx, "node1")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			newPrimary, took := waitFailover(t, env, w, "node1", t0)
+			t.Logf("%s node1 → first acknowledged write on %s after %s", fault, newPrimary, took.Round(time.Millisecond))
+			acked, errs := w.finish()
+			t.Logf("%d writes acknowledged, %d failed", len(acked), errs)
+			checkAcked(t, env.sb, newPrimary, acked)
+			if fault == "pause" {
+				err = env.sb.Resume(ctx, "node1")
+			} else {
+				err = env.sb.Heal(ctx, "node1")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// After it is back: never two writable primaries routed.
+			deadline := time.Now().Add(6 * time.Second)
+			for time.Now().Before(deadline) {
+				writers := 0
+				for _, s := range env.servers(t) {
+					if s.Writer {
+						writers++
+					}
+					if s.Name == "node1" && (s.Writable || s.Readable) {
+						t.Fatalf("old primary routed after %s: %+v", fault, s)
+					}
+				}
+				if writers != 1 {
+					t.Fatalf("%d routed writers", writers)
+				}
+				time.Sleep(300 * time.Millisecond)
+			}
+		})
+	}
+}
+
+func TestOverloadedPrimaryNoFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3}, nil)
+	ctx := context.Background()
+	if _, err := env.sb.SQL(ctx, "node1", "SET GLOBAL max_connections = 20"); err != nil {
+		t.Fatal(err)
+	}
+	defer env.sb.SQL(ctx, "node1", "SET GLOBAL max_connections = 1000")
+	// Fill the primary with plain connections until it refuses (1040).
+	var held []*sql.DB
+	defer func() {
+		for _, db := range held {
+			db.Close()
+		}
+	}()
+	refused := false
+	for i := 0; i < 40 && !refused; i++ {
+		db, _ := sql.Open("mysql", env.sb.DSN("node1", "app", "app", ""))
+		db.SetMaxIdleConns(1)
+		if err := db.Ping(); err != nil {
+			if strings.Contains(err.Error(), "1040") || strings.Contains(err.Error(), "Too many connections") {
+				refused = true
+			}
+			db.Close()
+			continue
+		}
+		held = append(held, db)
+	}
+	if !refused {
+		t.Fatal("the primary never refused a connection")
+	}
+	time.Sleep(6 * time.Second)
+	if w := env.writer(t); w != "node1" {
+		t.Fatalf("writer moved to %q while the primary was only overloaded", w)
+	}
+	if ev := env.events(t); !strings.Contains(strings.ToLower(ev), "overload") {
+		t.Fatalf("no overloaded event:\n%s", ev)
+	}
+}
