@@ -85,6 +85,10 @@ func (s *State) Reset(schema string) {
 }
 
 func (s *State) rehash() {
+	if len(s.vars) == 0 {
+		s.hash = 0 // the zero State, which sessions start with
+		return
+	}
 	var h maphash.Hash
 	h.SetSeed(seed)
 	for _, v := range s.vars {

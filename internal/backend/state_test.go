@@ -7,6 +7,14 @@ func TestStateSatisfiesAndReplay(t *testing.T) {
 	if !conn.Satisfies(&sess) {
 		t.Fatal("empty states must match")
 	}
+	// A connection reset to empty matches a session that never set anything
+	// (the hash of no variables is the zero value's).
+	var reset State
+	reset.Set("x", "1")
+	reset.Reset("")
+	if !reset.Satisfies(&sess) {
+		t.Fatal("a reset state must match the zero state")
+	}
 	sess.Set("sql_mode", "STRICT_TRANS_TABLES")
 	sess.Set("wait_timeout", "100")
 	sess.SetSchema("db1")
