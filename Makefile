@@ -6,7 +6,7 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 E2E_TIMEOUT ?= 40m
 
-.PHONY: all build deps test unit e2e fuzz bench demo clean vet
+.PHONY: all build deps test unit e2e fuzz bench bench-failover demo clean vet
 
 all: build
 
@@ -31,12 +31,17 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzHandshakeResponse -fuzztime=10s ./internal/mysqlproto/
 
 e2e: build
-	$(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./e2e/
+	$(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./e2e/ ./internal/monitor/
 
 test: deps vet build unit fuzz e2e
 
 bench: deps build
 	bin/vigil bench $(BENCH_FLAGS)
+
+# Failover timing over several runs: kill -9 → first acknowledged write,
+# and the switchover write pause (docs/benchmarks.md).
+bench-failover: deps build
+	VIGIL_BENCH_FAILOVER=$${RUNS:-5} $(GO) test -count=1 -v -run 'TestFailoverTiming' -timeout 20m ./e2e/ | grep -E 'run [0-9]+:|median|^(ok|FAIL|---)'
 
 demo: deps build
 	scripts/demo.sh

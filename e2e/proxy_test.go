@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/vigil-db/vigil/internal/admin"
 	"github.com/vigil-db/vigil/internal/config"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/sandbox"
@@ -26,7 +29,30 @@ type proxyEnv struct {
 	sb    *sandbox.Sandbox
 	v     *vigilProc
 	addr  string
+	admin string
 	nodes []string
+}
+
+// waitAllOnline waits until Vigil's monitor routes every server again (a
+// test that stopped replication leaves a replica SHUNNED for a while).
+func (e *proxyEnv) waitAllOnline(t *testing.T) {
+	Eventually(t, 30*time.Second, "every server ONLINE", func() error {
+		resp, err := http.Get("http://" + e.admin + "/api/v1/servers")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var list []admin.ServerView
+		if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+			return err
+		}
+		for _, s := range list {
+			if s.State != "ONLINE" {
+				return fmt.Errorf("%s is %s", s.Name, s.State)
+			}
+		}
+		return nil
+	})
 }
 
 func (e *proxyEnv) dsn(extra string) string {
@@ -57,7 +83,9 @@ func newProxyEnv(t *testing.T) *proxyEnv {
 	addr := cfg.Clusters[0].Listen
 	enableUserStats(t, sb, []string{"node1", "node2", "node3"})
 	v := startVigil(t, path, addr)
-	return &proxyEnv{sb: sb, v: v, addr: addr, nodes: []string{"node1", "node2", "node3"}}
+	env := &proxyEnv{sb: sb, v: v, addr: addr, admin: cfg.Admin.Listen, nodes: []string{"node1", "node2", "node3"}}
+	env.waitAllOnline(t)
+	return env
 }
 
 func TestProxy(t *testing.T) {
@@ -525,6 +553,7 @@ func testReadYourWrites(t *testing.T, env *proxyEnv, _ *sql.DB) {
 }
 
 func testReadSplit(t *testing.T, env *proxyEnv, db *sql.DB) {
+	env.waitAllOnline(t)
 	before := readCounters(t, env.sb, env.nodes)
 	other := openDB(t, env.dsn("")) // a fresh client has no recent write
 	for range 200 {

@@ -7,7 +7,6 @@ package backend
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -93,7 +92,6 @@ type Key struct {
 // Result is what Exec returns for Vigil's own statements.
 type Result struct {
 	Rows [][]string
-	OK   mysqlproto.OK
 }
 
 // Exec runs sql (text protocol, possibly several statements) and returns
@@ -101,118 +99,11 @@ type Result struct {
 // are applied to c.State. A server error is returned as *mysqlproto.SQLError
 // and leaves the connection usable; any other error marks it broken.
 func (c *Conn) Exec(ctx context.Context, sql string) (*Result, error) {
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
-		defer c.SetDeadline(time.Time{})
-	}
-	c.Seq = 0
-	buf, start := c.BeginPacket()
-	buf = append(buf, mysqlproto.ComQuery)
-	buf = append(buf, sql...)
-	if err := c.FinishPacket(buf, start); err != nil {
-		return nil, err
-	}
-	if err := c.Flush(); err != nil {
-		c.Broken = true
-		return nil, err
-	}
-	res, err := c.readTextResults()
+	_, rows, err := c.ExecColumns(ctx, sql)
 	if err != nil {
-		var se *mysqlproto.SQLError
-		if !errors.As(err, &se) {
-			c.Broken = true
-		}
+		return nil, err
 	}
-	return res, err
-}
-
-func (c *Conn) readTextResults() (*Result, error) {
-	res := &Result{}
-	var firstErr error
-	for {
-		p, err := c.ReadPacket()
-		if err != nil {
-			return nil, err
-		}
-		switch p[0] {
-		case mysqlproto.ErrPacket:
-			// An error ends the whole multi-statement response.
-			return nil, mysqlproto.ParseErr(p)
-		case mysqlproto.OKPacket:
-			ok, good := mysqlproto.ParseOK(p, c.SessionTrack)
-			if !good {
-				return nil, fmt.Errorf("%w: OK packet", mysqlproto.ErrMalformed)
-			}
-			c.ApplyOK(&ok)
-			res.OK = ok
-			if ok.Status&mysqlproto.ServerMoreResultsExists == 0 {
-				return res, firstErr
-			}
-			continue
-		case mysqlproto.LocalInfilePacket:
-			if err := c.WritePacket(nil); err != nil {
-				return nil, err
-			}
-			if err := c.Flush(); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		ncols, _, ok := mysqlproto.ReadLenEncInt(p, 0)
-		if !ok {
-			return nil, fmt.Errorf("%w: column count", mysqlproto.ErrMalformed)
-		}
-		for range ncols {
-			if _, err := c.ReadPacket(); err != nil {
-				return nil, err
-			}
-		}
-		if !c.DeprecateEOF {
-			if _, err := c.ReadPacket(); err != nil {
-				return nil, err
-			}
-		}
-		res.Rows = res.Rows[:0]
-		for {
-			p, err := c.ReadPacket()
-			if err != nil {
-				return nil, err
-			}
-			if p[0] == mysqlproto.ErrPacket {
-				return nil, mysqlproto.ParseErr(p)
-			}
-			if p[0] == mysqlproto.EOFPacket && len(p) < 0xffffff {
-				var status uint16
-				if c.DeprecateEOF {
-					ok, _ := mysqlproto.ParseOK(p, c.SessionTrack)
-					c.ApplyOK(&ok)
-					status = ok.Status
-				} else {
-					status = mysqlproto.ParseEOF(p).Status
-				}
-				if status&mysqlproto.ServerMoreResultsExists == 0 {
-					return res, firstErr
-				}
-				break
-			}
-			row := make([]string, 0, ncols)
-			pos := 0
-			for range ncols {
-				if pos < len(p) && p[pos] == 0xfb {
-					row = append(row, "")
-					pos++
-					continue
-				}
-				v, next, ok := mysqlproto.ReadLenEncString(p, pos)
-				if !ok {
-					return nil, fmt.Errorf("%w: row", mysqlproto.ErrMalformed)
-				}
-				row = append(row, string(v))
-				pos = next
-			}
-			res.Rows = append(res.Rows, row)
-		}
-	}
+	return &Result{Rows: rows}, nil
 }
 
 // ApplyOK records the session changes an OK packet reports.
