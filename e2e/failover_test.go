@@ -103,13 +103,13 @@ func (e *clusterEnv) events(t testing.TB) string {
 // writerLoop inserts numbered rows through Vigil and remembers which were
 // acknowledged.
 type writerLoop struct {
-	mu     sync.Mutex
-	acked  []int
-	errs   int
-	lastOK time.Time
+	mu           sync.Mutex
+	acked        []int
+	errs         int
+	lastOK       time.Time
 	firstOKAfter func(time.Time) time.Time
-	stop   chan struct{}
-	done   chan struct{}
+	stop         chan struct{}
+	done         chan struct{}
 }
 
 func startWriter(t *testing.T, dsn string) *writerLoop {

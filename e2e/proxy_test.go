@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -234,8 +234,10 @@ func testAutocommitOff(t *testing.T, env *proxyEnv, db *sql.DB) {
 		mustExec(t, conn, "SET autocommit=1")
 	}
 	after := readCounters(t, env.sb, env.nodes)
-	if d := after.delta(before, "node1", "write"); d != 10 {
-		t.Errorf("primary saw %d UPDATEs, want 10", d)
+	// USER_STATISTICS may still be counting the INSERT before the loop, so
+	// the primary's count is at least 10; the replicas' must be exactly 0.
+	if d := after.delta(before, "node1", "write"); d < 10 {
+		t.Errorf("primary saw %d writes, want at least the 10 UPDATEs", d)
 	}
 	for _, n := range []string{"node2", "node3"} {
 		if d := after.delta(before, n, "write"); d != 0 {

@@ -317,7 +317,9 @@ func (e *Executor) addr(name string) string {
 
 const fencePrefix = "fenced"
 
-func isFenceReason(r string) bool { return len(r) >= len(fencePrefix) && r[:len(fencePrefix)] == fencePrefix }
+func isFenceReason(r string) bool {
+	return len(r) >= len(fencePrefix) && r[:len(fencePrefix)] == fencePrefix
+}
 
 // keepFencedReadOnly sets read_only=1 on a fenced server that answers
 // with read_only=OFF: an old primary that restarts with its own config
