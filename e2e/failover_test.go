@@ -279,6 +279,13 @@ func TestFailoverKillPrimary(t *testing.T) {
 	if s := env.server(t, "node1"); s.State != "OFFLINE_HARD" || s.Readable || s.Writable || s.Writer {
 		t.Fatalf("returned old primary is routed: %+v", s)
 	}
+	// Semi-sync: nothing the old primary committed is missing.
+	Eventually(t, 15*time.Second, "a salvage report", func() error {
+		if !strings.Contains(env.events(t), "salvage: node1 has no transaction") {
+			return fmt.Errorf("no salvage report with 0 transactions yet")
+		}
+		return nil
+	})
 	if out, err := env.ctl(t, "rejoin", "node1"); err != nil {
 		t.Fatalf("rejoin: %v\n%s", err, out)
 	}
@@ -396,6 +403,12 @@ func TestFailoverPausedAndIsolatedPrimary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			Eventually(t, 20*time.Second, "a salvage report", func() error {
+				if !strings.Contains(env.events(t), "salvage: node1 has") {
+					return fmt.Errorf("no salvage report yet")
+				}
+				return nil
+			})
 			// After it is back: never two writable primaries routed.
 			deadline := time.Now().Add(6 * time.Second)
 			for time.Now().Before(deadline) {

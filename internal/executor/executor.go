@@ -95,6 +95,8 @@ type Executor struct {
 	facts   map[string]failover.ServerFacts
 	lastSit string // for event deduplication
 
+	salvaged map[int64]bool // failover records (by start) already salvaged
+
 	opMu sync.Mutex // held while an operation runs
 	kick chan struct{}
 	j    *journal
@@ -114,7 +116,7 @@ func New(opts Options, mon Monitor, router Router, log *slog.Logger, onEvent fun
 		onEvent = func(Event) {}
 	}
 	e := &Executor{opts: opts, mon: mon, router: router, log: log, onEv: onEvent, history: hist,
-		facts: map[string]failover.ServerFacts{}, kick: make(chan struct{}, 1), j: j}
+		facts: map[string]failover.ServerFacts{}, kick: make(chan struct{}, 1), j: j, salvaged: map[int64]bool{}}
 	// An operation that never ended means Vigil stopped during it: it
 	// counts as failed until an operator acknowledges it.
 	for i := range e.history.Records {
@@ -167,6 +169,7 @@ func (e *Executor) Run(ctx context.Context) error {
 
 // input builds the engine's input from what is known now.
 func (e *Executor) input(req *failover.Request) failover.Input {
+	now := time.Now()
 	snap := e.mon.Snapshot()
 	obs := map[string]*topology.Observation{}
 	e.mu.Lock()
@@ -185,6 +188,7 @@ func (e *Executor) input(req *failover.Request) failover.Input {
 		// detection needs); without LogBin they are never promoted.
 		f := facts[h.Name]
 		f.FailingSince = h.FailingSince
+		f.SecondsSinceSourceEvent = -1 // not measured: the IO thread state decides
 		facts[h.Name] = f
 	}
 	var fenced []string
@@ -200,7 +204,7 @@ func (e *Executor) input(req *failover.Request) failover.Input {
 		r := *running
 		run = &r
 	}
-	return failover.Input{Now: time.Now(), Snapshot: snap, Obs: obs, Facts: facts, History: hist,
+	return failover.Input{Now: now, Snapshot: snap, Obs: obs, Facts: facts, History: hist,
 		Options: e.opts.Engine, Request: req, Running: run, Fenced: fenced}
 }
 
@@ -210,6 +214,7 @@ func (e *Executor) decideAuto(ctx context.Context) {
 	}
 	defer e.opMu.Unlock()
 	e.keepFencedReadOnly(ctx)
+	e.checkSalvage(ctx)
 	d := failover.Decide(e.input(nil))
 	switch d.Action {
 	case failover.ActEvent:
@@ -348,3 +353,4 @@ func (e *Executor) keepFencedReadOnly(ctx context.Context) {
 		e.event(h.Name, "fenced_read_only", h.Name+" is fenced and came back writable: Vigil set read_only=1 on it; `vigil ctl rejoin "+h.Name+"` makes it a replica")
 	}
 }
+

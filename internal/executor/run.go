@@ -179,7 +179,8 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		if mysql {
 			q = append(q, "SET GLOBAL super_read_only = 1")
 		}
-		_, err := e.exec(ctx, s.Server, timeoutOr(s.Timeout, 2*time.Second), q...)
+		// The old primary of a failover is presumed dead: do not wait long.
+		_, err := e.exec(ctx, s.Server, timeoutOr(s.Timeout, time.Second), q...)
 		return err
 	case failover.FenceHook:
 		return e.hook(ctx, e.opts.Engine.FenceCommand, pl)

@@ -15,11 +15,15 @@ import (
 
 // conn opens a connection to a server with the monitor account.
 func (e *Executor) conn(ctx context.Context, name string) (*backend.Conn, error) {
+	return e.connTimeout(ctx, name, 3*time.Second)
+}
+
+func (e *Executor) connTimeout(ctx context.Context, name string, timeout time.Duration) (*backend.Conn, error) {
 	addr := e.addr(name)
 	if addr == "" {
 		return nil, fmt.Errorf("no server %q", name)
 	}
-	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, min(timeout, 3*time.Second))
 	defer cancel()
 	mc, g, err := mysqlproto.Dial(dctx, &mysqlproto.DialConfig{Addr: addr, User: e.opts.User, Password: e.opts.Password})
 	if err != nil {
@@ -32,7 +36,7 @@ func (e *Executor) conn(ctx context.Context, name string) (*backend.Conn, error)
 
 // exec runs statements on a server, each bounded by timeout.
 func (e *Executor) exec(ctx context.Context, name string, timeout time.Duration, stmts ...string) ([][]string, error) {
-	c, err := e.conn(ctx, name)
+	c, err := e.connTimeout(ctx, name, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +94,9 @@ func (e *Executor) readFacts(ctx context.Context, name string) (failover.ServerF
 	}
 	f.LogBin = res.Rows[0][0] == "1"
 	f.LogSlaveUpdates = res.Rows[0][1] == "1"
+	if r, err := c.Exec(qctx, "SHOW GLOBAL STATUS LIKE 'Slave_heartbeat_period'"); err == nil && len(r.Rows) == 1 && len(r.Rows[0]) == 2 {
+		f.HeartbeatPeriod, _ = strconv.ParseFloat(r.Rows[0][1], 64)
+	}
 	cols, rows, err := c.ExecColumns(qctx, "SHOW SLAVE STATUS")
 	if err == nil && len(rows) == 1 {
 		var parts []string
@@ -100,8 +107,6 @@ func (e *Executor) readFacts(ctx context.Context, name string) (failover.ServerF
 				v := strings.Split(rows[0][i], ",")
 				sort.Strings(v)
 				parts = append(parts, col+"="+strings.Join(v, ","))
-			case "Slave_heartbeat_period":
-				f.HeartbeatPeriod, _ = strconv.ParseFloat(rows[0][i], 64)
 			}
 		}
 		f.Filters = strings.Join(parts, ";")

@@ -73,8 +73,12 @@ type ReplicaStatus struct {
 
 	// SQLDelay is the configured MASTER_DELAY / SOURCE_DELAY in seconds;
 	// SQLRemainingDelay is -1 when NULL.
-	SQLDelay          int64
-	SQLRemainingDelay int64
+	SQLDelay int64
+	// ReceivedHeartbeats is MariaDB's Slave_received_heartbeats: it grows
+	// with every heartbeat from an idle source, so a counter that stops
+	// (with the GTID IO position) says the source went silent.
+	ReceivedHeartbeats int64
+	SQLRemainingDelay  int64
 
 	SourceLogFile      string
 	ReadSourceLogPos   uint64
@@ -147,6 +151,8 @@ func ParseReplicaStatus(cols, row []string) ReplicaStatus {
 			rs.RetrievedGTIDSet = normalizeGTIDSet(v)
 		case "Executed_Gtid_Set":
 			rs.ExecutedGTIDSet = normalizeGTIDSet(v)
+		case "Replica_received_heartbeats":
+			rs.ReceivedHeartbeats = intOr(v, 0)
 		case "SQL_Delay":
 			rs.SQLDelay = intOr(v, 0)
 		case "SQL_Remaining_Delay":

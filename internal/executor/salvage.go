@@ -1,0 +1,136 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+// Salvage: once the old primary of a failover answers again, write every
+// transaction it committed that never reached the new primary to
+// state_dir/salvage/<time>-<node>.sql (with its GTIDs) and report the
+// count. Nothing acknowledged under semi-sync can be there; when the old
+// primary had fallen back to asynchronous replication the event says that
+// data could be lost.
+
+// salvageDue returns the latest successful failover whose old primary is
+// fenced, answers now and was not salvaged yet.
+func (e *Executor) salvageDue() (failover.Record, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := len(e.history.Records) - 1; i >= 0; i-- {
+		r := e.history.Records[i]
+		if r.Kind != failover.RecordFailover {
+			continue
+		}
+		if !r.OK || e.salvaged[r.Started.UnixNano()] {
+			return r, false
+		}
+		return r, true
+	}
+	return failover.Record{}, false
+}
+
+func (e *Executor) checkSalvage(ctx context.Context) {
+	rec, due := e.salvageDue()
+	if !due {
+		return
+	}
+	var oldObs, newObs *topology.Observation
+	for _, h := range e.mon.Observations() {
+		switch h.Name {
+		case rec.OldPrimary:
+			oldObs = h.Last
+		case rec.NewPrimary:
+			newObs = h.Last
+		}
+	}
+	if oldObs == nil || !oldObs.OK || newObs == nil || !newObs.OK {
+		return // wait until both answer
+	}
+	e.mu.Lock()
+	e.salvaged[rec.Started.UnixNano()] = true
+	e.mu.Unlock()
+	extra, start := missing(oldObs.GTID.Binlog, newObs.GTID.Current)
+	fallback := ""
+	if oldObs.SemiSync.NoTx > 0 {
+		fallback = fmt.Sprintf("; %s had committed %d transactions without a semi-sync acknowledgement (it fell back to asynchronous replication), so data could be lost", rec.OldPrimary, oldObs.SemiSync.NoTx)
+	}
+	if extra == 0 {
+		e.event(rec.OldPrimary, "salvage", fmt.Sprintf("salvage: %s has no transaction that %s lacks (0 transactions)%s", rec.OldPrimary, rec.NewPrimary, fallback))
+		return
+	}
+	path, err := e.writeSalvage(ctx, rec, oldObs, start)
+	if err != nil {
+		e.event(rec.OldPrimary, "salvage", fmt.Sprintf("salvage: %s has %d transactions %s lacks (binlog position %s vs %s), but they could not be written: %v%s",
+			rec.OldPrimary, extra, rec.NewPrimary, oldObs.GTID.Binlog, newObs.GTID.Current, err, fallback))
+		return
+	}
+	e.event(rec.OldPrimary, "salvage", fmt.Sprintf("salvage: %s has %d transactions %s lacks (its binlog position %s, the new primary's %s); written to %s — review and re-apply what is needed, then `vigil ctl rejoin` refuses until they are dealt with%s",
+		rec.OldPrimary, extra, rec.NewPrimary, oldObs.GTID.Binlog, newObs.GTID.Current, path, fallback))
+}
+
+// missing counts the transactions of old that cur lacks, per domain, and
+// returns the GTID position to start reading old's binary log from.
+func missing(old, cur topology.GTIDPos) (uint64, string) {
+	var n uint64
+	var start []string
+	for _, g := range old {
+		have, ok := cur.Seq(g.Domain)
+		if !ok {
+			have = 0
+		}
+		if g.Seq > have {
+			n += g.Seq - have
+			if ok {
+				for _, c := range cur {
+					if c.Domain == g.Domain {
+						start = append(start, fmt.Sprintf("%d-%d-%d", c.Domain, c.Server, c.Seq))
+					}
+				}
+			}
+		}
+	}
+	return n, strings.Join(start, ",")
+}
+
+func (e *Executor) writeSalvage(ctx context.Context, rec failover.Record, oldObs *topology.Observation, start string) (string, error) {
+	dir := filepath.Join(e.opts.StateDir, "salvage")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", err
+	}
+	rows, err := e.exec(ctx, rec.OldPrimary, 3*time.Second, "SHOW BINARY LOGS")
+	if err != nil || len(rows) == 0 {
+		return "", fmt.Errorf("listing the binary logs of %s: %v", rec.OldPrimary, err)
+	}
+	host, port, _ := net.SplitHostPort(e.addr(rec.OldPrimary))
+	args := []string{"--no-defaults", "--read-from-remote-server", "--host=" + host, "--port=" + port,
+		"--user=" + e.opts.ReplUser, "--to-last-log"}
+	if start != "" {
+		args = append(args, "--start-position="+start)
+	}
+	args = append(args, rows[0][0])
+	bctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(bctx, "mariadb-binlog", args...)
+	cmd.Env = append(os.Environ(), "MYSQL_PWD="+e.opts.ReplPass)
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("mariadb-binlog: %w", err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s.sql", time.Now().UTC().Format("20060102T150405Z"), rec.OldPrimary))
+	header := fmt.Sprintf("-- Vigil salvage: transactions %s committed that %s did not have at the failover of %s.\n-- %s binlog position %s; read from GTID %s on.\n-- Review before applying anything.\n",
+		rec.OldPrimary, rec.NewPrimary, rec.Started.Format(time.RFC3339), rec.OldPrimary, oldObs.GTID.Binlog, start)
+	if err := os.WriteFile(path, append([]byte(header), out...), 0o640); err != nil {
+		return "", err
+	}
+	return path, nil
+}
