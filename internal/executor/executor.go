@@ -353,4 +353,3 @@ func (e *Executor) keepFencedReadOnly(ctx context.Context) {
 		e.event(h.Name, "fenced_read_only", h.Name+" is fenced and came back writable: Vigil set read_only=1 on it; `vigil ctl rejoin "+h.Name+"` makes it a replica")
 	}
 }
-
