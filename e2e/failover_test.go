@@ -244,7 +244,10 @@ func TestFailoverKillPrimary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e")
 	}
-	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, nil)
+	hookOut := filepath.Join(t.TempDir(), "post-failover.env")
+	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, func(c *config.Config) {
+		c.Clusters[0].Failover.PostFailover = "env | grep ^VIGIL_ > " + hookOut
+	})
 	dsn := fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr)
 	w := startWriter(t, dsn)
 	time.Sleep(time.Second)
@@ -259,6 +262,16 @@ func TestFailoverKillPrimary(t *testing.T) {
 	acked, errs := w.finish()
 	t.Logf("%d writes acknowledged, %d failed during the failover", len(acked), errs)
 	checkAcked(t, env.sb, newPrimary, acked)
+	Eventually(t, 10*time.Second, "the post_failover hook", func() error {
+		data, err := os.ReadFile(hookOut)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(data), "VIGIL_OLD_PRIMARY=node1") || !strings.Contains(string(data), "VIGIL_NEW_PRIMARY="+newPrimary) {
+			return fmt.Errorf("hook environment: %s", data)
+		}
+		return nil
+	})
 	other := "node2"
 	if newPrimary == "node2" {
 		other = "node3"

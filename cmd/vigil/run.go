@@ -333,10 +333,13 @@ func executorOptions(cfg *config.Config, cc config.Cluster) executor.Options {
 	o := executor.Options{
 		Cluster: cc.Name, User: cc.Monitor.User, Password: cc.Monitor.Password,
 		ReplUser: cc.Failover.ReplUser, ReplPass: cc.Failover.ReplPassword, StateDir: cfg.StateDir,
-		Interval: cc.Monitor.Interval.Duration,
+		Interval:    cc.Monitor.Interval.Duration,
+		PreFailover: cc.Failover.PreFailover, PostFailover: cc.Failover.PostFailover, PostSwitchover: cc.Failover.PostSwitchover,
 		Engine: failover.Options{
 			Auto: cc.Failover.Auto, DetectAfter: cc.Failover.DetectAfter.Duration, MinInterval: cc.Failover.MinInterval.Duration,
 			ApplyTimeout: cc.Failover.ApplyTimeout.Duration, Candidates: cc.Failover.Candidates, NeverPromote: cc.Failover.NeverPromote,
+			HoldTimeout: cc.Failover.HoldTimeout.Duration, DrainTimeout: cc.Failover.DrainTimeout.Duration,
+			MaxRunningSeconds: cc.Failover.MaxRunningSeconds, FenceCommand: cc.Failover.FenceCommand,
 		},
 	}
 	for _, s := range cc.Servers {

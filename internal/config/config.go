@@ -132,6 +132,19 @@ type Failover struct {
 	NeverPromote []string `yaml:"never_promote"`
 	ReplUser     string   `yaml:"repl_user"`
 	ReplPassword string   `yaml:"repl_password"`
+	// Hooks run with /bin/sh -c and get VIGIL_CLUSTER, VIGIL_OLD_PRIMARY,
+	// VIGIL_NEW_PRIMARY (and _ADDR) in the environment. A non-zero exit
+	// of pre_failover or fence_command aborts the failover.
+	PreFailover    string `yaml:"pre_failover"`
+	PostFailover   string `yaml:"post_failover"`
+	PostSwitchover string `yaml:"post_switchover"`
+	FenceCommand   string `yaml:"fence_command"`
+	// Switchover bounds: how long new statements are held, how long open
+	// transactions on the old primary may take, the longest query a
+	// candidate may be running.
+	HoldTimeout       Duration `yaml:"hold_timeout"`
+	DrainTimeout      Duration `yaml:"drain_timeout"`
+	MaxRunningSeconds float64  `yaml:"max_running_seconds"`
 }
 
 // Routing configures the default read/write split.
@@ -254,6 +267,11 @@ func (c *Config) applyDefaults() {
 		setDur(&f.DetectAfter, 2*time.Second)
 		setDur(&f.MinInterval, time.Hour)
 		setDur(&f.ApplyTimeout, 30*time.Second)
+		setDur(&f.HoldTimeout, 10*time.Second)
+		setDur(&f.DrainTimeout, 5*time.Second)
+		if f.MaxRunningSeconds == 0 {
+			f.MaxRunningSeconds = 60
+		}
 		setDur(&cl.Routing.GTIDWaitTimeout, time.Second)
 	}
 }
