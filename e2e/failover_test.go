@@ -484,3 +484,55 @@ func TestOverloadedPrimaryNoFailover(t *testing.T) {
 		t.Fatalf("no overloaded event:\n%s", ev)
 	}
 }
+
+func TestFailoverCandidateChoice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	ctx := context.Background()
+	t.Run("LaggingReplicaNotChosen", func(t *testing.T) {
+		env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, nil)
+		dsn := fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr)
+		// node2 stops receiving: it falls behind node3.
+		if _, err := env.sb.SQL(ctx, "node2", "STOP SLAVE IO_THREAD"); err != nil {
+			t.Fatal(err)
+		}
+		w := startWriter(t, dsn)
+		time.Sleep(2 * time.Second)
+		t0 := time.Now()
+		if err := env.sb.Kill(ctx, "node1"); err != nil {
+			t.Fatal(err)
+		}
+		newPrimary, _ := waitFailover(t, env, w, "node1", t0)
+		acked, _ := w.finish()
+		if newPrimary != "node3" {
+			t.Fatalf("promoted %s; node2 was behind, node3 up to date", newPrimary)
+		}
+		checkAcked(t, env.sb, "node3", acked)
+	})
+	t.Run("RelayLogAppliedBeforePromotion", func(t *testing.T) {
+		env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, func(c *config.Config) {
+			c.Clusters[0].Failover.Candidates = []string{"node2"}
+		})
+		dsn := fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr)
+		// node2 receives but does not apply: its relay log holds the writes.
+		if _, err := env.sb.SQL(ctx, "node2", "STOP SLAVE SQL_THREAD"); err != nil {
+			t.Fatal(err)
+		}
+		w := startWriter(t, dsn)
+		time.Sleep(2 * time.Second)
+		t0 := time.Now()
+		if err := env.sb.Kill(ctx, "node1"); err != nil {
+			t.Fatal(err)
+		}
+		newPrimary, _ := waitFailover(t, env, w, "node1", t0)
+		acked, _ := w.finish()
+		t.Logf("promoted %s", newPrimary)
+		// Whichever was promoted, nothing acknowledged is missing: a
+		// candidate with unapplied relay log applies it first.
+		checkAcked(t, env.sb, newPrimary, acked)
+		if newPrimary == "node2" && !strings.Contains(env.events(t), "wait-relay-applied") && !strings.Contains(env.events(t), "start-sql-thread") {
+			t.Errorf("node2 was promoted without applying its relay log first:\n%s", env.events(t))
+		}
+	})
+}
