@@ -60,6 +60,9 @@ func newClusterEnv(t *testing.T, opts sandbox.Options, tweak func(*config.Config
 func (e *clusterEnv) ctl(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	res, err := RunVigil(t, append([]string{"ctl", "--admin", e.admin}, args...)...)
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("vigil ctl %s: exit %d", strings.Join(args, " "), res.ExitCode)
+	}
 	return res.Stdout + res.Stderr, err
 }
 
