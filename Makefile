@@ -6,7 +6,7 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 E2E_TIMEOUT ?= 40m
 
-.PHONY: all build deps test unit e2e fuzz bench bench-failover demo clean vet
+.PHONY: all build deps test unit e2e fuzz bench bench-go bench-failover demo clean vet
 
 all: build
 
@@ -37,6 +37,11 @@ test: deps vet build unit fuzz e2e
 
 bench: deps build
 	bin/vigil bench $(BENCH_FLAGS)
+
+# Micro-benchmarks of the hot path (classifier, framing, routing), with
+# allocations.
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/sqlscan/ ./internal/mysqlproto/ ./internal/router/
 
 # Failover timing over several runs: kill -9 → first acknowledged write,
 # and the switchover write pause (docs/benchmarks.md).
