@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"context"
+	"runtime"
 	"errors"
 	"io"
 	"net"
@@ -329,6 +330,10 @@ func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome
 		c.Broken = true
 		return outcome{}, errBackend{err}
 	}
+	// The reply cannot be there yet: let other sessions run first, so the
+	// read below usually finds it instead of failing with EAGAIN and
+	// parking on the poller (two system calls and a wake-up saved).
+	runtime.Gosched()
 	s.srv.bal.Begin(c.Index)
 	s.armWatch()
 	out, err := s.forward(c, kind)
