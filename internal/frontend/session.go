@@ -2,10 +2,10 @@ package frontend
 
 import (
 	"context"
-	"runtime"
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"sync/atomic"
 	"time"
 
