@@ -210,23 +210,32 @@ func (c *ctlClient) post(ctx context.Context, path string, body any) int {
 	return 0
 }
 
-func (c *ctlClient) servers(ctx context.Context) int {
-	status, data, err := c.do(ctx, "GET", "/api/v1/servers", nil)
+// fetch GETs path; with --json it prints the answer and returns done,
+// otherwise it decodes it into v for a table.
+func (c *ctlClient) fetch(ctx context.Context, path string, v any) (exit int, done bool) {
+	status, data, err := c.do(ctx, "GET", path, nil)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
-		return 1
+		return 1, true
 	}
 	if status != 200 {
-		return c.fail(status, data)
+		return c.fail(status, data), true
 	}
 	if c.json {
 		os.Stdout.Write(data)
-		return 0
+		return 0, true
 	}
-	var list []admin.ServerView
-	if err := json.Unmarshal(data, &list); err != nil {
+	if err := json.Unmarshal(data, v); err != nil {
 		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
-		return 1
+		return 1, true
+	}
+	return 0, false
+}
+
+func (c *ctlClient) servers(ctx context.Context) int {
+	var list []admin.ServerView
+	if exit, done := c.fetch(ctx, "/api/v1/servers", &list); done {
+		return exit
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLUSTER\tSERVER\tADDRESS\tROLE\tSTATE\tR/W\tLAG\tPOOL\tGTID\tREASON")
@@ -247,22 +256,9 @@ func (c *ctlClient) servers(ctx context.Context) int {
 }
 
 func (c *ctlClient) events(ctx context.Context, path string) int {
-	status, data, err := c.do(ctx, "GET", path, nil)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
-		return 1
-	}
-	if status != 200 {
-		return c.fail(status, data)
-	}
-	if c.json {
-		os.Stdout.Write(data)
-		return 0
-	}
 	var list []admin.Event
-	if err := json.Unmarshal(data, &list); err != nil {
-		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
-		return 1
+	if exit, done := c.fetch(ctx, path, &list); done {
+		return exit
 	}
 	for _, e := range list {
 		where := e.Cluster

@@ -188,28 +188,13 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		e.quarantine(s.Server, s.Detail)
 		return nil
 	case failover.StartSQLThread:
-		q := "START SLAVE SQL_THREAD"
-		if mysql {
-			q = "START REPLICA SQL_THREAD"
-		}
-		_, err := e.exec(ctx, s.Server, 5*time.Second, q)
-		return err
+		return e.replicaCmd(ctx, s.Server, 5*time.Second, mysql, "START SLAVE SQL_THREAD", "START REPLICA SQL_THREAD")
 	case failover.WaitRelayApplied:
 		return e.waitGTID(ctx, s.Server, s.Position, timeoutOr(s.Timeout, 30*time.Second), mysql)
 	case failover.StopReplication:
-		q := "STOP SLAVE"
-		if mysql {
-			q = "STOP REPLICA"
-		}
-		_, err := e.exec(ctx, s.Server, 10*time.Second, q)
-		return err
+		return e.replicaCmd(ctx, s.Server, 10*time.Second, mysql, "STOP SLAVE", "STOP REPLICA")
 	case failover.ResetReplica:
-		q := "RESET SLAVE ALL"
-		if mysql {
-			q = "RESET REPLICA ALL"
-		}
-		_, err := e.exec(ctx, s.Server, 10*time.Second, q)
-		return err
+		return e.replicaCmd(ctx, s.Server, 10*time.Second, mysql, "RESET SLAVE ALL", "RESET REPLICA ALL")
 	case failover.SetWritable:
 		q := []string{"SET GLOBAL read_only = 0"}
 		if mysql {
@@ -284,12 +269,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		}
 		return e.mon.Unfence(s.Server)
 	case failover.StartReplication:
-		q := "START SLAVE"
-		if mysql {
-			q = "START REPLICA"
-		}
-		_, err := e.exec(ctx, s.Server, 5*time.Second, q)
-		return err
+		return e.replicaCmd(ctx, s.Server, 5*time.Second, mysql, "START SLAVE", "START REPLICA")
 	}
 	return fmt.Errorf("step %s is not implemented", s.Kind)
 }
@@ -451,4 +431,15 @@ func (e *Executor) hook(ctx context.Context, command string, pl *failover.Plan) 
 func (e *Executor) semiSync(ctx context.Context, server, variable string) bool {
 	rows, err := e.exec(ctx, server, 2*time.Second, "SELECT @@GLOBAL."+variable)
 	return err == nil && len(rows) == 1 && (rows[0][0] == "1" || rows[0][0] == "ON")
+}
+
+// replicaCmd runs a replication statement in the server's dialect: MariaDB
+// (SLAVE) or MySQL 8 (REPLICA).
+func (e *Executor) replicaCmd(ctx context.Context, server string, timeout time.Duration, mysql bool, mariadb, mysql8 string) error {
+	q := mariadb
+	if mysql {
+		q = mysql8
+	}
+	_, err := e.exec(ctx, server, timeout, q)
+	return err
 }
