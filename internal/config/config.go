@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -201,7 +202,7 @@ func Parse(data []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, errors.New(friendlyYAMLError(err))
 	}
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {
@@ -439,3 +440,36 @@ func isNativeHash(s string) bool {
 
 // ErrNoFile is returned by Find when no config path was given or found.
 var ErrNoFile = errors.New("no config file: pass --config FILE")
+
+var unknownField = regexp.MustCompile(`field (\S+) not found in type config\.(\w+)`)
+
+// friendlyYAMLError rewrites the decoder's messages in the words of the
+// file: "line 5: field bogus not found in type config.Cluster" becomes
+// "line 5: unknown key \"bogus\" in a cluster".
+func friendlyYAMLError(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.TrimPrefix(msg, "unmarshal errors:\n")
+	msg = unknownField.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := unknownField.FindStringSubmatch(m)
+		return fmt.Sprintf("unknown key %q in %s (check the spelling; docs list every key)", sub[1], sectionName(sub[2]))
+	})
+	lines := strings.Split(msg, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "; ")
+}
+
+func sectionName(typ string) string {
+	switch typ {
+	case "Config":
+		return "the top level"
+	case "Cluster":
+		return "a cluster"
+	case "Server":
+		return "a server"
+	case "User":
+		return "a user"
+	}
+	return strings.ToLower(typ)
+}

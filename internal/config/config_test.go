@@ -40,7 +40,7 @@ func TestParseDefaults(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
-		{"unknown key", good + "    bogus: 1\n", "field bogus not found"},
+		{"unknown key", good + "    bogus: 1\n", `unknown key "bogus" in a cluster`},
 		{"bad duration", strings.Replace(good, "listen: 127.0.0.1:6033", "listen: 127.0.0.1:6033\n    connect_timeout: soon", 1), `"soon" is not a duration`},
 		{"bad listen", strings.Replace(good, "127.0.0.1:6033", "nowhere", 1), "clusters[0].listen"},
 		{"two primaries", strings.Replace(good, "role: replica", "role: primary", 1), "clusters[0].servers: 2 servers have role primary"},
