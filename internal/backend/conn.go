@@ -197,3 +197,35 @@ func (c *Conn) Sync(ctx context.Context, want *State) error {
 	}
 	return nil
 }
+
+// ResetConnection sends COM_RESET_CONNECTION: the server rolls back, drops
+// temporary tables, locks, user variables and prepared statements. The
+// connection's recorded state is reset to match.
+func (c *Conn) ResetConnection(ctx context.Context) error {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+		defer c.SetDeadline(time.Time{})
+	}
+	c.Seq = 0
+	if err := c.WritePacket([]byte{mysqlproto.ComResetConnection}); err != nil {
+		c.Broken = true
+		return err
+	}
+	if err := c.Flush(); err != nil {
+		c.Broken = true
+		return err
+	}
+	p, err := c.ReadPacket()
+	if err != nil {
+		c.Broken = true
+		return err
+	}
+	if p[0] != mysqlproto.OKPacket {
+		return mysqlproto.ParseErr(p)
+	}
+	ok, _ := mysqlproto.ParseOK(p, c.SessionTrack)
+	c.ApplyOK(&ok)
+	c.ClearStmts()
+	c.State.Reset(c.State.Schema)
+	return nil
+}

@@ -154,16 +154,16 @@ func (s *Session) comSetOption(pkt []byte) error {
 func (s *Session) comResetConnection(ctx context.Context) error {
 	if c := s.conn; c != nil && s.bound() {
 		// The held connection has state only this session knows: reset it
-		// on the server too.
-		out, err := s.roundTrip(c, []byte{mysqlproto.ComResetConnection}, respSimple)
-		if err != nil || out.err != nil {
+		// on the server too (without forwarding the server's OK: Vigil
+		// answers the client itself below).
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := c.ResetConnection(rctx)
+		cancel()
+		if err != nil {
 			s.dropConn(c)
 		} else {
-			c.ClearStmts()
-			c.State.Reset(c.State.Schema)
 			s.setConn(nil)
 			s.srv.pools[c.Index].Put(c)
-			s.client.Seq = 0 // our own OK follows
 		}
 	}
 	s.resetSession()
