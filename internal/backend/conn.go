@@ -124,53 +124,47 @@ func (c *Conn) ApplyOK(ok *mysqlproto.OK) {
 	})
 }
 
-// Ping checks the connection with COM_PING.
-func (c *Conn) Ping(ctx context.Context) error {
+// command sends a one-packet command whose reply is OK or ERR, records
+// the session changes the OK reports, and returns a server error as
+// *mysqlproto.SQLError (the connection stays usable) or an I/O error (the
+// connection is marked broken).
+func (c *Conn) command(ctx context.Context, payload []byte) error {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(dl)
 		defer c.SetDeadline(time.Time{})
 	}
 	c.Seq = 0
-	if err := c.WritePacket([]byte{mysqlproto.ComPing}); err != nil {
+	if err := c.WritePacket(payload); err != nil {
+		c.Broken = true
 		return err
 	}
 	if err := c.Flush(); err != nil {
+		c.Broken = true
 		return err
 	}
 	p, err := c.ReadPacket()
 	if err != nil {
+		c.Broken = true
 		return err
 	}
 	if p[0] != mysqlproto.OKPacket {
 		return mysqlproto.ParseErr(p)
 	}
+	ok, _ := mysqlproto.ParseOK(p, c.SessionTrack)
+	c.ApplyOK(&ok)
 	return nil
+}
+
+// Ping checks the connection with COM_PING.
+func (c *Conn) Ping(ctx context.Context) error {
+	return c.command(ctx, []byte{mysqlproto.ComPing})
 }
 
 // InitDB changes the default schema with COM_INIT_DB.
 func (c *Conn) InitDB(ctx context.Context, db string) error {
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
-		defer c.SetDeadline(time.Time{})
-	}
-	c.Seq = 0
-	if err := c.WritePacket(append([]byte{mysqlproto.ComInitDB}, db...)); err != nil {
+	if err := c.command(ctx, append([]byte{mysqlproto.ComInitDB}, db...)); err != nil {
 		return err
 	}
-	if err := c.Flush(); err != nil {
-		c.Broken = true
-		return err
-	}
-	p, err := c.ReadPacket()
-	if err != nil {
-		c.Broken = true
-		return err
-	}
-	if p[0] == mysqlproto.ErrPacket {
-		return mysqlproto.ParseErr(p)
-	}
-	ok, _ := mysqlproto.ParseOK(p, c.SessionTrack)
-	c.ApplyOK(&ok)
 	c.State.SetSchema(db)
 	return nil
 }
@@ -202,29 +196,9 @@ func (c *Conn) Sync(ctx context.Context, want *State) error {
 // temporary tables, locks, user variables and prepared statements. The
 // connection's recorded state is reset to match.
 func (c *Conn) ResetConnection(ctx context.Context) error {
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
-		defer c.SetDeadline(time.Time{})
-	}
-	c.Seq = 0
-	if err := c.WritePacket([]byte{mysqlproto.ComResetConnection}); err != nil {
-		c.Broken = true
+	if err := c.command(ctx, []byte{mysqlproto.ComResetConnection}); err != nil {
 		return err
 	}
-	if err := c.Flush(); err != nil {
-		c.Broken = true
-		return err
-	}
-	p, err := c.ReadPacket()
-	if err != nil {
-		c.Broken = true
-		return err
-	}
-	if p[0] != mysqlproto.OKPacket {
-		return mysqlproto.ParseErr(p)
-	}
-	ok, _ := mysqlproto.ParseOK(p, c.SessionTrack)
-	c.ApplyOK(&ok)
 	c.ClearStmts()
 	c.State.Reset(c.State.Schema)
 	return nil
