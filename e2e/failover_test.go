@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,6 +47,14 @@ func newClusterEnv(t *testing.T, opts sandbox.Options, tweak func(*config.Config
 		if t.Failed() {
 			t.Logf("vigil events:\n%s", env.events(t))
 		}
+	})
+	// The admin API starts after the proxy listener: wait for it too.
+	Eventually(t, 15*time.Second, "the admin API", func() error {
+		c, err := net.DialTimeout("tcp", env.admin, time.Second)
+		if err != nil {
+			return err
+		}
+		return c.Close()
 	})
 	// Wait until the monitor found the writer.
 	Eventually(t, 15*time.Second, "a routed writer", func() error {
