@@ -30,6 +30,12 @@ Commands:
   rejoin NODE                   make a returned old primary a replica of the new primary
   set-state NODE ONLINE|OFFLINE_SOFT|OFFLINE_HARD
   reload                        reload the config file
+  kill ID [--query]             end a client session (or only its running statement)
+  digests [--by key] [--sort total|count|errors|rows|max|p99] [--limit N] [--reset]
+                                statement statistics by digest
+  rules                         query rules with their hit counters
+  cache [--purge]               query cache usage (or empty it)
+  querylog                      query log counters (written, dropped per sink)
 
 The admin address comes from --admin, else $VIGIL_ADMIN, else
 --sandbox DIR (its sandbox.json), else http://127.0.0.1:6080.
@@ -99,6 +105,44 @@ func cmdCtl(ctx context.Context, args []string) int {
 		return c.post(ctx, "/api/v1/servers/"+cargs[0]+"/state", map[string]string{"cluster": *cluster, "state": strings.ToUpper(cargs[1])})
 	case "reload":
 		return c.post(ctx, "/api/v1/config/reload", nil)
+	case "kill":
+		kfs := flag.NewFlagSet("kill", flag.ContinueOnError)
+		query := kfs.Bool("query", false, "kill only the running statement")
+		if len(cargs) < 1 {
+			fmt.Fprintln(os.Stderr, "vigil ctl kill ID [--query]")
+			return 2
+		}
+		if err := kfs.Parse(cargs[1:]); err != nil {
+			return 2
+		}
+		return c.send(ctx, "DELETE", fmt.Sprintf("/api/v1/sessions/%s?cluster=%s&query=%t", cargs[0], *cluster, *query))
+	case "digests":
+		dfs := flag.NewFlagSet("digests", flag.ContinueOnError)
+		by := dfs.String("by", "digest", "digest (one row per digest) or key (per digest, user, schema, hostgroup)")
+		sort := dfs.String("sort", "total", "total, count, errors, rows, max or p99")
+		limit := dfs.Int("limit", 20, "at most this many rows")
+		reset := dfs.Bool("reset", false, "forget the statistics")
+		if err := dfs.Parse(cargs); err != nil {
+			return 2
+		}
+		if *reset {
+			return c.send(ctx, "DELETE", "/api/v1/digests?cluster="+*cluster)
+		}
+		return c.digests(ctx, fmt.Sprintf("/api/v1/digests?cluster=%s&by=%s&sort=%s&limit=%d", *cluster, *by, *sort, *limit))
+	case "rules":
+		return c.rules(ctx)
+	case "cache":
+		cfs := flag.NewFlagSet("cache", flag.ContinueOnError)
+		purge := cfs.Bool("purge", false, "empty the cache")
+		if err := cfs.Parse(cargs); err != nil {
+			return 2
+		}
+		if *purge {
+			return c.send(ctx, "DELETE", "/api/v1/query_cache")
+		}
+		return c.get(ctx, "/api/v1/query_cache", nil)
+	case "querylog":
+		return c.get(ctx, "/api/v1/query_log", nil)
 	default:
 		fmt.Fprintf(os.Stderr, "vigil ctl: unknown command %q\n\n%s", cmd, ctlUsage)
 		return 2
@@ -180,18 +224,7 @@ func (c *ctlClient) fail(status int, data []byte) int {
 	return 1
 }
 
-func (c *ctlClient) get(ctx context.Context, path string, _ any) int {
-	status, data, err := c.do(ctx, "GET", path, nil)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
-		return 1
-	}
-	if status != 200 {
-		return c.fail(status, data)
-	}
-	os.Stdout.Write(data)
-	return 0
-}
+func (c *ctlClient) get(ctx context.Context, path string, _ any) int { return c.send(ctx, "GET", path) }
 
 func (c *ctlClient) post(ctx context.Context, path string, body any) int {
 	status, data, err := c.do(ctx, "POST", path, body)
@@ -301,5 +334,98 @@ func (c *ctlClient) op(ctx context.Context, path string, body any) int {
 	if r.PauseMs > 0 {
 		fmt.Printf("write pause: %.0f ms\n", r.PauseMs)
 	}
+	return 0
+}
+
+// send runs a request whose answer is printed as it comes.
+func (c *ctlClient) send(ctx context.Context, method, path string) int {
+	status, data, err := c.do(ctx, method, path, nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		return 1
+	}
+	if status != 200 {
+		return c.fail(status, data)
+	}
+	os.Stdout.Write(data)
+	return 0
+}
+
+func (c *ctlClient) digests(ctx context.Context, path string) int {
+	var rows []struct {
+		Cluster   string `json:"cluster"`
+		Digest    string `json:"digest"`
+		Text      string `json:"digest_text"`
+		User      string `json:"user"`
+		Schema    string `json:"schema"`
+		Hostgroup string `json:"hostgroup"`
+		Count     uint64 `json:"count"`
+		Errors    uint64 `json:"errors"`
+		Rows      uint64 `json:"rows"`
+		TotalUs   int64  `json:"total_us"`
+		AvgUs     int64  `json:"avg_us"`
+		P99Us     int64  `json:"p99_us"`
+		MaxUs     int64  `json:"max_us"`
+	}
+	if exit, done := c.fetch(ctx, path, &rows); done {
+		return exit
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DIGEST\tCOUNT\tERRORS\tROWS\tTOTAL\tAVG\tP99\tMAX\tUSER\tHOSTGROUP\tTEXT")
+	for _, r := range rows {
+		text := r.Text
+		if len(text) > 80 {
+			text = text[:77] + "..."
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Digest, r.Count, r.Errors, r.Rows,
+			us(r.TotalUs), us(r.AvgUs), us(r.P99Us), us(r.MaxUs), r.User, r.Hostgroup, text)
+	}
+	tw.Flush()
+	return 0
+}
+
+func us(v int64) string { return (time.Duration(v) * time.Microsecond).String() }
+
+func (c *ctlClient) rules(ctx context.Context) int {
+	var list []struct {
+		Cluster  string `json:"cluster"`
+		Position int    `json:"position"`
+		Name     string `json:"name"`
+		Hits     uint64 `json:"hits"`
+		Route    string `json:"route"`
+		Mirror   string `json:"mirror"`
+		Block    any    `json:"block"`
+		Rewrite  string `json:"rewrite_pattern"`
+		CacheTTL int64  `json:"cache_ttl_ns"`
+		Timeout  int64  `json:"timeout_ns"`
+	}
+	if exit, done := c.fetch(ctx, "/api/v1/rules", &list); done {
+		return exit
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\t#\tRULE\tHITS\tACTIONS")
+	for _, r := range list {
+		var acts []string
+		if r.Block != nil {
+			acts = append(acts, "block")
+		}
+		if r.Route != "" {
+			acts = append(acts, "route="+r.Route)
+		}
+		if r.Rewrite != "" {
+			acts = append(acts, "rewrite")
+		}
+		if r.CacheTTL > 0 {
+			acts = append(acts, "cache="+time.Duration(r.CacheTTL).String())
+		}
+		if r.Timeout > 0 {
+			acts = append(acts, "timeout="+time.Duration(r.Timeout).String())
+		}
+		if r.Mirror != "" {
+			acts = append(acts, "mirror="+r.Mirror)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\n", r.Cluster, r.Position, r.Name, r.Hits, strings.Join(acts, " "))
+	}
+	tw.Flush()
 	return 0
 }

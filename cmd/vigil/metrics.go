@@ -36,12 +36,25 @@ var (
 	descPoolWaits    = prometheus.NewDesc("vigil_pool_waits_total", "Checkouts that waited for a free server connection.", []string{"cluster", "server"}, nil)
 	descPoolDials    = prometheus.NewDesc("vigil_pool_dials_total", "Server connections opened.", []string{"cluster", "server"}, nil)
 	descPoolDialErrs = prometheus.NewDesc("vigil_pool_dial_errors_total", "Server connections that failed to open.", []string{"cluster", "server"}, nil)
+
+	descRuleHits     = prometheus.NewDesc("vigil_rule_hits_total", "Statements a query rule matched.", []string{"cluster", "rule"}, nil)
+	descRuleActions  = prometheus.NewDesc("vigil_rule_actions_total", "Statements rules rewrote, blocked, timed out or mirrored, by action.", []string{"cluster", "action"}, nil)
+	descDigests      = prometheus.NewDesc("vigil_digest_entries", "Entries in the digest statistics.", []string{"cluster"}, nil)
+	descDigestEvict  = prometheus.NewDesc("vigil_digest_evictions_total", "Digest entries evicted to stay within digests.max_entries.", []string{"cluster"}, nil)
+	descCacheBytes   = prometheus.NewDesc("vigil_query_cache_bytes", "Bytes held by the query cache.", nil, nil)
+	descCacheEntries = prometheus.NewDesc("vigil_query_cache_entries", "Replies held by the query cache.", nil, nil)
+	descCacheOps     = prometheus.NewDesc("vigil_query_cache_operations_total", "Query cache lookups and updates, by result (hit, miss, store, eviction, expired, too_big).", []string{"result"}, nil)
+	descQlogEntries  = prometheus.NewDesc("vigil_query_log_entries_total", "Query log entries accepted from the data path.", nil, nil)
+	descQlogDropped  = prometheus.NewDesc("vigil_query_log_dropped_total", "Query log entries dropped because the buffer was full (a slow or dead sink).", nil, nil)
+	descQlogSink     = prometheus.NewDesc("vigil_query_log_sink_records_total", "Query log records per sink, by outcome (written, dropped, error).", []string{"sink", "outcome"}, nil)
 )
 
 func (m metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descServerState, descServerRole, descReadable, descWritable, descWriter, descLag, descTerm,
 		descSessions, descConnections, descAuthFail, descQueries, descRoutes, descErrors, descReadRetries, descGTIDWaits,
-		descGTIDFallback, descHeld, descPins, descPoolOpen, descPoolWaits, descPoolDials, descPoolDialErrs} {
+		descGTIDFallback, descHeld, descPins, descPoolOpen, descPoolWaits, descPoolDials, descPoolDialErrs,
+		descRuleHits, descRuleActions, descDigests, descDigestEvict, descCacheBytes, descCacheEntries, descCacheOps,
+		descQlogEntries, descQlogDropped, descQlogSink} {
 		ch <- d
 	}
 }
@@ -92,6 +105,18 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		for i, reason := range frontend.PinNames {
 			counter(descPins, st.Pins[i].Load(), name, reason)
 		}
+		for _, rs := range rt.fe.ProcessingNow().Rules.Stats() {
+			counter(descRuleHits, int64(rs.Hits), name, rs.Name)
+		}
+		counter(descRuleActions, st.Rewrites.Load(), name, "rewrite")
+		counter(descRuleActions, st.Blocked.Load(), name, "block")
+		counter(descRuleActions, st.Timeouts.Load(), name, "timeout")
+		counter(descRuleActions, st.CacheHits.Load(), name, "cache_hit")
+		counter(descRuleActions, st.Mirrored.Load(), name, "mirror")
+		counter(descRuleActions, st.MirrorDrops.Load(), name, "mirror_dropped")
+		counter(descRuleActions, st.MirrorErrors.Load(), name, "mirror_error")
+		gauge(descDigests, float64(rt.digests.Len()), name)
+		counter(descDigestEvict, int64(rt.digests.Evictions()), name)
 		for _, p := range rt.pools {
 			ps := p.Stats()
 			gauge(descPoolOpen, float64(ps.Idle), name, p.Name, "idle")
@@ -100,6 +125,30 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descPoolDials, ps.Dials, name, p.Name)
 			counter(descPoolDialErrs, ps.DialErrors, name, p.Name)
 		}
+	}
+	if c := m.d.cache; c != nil {
+		cs := c.Stats()
+		gauge(descCacheBytes, float64(cs.Bytes))
+		gauge(descCacheEntries, float64(cs.Entries))
+		for _, r := range []struct {
+			n string
+			v uint64
+		}{{"hit", cs.Hits}, {"miss", cs.Misses}, {"store", cs.Stores}, {"eviction", cs.Evictions}, {"expired", cs.Expired}, {"too_big", cs.TooBig}} {
+			counter(descCacheOps, int64(r.v), r.n)
+		}
+	}
+	if q := m.d.qlog.Load(); q != nil {
+		ls := q.logger.Stats()
+		counter(descQlogEntries, int64(ls.Logged))
+		counter(descQlogDropped, int64(ls.Dropped))
+		for _, sk := range ls.Sinks {
+			counter(descQlogSink, int64(sk.Written), sk.Name, "written")
+			counter(descQlogSink, int64(sk.Dropped), sk.Name, "dropped")
+			counter(descQlogSink, int64(sk.Errors), sk.Name, "error")
+		}
+	} else {
+		counter(descQlogEntries, 0)
+		counter(descQlogDropped, 0)
 	}
 }
 

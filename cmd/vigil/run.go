@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 	"github.com/vigil-db/vigil/internal/frontend"
 	"github.com/vigil-db/vigil/internal/monitor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/qcache"
+	"github.com/vigil-db/vigil/internal/qstats"
 	"github.com/vigil-db/vigil/internal/router"
 	"github.com/vigil-db/vigil/internal/topology"
 )
@@ -97,6 +100,10 @@ type daemon struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	clusters map[string]*clusterRuntime
+
+	ctx   context.Context // lives as long as the daemon
+	qlog  atomic.Pointer[queryLog]
+	cache *qcache.Cache
 }
 
 type clusterRuntime struct {
@@ -107,16 +114,25 @@ type clusterRuntime struct {
 	ln    net.Listener
 	mon   *monitor.Monitor
 	exec  *executor.Executor
+
+	digests *qstats.Store
 }
 
 func (d *daemon) start(parent context.Context, cfg *config.Config) error {
-	ctx, cancel := context.WithCancel(parent)
-	d.cancel = cancel
-	d.clusters = map[string]*clusterRuntime{}
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(parent)
+	d.cancel = cancel
+	d.ctx = ctx
+	d.clusters = map[string]*clusterRuntime{}
+	d.cache = newCache(cfg)
+	ql, err := d.startQueryLog(ctx, cfg.Log)
+	if err != nil {
+		return err
+	}
+	d.qlog.Store(ql)
 	users := buildUsers(cfg)
 	for _, cc := range cfg.Clusters {
 		rt := &clusterRuntime{cfg: cc, topo: &topology.Holder{}}
@@ -137,6 +153,12 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 			opts.ServerVersion = discoverVersion(ctx, cc)
 		}
 		rt.fe = frontend.New(opts, users, rt.topo, rt.pools, d.log.With("cluster", cc.Name))
+		rt.digests = qstats.New(cfg.Digests.MaxEntries)
+		proc, err := d.processing(cfg, cc, rt.digests, nil)
+		if err != nil {
+			return fmt.Errorf("cluster %s: rules: %w", cc.Name, err)
+		}
+		rt.fe.SetProcessing(proc)
 		ln, err := net.Listen("tcp", cc.Listen)
 		if err != nil {
 			return fmt.Errorf("cluster %s: listen on %s: %w (is another Vigil or server using the port?)", cc.Name, cc.Listen, err)
@@ -212,6 +234,7 @@ func (d *daemon) stop() {
 			p.Close()
 		}
 	}
+	d.qlog.Load().stop()
 }
 
 // reload applies a new config: users and timeouts change at once; a
@@ -225,11 +248,25 @@ func (d *daemon) reload(path string) error {
 	}
 	users := buildUsers(cfg)
 	creds := credentialsFunc(cfg)
+	oldLog, err := d.applyQueryLog(d.ctx, cfg.Log)
+	if err != nil {
+		d.log.Error("config reload rejected; the running config stays", "err", err)
+		d.journal.add(admin.Event{Kind: "config_rejected", Message: err.Error()})
+		return err
+	}
+	defer oldLog.stop()
+	d.cache.SetLimits(int64(cfg.QueryCache.MaxSize), int64(cfg.QueryCache.MaxEntrySize))
 	for _, cc := range cfg.Clusters {
 		rt := d.clusters[cc.Name]
 		if rt == nil {
 			d.log.Warn("config reload: new clusters need a restart", "cluster", cc.Name)
 			continue
+		}
+		rt.digests.SetMaxEntries(cfg.Digests.MaxEntries)
+		if proc, err := d.processing(cfg, cc, rt.digests, rt.fe.ProcessingNow().Rules); err != nil {
+			d.log.Warn("config reload: rules kept", "cluster", cc.Name, "err", err)
+		} else {
+			rt.fe.SetProcessing(proc)
 		}
 		rt.fe.SetUsers(users)
 		if opts, err := frontendOptions(cc, nil); err == nil {

@@ -90,6 +90,33 @@ type Controller interface {
 	SetServerState(ctx context.Context, cluster, server, state string) error
 	Reload(ctx context.Context) error
 	Ready() (bool, string)
+
+	// KillSession ends a client session, or with query only its running
+	// statement.
+	KillSession(ctx context.Context, cluster string, id uint32, query bool) error
+	// Digests lists statement statistics; ResetDigests forgets them.
+	Digests(q DigestQuery) (any, error)
+	ResetDigests(cluster string) error
+	// Rules lists the query rules with their hit counters.
+	Rules() any
+	// QueryCache reports the result cache; PurgeQueryCache empties it.
+	QueryCache() any
+	PurgeQueryCache()
+	// QueryLog reports the query log's counters.
+	QueryLog() any
+}
+
+// DigestQuery selects digest rows (GET /api/v1/digests).
+type DigestQuery struct {
+	Cluster string
+	// By is "digest" (default: one row per digest) or "key" (one row per
+	// digest, user, schema and hostgroup).
+	By     string
+	Sort   string
+	Limit  int
+	Digest string
+	User   string
+	Schema string
 }
 
 // Error is an API error with its HTTP status.
@@ -166,6 +193,63 @@ func (s *Server) routes() {
 			return
 		}
 		writeJSON(w, 200, map[string]any{"ok": true, "server": r.PathValue("name"), "state": body.State})
+	})))
+	s.mux.Handle("DELETE /api/v1/sessions/{id}", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var id uint32
+		if _, err := fmt.Sscan(r.PathValue("id"), &id); err != nil {
+			writeErr(w, &Error{400, "session id must be a number"})
+			return
+		}
+		query := r.URL.Query().Get("query") == "true" || r.URL.Query().Get("query") == "1"
+		if err := s.ctl.KillSession(r.Context(), r.URL.Query().Get("cluster"), id, query); err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, map[string]any{"ok": true, "id": id, "query_only": query})
+	})))
+	s.mux.Handle("GET /api/v1/digests", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		dq := DigestQuery{Cluster: q.Get("cluster"), By: q.Get("by"), Sort: q.Get("sort"), Digest: q.Get("digest"), User: q.Get("user"), Schema: q.Get("schema")}
+		if v := q.Get("limit"); v != "" {
+			if _, err := fmt.Sscan(v, &dq.Limit); err != nil {
+				writeErr(w, &Error{400, "limit must be a number"})
+				return
+			}
+		}
+		if !oneOf(dq.By, "", "digest", "key") {
+			writeErr(w, &Error{400, "by must be digest or key"})
+			return
+		}
+		if !oneOf(dq.Sort, "", "total", "count", "errors", "rows", "max", "p99") {
+			writeErr(w, &Error{400, "sort must be total, count, errors, rows, max or p99"})
+			return
+		}
+		rows, err := s.ctl.Digests(dq)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, rows)
+	})))
+	s.mux.Handle("DELETE /api/v1/digests", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.ctl.ResetDigests(r.URL.Query().Get("cluster")); err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, map[string]any{"ok": true})
+	})))
+	s.mux.Handle("GET /api/v1/rules", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, s.ctl.Rules())
+	})))
+	s.mux.Handle("GET /api/v1/query_cache", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, s.ctl.QueryCache())
+	})))
+	s.mux.Handle("DELETE /api/v1/query_cache", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ctl.PurgeQueryCache()
+		writeJSON(w, 200, map[string]any{"ok": true})
+	})))
+	s.mux.Handle("GET /api/v1/query_log", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, s.ctl.QueryLog())
 	})))
 	s.mux.Handle("POST /api/v1/config/reload", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := s.ctl.Reload(r.Context()); err != nil {
@@ -289,3 +373,12 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 
 // Handler exposes the mux (tests).
 func (s *Server) Handler() http.Handler { return s.mux }
+
+func oneOf(s string, opts ...string) bool {
+	for _, o := range opts {
+		if s == o {
+			return true
+		}
+	}
+	return false
+}

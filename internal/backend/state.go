@@ -42,6 +42,10 @@ func (s *State) Satisfies(want *State) bool {
 	return true
 }
 
+// Hash summarises the variables (not the schema): equal states have equal
+// hashes.
+func (s *State) Hash() uint64 { return s.hash }
+
 // Vars returns the variables (read-only).
 func (s *State) Vars() []Var { return s.vars }
 

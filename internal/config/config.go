@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"regexp"
 	"strconv"
@@ -26,6 +27,10 @@ type Config struct {
 	Admin    Admin     `yaml:"admin"`
 	Users    []User    `yaml:"users"`
 	Clusters []Cluster `yaml:"clusters"`
+	// Digests configures per-statement-shape statistics.
+	Digests Digests `yaml:"digests"`
+	// QueryCache bounds the result cache that rules with cache_ttl fill.
+	QueryCache QueryCache `yaml:"query_cache"`
 
 	// path is the file the config was read from, for messages.
 	path string
@@ -35,6 +40,97 @@ type Config struct {
 type Log struct {
 	Level  string `yaml:"level"`  // debug, info, warn, error
 	Format string `yaml:"format"` // text, json
+
+	// The query log: one JSON object per statement and per login attempt,
+	// written to the sinks below (none by default).
+	//
+	// Queries logs every statement; rules with log: true/false override it
+	// per statement.
+	Queries bool `yaml:"queries"`
+	// Auth logs login attempts (default on when a sink is set).
+	Auth *bool `yaml:"auth"`
+	// Statements is masked (literals replaced, default) or full.
+	Statements string `yaml:"statements"`
+	// Buffer is how many entries may wait for the sinks; more are dropped
+	// and counted, never waited for.
+	Buffer int       `yaml:"buffer"`
+	File   *LogFile  `yaml:"file"`
+	Stdout bool      `yaml:"stdout"`
+	Kafka  *LogKafka `yaml:"kafka"`
+}
+
+// LogFile is the query log's rotating file.
+type LogFile struct {
+	Path    string   `yaml:"path"`
+	MaxSize Size     `yaml:"max_size"`
+	MaxAge  Duration `yaml:"max_age"`
+	Keep    int      `yaml:"keep"`
+}
+
+// LogKafka ships the query log to a Kafka topic.
+type LogKafka struct {
+	Brokers     []string `yaml:"brokers"`
+	Topic       string   `yaml:"topic"`
+	Compression string   `yaml:"compression"`
+	ClientID    string   `yaml:"client_id"`
+	MaxBuffered int      `yaml:"max_buffered"`
+	Linger      Duration `yaml:"linger"`
+}
+
+// Digests configures statement statistics.
+type Digests struct {
+	// Enabled is true unless set to false.
+	Enabled *bool `yaml:"enabled"`
+	// MaxEntries bounds the (digest, user, schema, hostgroup) entries kept;
+	// the least recently used are evicted first.
+	MaxEntries int `yaml:"max_entries"`
+}
+
+// On reports whether digests are collected.
+func (d Digests) On() bool { return d.Enabled == nil || *d.Enabled }
+
+// QueryCache bounds the query cache.
+type QueryCache struct {
+	MaxSize      Size `yaml:"max_size"`
+	MaxEntrySize Size `yaml:"max_entry_size"`
+}
+
+// Rule is one query rule. Rules are tried in order; a matching rule
+// applies its actions and, unless continue is set, ends the search.
+type Rule struct {
+	Name     string       `yaml:"name"`
+	Match    RuleMatch    `yaml:"match"`
+	Route    string       `yaml:"route"` // writer, reader or a server group
+	Rewrite  *RuleRewrite `yaml:"rewrite"`
+	CacheTTL Duration     `yaml:"cache_ttl"`
+	Block    *RuleBlock   `yaml:"block"`
+	Timeout  Duration     `yaml:"timeout"`
+	Mirror   string       `yaml:"mirror"` // a server group
+	Log      *bool        `yaml:"log"`
+	Continue bool         `yaml:"continue"`
+}
+
+// RuleMatch selects statements. Empty fields match anything; a value that
+// starts with "!" matches what the rest does not.
+type RuleMatch struct {
+	User   string `yaml:"user"`
+	Schema string `yaml:"schema"`
+	Client string `yaml:"client"` // an address or CIDR prefix
+	Digest string `yaml:"digest"` // regular expression on the normalised text
+	Query  string `yaml:"query"`  // regular expression on the statement text
+}
+
+// RuleRewrite replaces matches of Pattern (RE2) by Replace ($1 for groups).
+type RuleRewrite struct {
+	Pattern string `yaml:"pattern"`
+	Replace string `yaml:"replace"`
+}
+
+// RuleBlock refuses a statement with an error of its own.
+type RuleBlock struct {
+	Code     int    `yaml:"code"`
+	SQLState string `yaml:"sqlstate"`
+	Message  string `yaml:"message"`
 }
 
 // Admin is the management HTTP server.
@@ -81,6 +177,11 @@ type Cluster struct {
 	Failover       Failover `yaml:"failover"`
 	Routing        Routing  `yaml:"routing"`
 	ConnectTimeout Duration `yaml:"connect_timeout"`
+	// ServerGroups name sets of servers that rules route or mirror to.
+	ServerGroups map[string][]string `yaml:"server_groups"`
+	// Rules steer, rewrite, block, cache, time out, mirror and log
+	// statements; see docs/rules.md.
+	Rules []Rule `yaml:"rules"`
 }
 
 // TLS is a certificate and key pair in PEM files.
@@ -156,6 +257,44 @@ type Routing struct {
 	GTIDWaitTimeout Duration `yaml:"gtid_wait_timeout"`
 }
 
+// Size is a number of bytes, written as 1048576, "64KiB", "100MiB", "1GiB"
+// (KB/MB/GB are read as the same powers of 1024).
+type Size int64
+
+// UnmarshalYAML parses a size.
+func (z *Size) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := ParseSize(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*z = Size(v)
+	return nil
+}
+
+// ParseSize parses "100MiB" and friends.
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.m
+			break
+		}
+	}
+	v, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%q is not a size (use e.g. 65536, 64KiB, 100MiB, 1GiB)", s)
+	}
+	return v * mult, nil
+}
+
 // Duration is a time.Duration written as "500ms", "2s", "1h".
 type Duration struct{ time.Duration }
 
@@ -224,6 +363,29 @@ func (c *Config) applyDefaults() {
 	if c.StateDir == "" {
 		c.StateDir = "/var/lib/vigil"
 	}
+	if c.Log.Statements == "" {
+		c.Log.Statements = "masked"
+	}
+	if c.Log.Buffer == 0 {
+		c.Log.Buffer = 65536
+	}
+	if k := c.Log.Kafka; k != nil {
+		if k.Topic == "" {
+			k.Topic = "vigil-queries"
+		}
+		if k.Compression == "" {
+			k.Compression = "lz4"
+		}
+	}
+	if c.Digests.MaxEntries == 0 {
+		c.Digests.MaxEntries = 10000
+	}
+	if c.QueryCache.MaxSize == 0 {
+		c.QueryCache.MaxSize = 64 << 20
+	}
+	if c.QueryCache.MaxEntrySize == 0 {
+		c.QueryCache.MaxEntrySize = 1 << 20
+	}
 	for i := range c.Users {
 		u := &c.Users[i]
 		if u.ReadYourWrites == "" {
@@ -274,8 +436,31 @@ func (c *Config) applyDefaults() {
 			f.MaxRunningSeconds = 60
 		}
 		setDur(&cl.Routing.GTIDWaitTimeout, time.Second)
+		for j := range cl.Rules {
+			r := &cl.Rules[j]
+			if r.Name == "" {
+				r.Name = fmt.Sprintf("rule-%d", j+1)
+			}
+			if b := r.Block; b != nil {
+				if b.Code == 0 {
+					b.Code = 7007
+				}
+				if b.SQLState == "" {
+					b.SQLState = "42000"
+				}
+				if b.Message == "" {
+					b.Message = "Vigil: statement blocked by rule " + r.Name
+				}
+			}
+		}
 	}
 }
+
+// HasQueryLog reports whether any query log sink is configured.
+func (l Log) HasQueryLog() bool { return l.File != nil || l.Stdout || l.Kafka != nil }
+
+// LogsAuth reports whether login attempts are logged.
+func (l Log) LogsAuth() bool { return l.HasQueryLog() && (l.Auth == nil || *l.Auth) }
 
 func setDur(d *Duration, def time.Duration) {
 	if d.Duration == 0 {
@@ -316,6 +501,13 @@ func (c *Config) Validate() error {
 	}
 	if !oneOf(c.Log.Format, "text", "json") {
 		add("log.format", "must be text or json, not %q", c.Log.Format)
+	}
+	c.validateLog(add)
+	if c.Digests.MaxEntries < 1 {
+		add("digests.max_entries", "must be at least 1")
+	}
+	if c.QueryCache.MaxEntrySize > c.QueryCache.MaxSize {
+		add("query_cache.max_entry_size", "must not exceed query_cache.max_size")
 	}
 	if c.Admin.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
@@ -410,6 +602,20 @@ func (c *Config) Validate() error {
 		if cl.Monitor.FailAfter < 1 {
 			add(key+".monitor.fail_after", "must be at least 1")
 		}
+		for g, members := range cl.ServerGroups {
+			if g == "writer" || g == "reader" || g == "" {
+				add(key+".server_groups", "%q is reserved; name the group otherwise", g)
+			}
+			if len(members) == 0 {
+				add(key+".server_groups."+g, "is empty")
+			}
+			for _, m := range members {
+				if !names[m] {
+					add(key+".server_groups."+g, "names server %q, which is not in servers", m)
+				}
+			}
+		}
+		validateRules(key, cl, add)
 	}
 	if len(ps) == 0 {
 		return nil
@@ -470,6 +676,97 @@ func sectionName(typ string) string {
 		return "a server"
 	case "User":
 		return "a user"
+	case "Rule":
+		return "a rule"
+	case "RuleMatch":
+		return "a rule's match"
+	case "Log", "LogFile", "LogKafka":
+		return "the log section"
 	}
 	return strings.ToLower(typ)
+}
+
+func (c *Config) validateLog(add func(key, format string, args ...any)) {
+	l := c.Log
+	if !oneOf(l.Statements, "masked", "full") {
+		add("log.statements", "must be masked or full, not %q", l.Statements)
+	}
+	if l.Buffer < 1 {
+		add("log.buffer", "must be at least 1")
+	}
+	if f := l.File; f != nil {
+		if f.Path == "" {
+			add("log.file.path", "is empty")
+		}
+		if f.Keep < 0 {
+			add("log.file.keep", "must not be negative")
+		}
+	}
+	if k := l.Kafka; k != nil {
+		if len(k.Brokers) == 0 {
+			add("log.kafka.brokers", "at least one broker (host:port) is needed")
+		}
+		for i, b := range k.Brokers {
+			if _, _, err := net.SplitHostPort(b); err != nil {
+				add(fmt.Sprintf("log.kafka.brokers[%d]", i), "%q is not host:port", b)
+			}
+		}
+		if !oneOf(k.Compression, "none", "gzip", "snappy", "lz4", "zstd") {
+			add("log.kafka.compression", "must be none, gzip, snappy, lz4 or zstd, not %q", k.Compression)
+		}
+	}
+}
+
+func validateRules(key string, cl Cluster, add func(key, format string, args ...any)) {
+	seen := map[string]bool{}
+	for i, r := range cl.Rules {
+		rkey := fmt.Sprintf("%s.rules[%d]", key, i)
+		if seen[r.Name] {
+			add(rkey+".name", "rule %q is listed twice", r.Name)
+		}
+		seen[r.Name] = true
+		for _, re := range []struct{ k, v string }{{"match.digest", r.Match.Digest}, {"match.query", r.Match.Query}} {
+			if _, err := regexp.Compile(strings.TrimPrefix(re.v, "!")); err != nil {
+				add(rkey+"."+re.k, "bad regular expression: %v", err)
+			}
+		}
+		if cli := strings.TrimPrefix(r.Match.Client, "!"); cli != "" {
+			if _, err := netip.ParsePrefix(cli); err != nil {
+				if _, err := netip.ParseAddr(cli); err != nil {
+					add(rkey+".match.client", "%q is neither an address nor a CIDR prefix", cli)
+				}
+			}
+		}
+		group := func(k, g string, roles bool) {
+			if g == "" || (roles && (g == "writer" || g == "reader")) {
+				return
+			}
+			if _, ok := cl.ServerGroups[g]; !ok {
+				add(rkey+"."+k, "%q is not writer, reader or a group in server_groups", g)
+			}
+		}
+		group("route", r.Route, true)
+		group("mirror", r.Mirror, false)
+		if r.Mirror == "writer" || r.Mirror == "reader" {
+			add(rkey+".mirror", "must name a group in server_groups, not a role")
+		}
+		if rw := r.Rewrite; rw != nil {
+			if rw.Pattern == "" {
+				add(rkey+".rewrite.pattern", "is empty")
+			} else if _, err := regexp.Compile(rw.Pattern); err != nil {
+				add(rkey+".rewrite.pattern", "bad regular expression: %v", err)
+			}
+		}
+		if b := r.Block; b != nil {
+			if b.Code < 1 || b.Code > 65535 {
+				add(rkey+".block.code", "must be between 1 and 65535")
+			}
+			if len(b.SQLState) != 5 {
+				add(rkey+".block.sqlstate", "must be 5 characters, e.g. 42000")
+			}
+		}
+		if r.CacheTTL.Duration < 0 || r.Timeout.Duration < 0 {
+			add(rkey, "cache_ttl and timeout must not be negative")
+		}
+	}
 }

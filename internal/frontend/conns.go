@@ -114,6 +114,8 @@ func (s *Session) pick(snap *topology.Snapshot, target router.Target, exclude in
 	switch target {
 	case router.Reader:
 		return s.srv.bal.PickReader(snap, s.opts().ReadsOnPrimary, exclude)
+	case router.Group:
+		return s.srv.bal.PickIn(snap, s.group, exclude)
 	default:
 		return router.WriterFor(snap)
 	}
@@ -124,6 +126,10 @@ func (s *Session) noServerError(snap *topology.Snapshot, target router.Target, r
 	if target == router.Reader {
 		return mysqlproto.NewError(mysqlproto.ERVigilNoReader, mysqlproto.SSVigilUnavailable,
 			"Vigil: no readable server in cluster %s: %s", cluster, reason)
+	}
+	if target == router.Group {
+		return mysqlproto.NewError(mysqlproto.ERVigilNoReader, mysqlproto.SSVigilUnavailable,
+			"Vigil: no server of the group a rule routes to is available in cluster %s: %s", cluster, reason)
 	}
 	return mysqlproto.NewError(mysqlproto.ERVigilNoWriter, mysqlproto.SSVigilUnavailable,
 		"Vigil: no writable primary in cluster %s: %s", cluster, reason)
@@ -246,6 +252,7 @@ func (s *Session) sendError(err error) error {
 	if !errors.As(err, &se) {
 		se = mysqlproto.NewError(mysqlproto.ERUnknownError, mysqlproto.SSUnknown, "Vigil: %v", err)
 	}
+	s.stmtErr, s.stmtErrMsg = se.Code, se.Message
 	s.srv.Stats.Errors.Add(1)
 	s.client.Seq = 1
 	if err := s.client.WritePacket(mysqlproto.AppendErr(s.scratch[:0], se)); err != nil {

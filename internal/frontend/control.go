@@ -2,6 +2,8 @@ package frontend
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
@@ -146,4 +148,30 @@ func (s *Session) fencedError(c *backend.Conn) error {
 	}
 	return mysqlproto.NewError(mysqlproto.ERVigilFenced, mysqlproto.SSVigilLost,
 		"Vigil: server %s was fenced (%s); the open transaction did not commit, retry it", c.Server, reason)
+}
+
+// ErrNoSession: no session has that id.
+var ErrNoSession = errors.New("no such session")
+
+// KillSession ends a client session as an operator asked: the statement
+// it runs is killed on its server, and unless queryOnly the client
+// connection is closed (the session's transaction, if any, rolls back).
+func (s *Server) KillSession(ctx context.Context, id uint32, queryOnly bool) error {
+	target := s.Session(id)
+	if target == nil {
+		return ErrNoSession
+	}
+	if c := target.running.Load(); c != nil {
+		kctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := s.pools[c.Index].Kill(kctx, target.key.User, c.ID, true)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("kill on server %s: %w", c.Server, err)
+		}
+	}
+	if !queryOnly {
+		s.log.Info("session killed by an operator", "session", id, "user", target.key.User, "client", target.remote)
+		target.client.Close()
+	}
+	return nil
 }

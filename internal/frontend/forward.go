@@ -66,7 +66,25 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 	}
 	write := func(f []byte) error {
 		o.sent = true
+		if s.capturing {
+			s.captureFrame(f)
+		}
 		if err := cl.WriteFrame(f); err != nil {
+			return errClient{err}
+		}
+		return nil
+	}
+	// errFrame passes a server error on, or Vigil's own when a rule's
+	// timeout killed the statement.
+	errFrame := func(f []byte) error {
+		o.err = mysqlproto.ParseErr(f[4:])
+		if !s.timedOut.Load() {
+			return write(f)
+		}
+		o.err = s.timeoutError(c)
+		o.sent = true
+		cl.Seq = f[3]
+		if err := cl.WritePacket(mysqlproto.AppendErr(s.scratch[:0], o.err)); err != nil {
 			return errClient{err}
 		}
 		return nil
@@ -92,6 +110,9 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 		s.scratch = mysqlproto.StripSessionState(s.scratch[:0], p, ok)
 		cl.Seq = f[3]
 		o.sent = true
+		if s.capturing {
+			s.captureStripped(f[3], s.scratch)
+		}
 		if err := cl.WritePacket(s.scratch); err != nil {
 			return errClient{err}
 		}
@@ -128,8 +149,7 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 			}
 			switch {
 			case len(p) > 0 && p[0] == mysqlproto.ErrPacket:
-				o.err = mysqlproto.ParseErr(p)
-				return true, write(f)
+				return true, errFrame(f)
 			case len(p) > 0 && p[0] == mysqlproto.EOFPacket && len(p) < mysqlproto.MaxPayload && (deprecateEOF || len(p) < 9):
 				if deprecateEOF {
 					if err := okFrame(f); err != nil {
@@ -170,8 +190,7 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 			}
 			p := f[4:]
 			if len(p) > 0 && p[0] == mysqlproto.ErrPacket {
-				o.err = mysqlproto.ParseErr(p)
-				return o, write(f)
+				return o, errFrame(f)
 			}
 			if len(p) > 0 && p[0] == mysqlproto.EOFPacket && len(p) < 9 {
 				o.status = mysqlproto.ParseEOF(p).Status
@@ -206,8 +225,7 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 			}
 			continue
 		case mysqlproto.ErrPacket:
-			o.err = mysqlproto.ParseErr(p)
-			return o, write(f)
+			return o, errFrame(f)
 		case mysqlproto.EOFPacket:
 			if kind == respSimple {
 				// COM_SET_OPTION and friends answer with EOF.

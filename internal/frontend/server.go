@@ -57,6 +57,9 @@ type Server struct {
 	Stats  *Stats
 	nextID atomic.Uint32
 
+	proc   atomic.Pointer[Processing]
+	mirror *mirrorer
+
 	gate        atomic.Pointer[gate]
 	fenced      []atomic.Bool
 	fenceReason []atomic.Pointer[string]
@@ -71,8 +74,10 @@ func New(opts Options, users []User, topo *topology.Holder, pools []*backend.Poo
 	s := &Server{topo: topo, pools: pools, bal: router.NewBalancer(len(pools)), log: log,
 		sessions: map[uint32]*Session{}, Stats: newStats(),
 		fenced: make([]atomic.Bool, len(pools)), fenceReason: make([]atomic.Pointer[string], len(pools))}
+	s.mirror = &mirrorer{srv: s, jobs: make(chan mirrorJob, 1024)}
 	s.SetOptions(opts)
 	s.SetUsers(users)
+	s.SetProcessing(Processing{})
 	return s
 }
 
@@ -113,6 +118,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		<-ctx.Done()
 		ln.Close()
 	}()
+	s.mirror.run(ctx)
 	var tempDelay time.Duration
 	for {
 		nc, err := ln.Accept()

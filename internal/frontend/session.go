@@ -5,12 +5,14 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"runtime"
 	"sync/atomic"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/qlog"
 	"github.com/vigil-db/vigil/internal/router"
 	"github.com/vigil-db/vigil/internal/sqlscan"
 )
@@ -67,6 +69,24 @@ type Session struct {
 	scratch    []byte
 	rs         router.Session
 	nextTrxSet bool
+
+	// Query processing, per statement.
+	clientIP    netip.Addr
+	group       []int // servers of the rule-chosen group (target Group)
+	stmtErr     uint16
+	stmtErrMsg  string
+	stmtServer  string
+	stmtIdx     int
+	stmtRows    int64
+	stmtTimeout time.Duration
+	timeoutRule string
+	timedOut    atomic.Bool
+	rewriteBuf  []byte
+	cacheKeyBuf []byte
+	capture     []byte
+	capturing   bool
+	captureMax  int
+	logEntry    qlog.Entry
 }
 
 // SessionInfo is a session as listings show it.
@@ -128,8 +148,11 @@ func (s *Session) run(ctx context.Context) {
 		// Check the schema exists and is allowed, as a server would.
 		return s.checkSchema(ctx, h.DB)
 	}
-	_, err := s.client.Accept(hctx, cfg, s.id, host)
+	hello, err := s.client.Accept(hctx, cfg, s.id, host)
 	cancel()
+	if hello != nil && (err == nil || errors.Is(err, mysqlproto.ErrAccessDenied)) {
+		s.logAuth(hello.User, err)
+	}
 	if err != nil {
 		if errors.Is(err, mysqlproto.ErrAccessDenied) {
 			s.srv.Stats.AuthFailures.Add(1)
@@ -257,20 +280,66 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	q := pkt[1:]
 	info := sqlscan.Scan(q)
 	s.srv.Stats.Queries.Add(1)
-	if info.Flags&sqlscan.FlagMulti != 0 && !s.multiStmts {
-		return s.sendError(mysqlproto.NewError(mysqlproto.ERParseError, mysqlproto.SSSyntax,
-			"You have an error in your SQL syntax: multi-statements are off for this connection (CLIENT_MULTI_STATEMENTS)"))
-	}
 	if info.Flags&sqlscan.FlagKill != 0 {
 		if id, query, ok := sqlscan.KillTarget(q); ok {
 			return s.kill(ctx, id, query)
 		}
 	}
-	s.nextTrxSet = info.Class == sqlscan.ClassSet && isNextTrxSet(q)
+	p := s.srv.proc.Load()
+	s.beginStmt()
+	run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
+	res := s.applyRules(p, q, info.Digest)
+	run.rule, run.log = res.Rule, res.Log
+	if res.Block != nil {
+		run.hostgroup = "blocked"
+		err := s.blocked(res.Block, res.Rule)
+		s.finishStmt(p, &run)
+		return err
+	}
+	if res.Query != nil {
+		// Route and pin by what will run; count and log what was sent.
+		s.rewriteBuf = append(append(s.rewriteBuf[:0], mysqlproto.ComQuery), res.Query...)
+		pkt = s.rewriteBuf
+		ri := sqlscan.Scan(res.Query)
+		info.Class, info.Flags = ri.Class, ri.Flags
+	}
+	if info.Flags&sqlscan.FlagMulti != 0 && !s.multiStmts {
+		return s.sendError(mysqlproto.NewError(mysqlproto.ERParseError, mysqlproto.SSSyntax,
+			"You have an error in your SQL syntax: multi-statements are off for this connection (CLIENT_MULTI_STATEMENTS)"))
+	}
+	s.nextTrxSet = info.Class == sqlscan.ClassSet && isNextTrxSet(pkt[1:])
 	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
 	s.rs.Bound = s.bound()
-	dec := router.Route(info, &s.rs, time.Now())
-	if err := s.execute(ctx, pkt, info, dec.Target, respQuery); err != nil {
+	dec := router.Route(info, &s.rs, run.start)
+	run.target, run.hostgroup = s.routeByRule(p, res.Route, dec.Target)
+	var cacheKey []byte
+	if res.CacheTTL > 0 && p.Cache != nil && run.target != router.Keep && cacheable(info) {
+		cacheKey = s.cacheKey(pkt[1:])
+		if frames := p.Cache.Get(cacheKey, run.start); frames != nil {
+			s.srv.Stats.CacheHits.Add(1)
+			run.cached, run.hostgroup = true, "cache"
+			if err := s.client.WriteFrame(frames); err != nil {
+				return errClient{err}
+			}
+			s.finishStmt(p, &run)
+			return nil
+		}
+		s.capture = s.capture[:0]
+		s.capturing = true
+		s.captureMax = int(p.Cache.Stats().MaxBytes)
+	}
+	s.stmtTimeout, s.timeoutRule = res.Timeout, res.Rule
+	run.mirror = res.Mirror
+	err := s.execute(ctx, pkt, info, run.target, respQuery)
+	s.stmtTimeout = 0
+	if s.capturing {
+		s.capturing = false
+		if err == nil && s.stmtErr == 0 && len(s.capture) > 0 {
+			p.Cache.Put(cacheKey, s.capture, res.CacheTTL, time.Now())
+		}
+	}
+	s.finishStmt(p, &run)
+	if err != nil {
 		return err
 	}
 	if info.Flags&sqlscan.FlagRelease != 0 && (info.Class == sqlscan.ClassCommit || info.Class == sqlscan.ClassRollback) {
@@ -301,6 +370,7 @@ func (s *Session) execute(ctx context.Context, pkt []byte, info sqlscan.Info, ta
 			}
 		}
 		out, err := s.roundTrip(c, pkt, kind)
+		s.noteOutcome(c, out)
 		if err != nil {
 			var eb errBackend
 			if errors.As(err, &eb) && !out.sent && target == router.Reader && attempt == 0 && !s.bound() {
@@ -336,7 +406,27 @@ func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome
 	runtime.Gosched()
 	s.srv.bal.Begin(c.Index)
 	s.armWatch()
+	var timer *time.Timer
+	var killed chan struct{}
+	if s.stmtTimeout > 0 {
+		killed = make(chan struct{})
+		timer = time.AfterFunc(s.stmtTimeout, func() {
+			defer close(killed)
+			s.timedOut.Store(true)
+			s.srv.Stats.Timeouts.Add(1)
+			s.killRunning(c)
+		})
+	}
 	out, err := s.forward(c, kind)
+	if timer != nil && !timer.Stop() {
+		// The kill may land after the statement ended: never reuse the
+		// connection it may hit.
+		<-killed
+		s.timedOut.Store(false)
+		if !s.bound() {
+			c.Broken = true
+		}
+	}
 	s.disarmWatch()
 	s.srv.bal.End(c.Index)
 	return out, err

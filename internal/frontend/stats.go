@@ -34,6 +34,14 @@ type Stats struct {
 	GTIDFallback atomic.Int64
 	Errors       atomic.Int64
 	Held         atomic.Int64 // statements that waited at a hold
+	Rewrites     atomic.Int64 // statements a rule rewrote
+	Blocked      atomic.Int64 // statements a rule refused
+	Timeouts     atomic.Int64 // statements a rule's timeout killed
+	CacheHits    atomic.Int64 // reads answered from the query cache
+	LogDrops     atomic.Int64 // query log entries dropped (buffer full)
+	Mirrored     atomic.Int64 // statements mirrored
+	MirrorDrops  atomic.Int64 // mirrors dropped (queue full)
+	MirrorErrors atomic.Int64 // mirrors that failed
 	Pins         [numPins]atomic.Int64
 }
 

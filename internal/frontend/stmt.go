@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
@@ -27,6 +28,14 @@ type clientStmt struct {
 	// for the execute on the same connection.
 	longData bool
 	cursor   bool
+
+	// What the rules said at prepare time; they apply to every execute.
+	digest  uint64
+	orig    []byte // the text the client prepared (before any rewrite)
+	route   string
+	rule    string
+	log     int8
+	timeout time.Duration
 }
 
 func (s *Session) unknownStmt(id uint32) error {
@@ -34,21 +43,37 @@ func (s *Session) unknownStmt(id uint32) error {
 		"Unknown prepared statement handler (%d) given to mysqld_stmt_execute", id))
 }
 
-func (s *Session) stmtTarget(st *clientStmt) router.Target {
+func (s *Session) stmtTarget(p *Processing, st *clientStmt) (router.Target, string) {
 	s.rs.Bound = s.bound()
-	return router.Route(st.info, &s.rs, timeNow()).Target
+	return s.routeByRule(p, st.route, router.Route(st.info, &s.rs, timeNow()).Target)
 }
 
 func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	q := pkt[1:]
 	info := sqlscan.Scan(q)
-	st := &clientStmt{query: string(q), info: info}
+	st := &clientStmt{query: string(q), info: info, digest: info.Digest, orig: []byte(string(q))}
+	p := s.srv.proc.Load()
+	s.beginStmt()
+	res := s.applyRules(p, q, info.Digest)
+	if res.Block != nil {
+		err := s.blocked(res.Block, res.Rule)
+		s.finishStmt(p, &stmtRun{start: time.Now(), digest: info.Digest, query: q, hostgroup: "blocked", rule: res.Rule, log: res.Log})
+		return err
+	}
+	st.route, st.rule, st.log, st.timeout = res.Route, res.Rule, res.Log, res.Timeout
+	if res.Query != nil {
+		st.query = string(res.Query)
+		ri := sqlscan.Scan(res.Query)
+		st.info.Class, st.info.Flags = ri.Class, ri.Flags
+		pkt = append([]byte{mysqlproto.ComStmtPrepare}, res.Query...)
+	}
 	target := router.Writer
 	if s.bound() {
 		target = router.Keep
-	} else if info.Class == sqlscan.ClassRead {
+	} else if st.info.Class == sqlscan.ClassRead {
 		target = router.Reader
 	}
+	target, _ = s.routeByRule(p, st.route, target)
 	c, err := s.acquire(ctx, target, -1)
 	if err != nil {
 		return s.sendError(err)
@@ -145,7 +170,16 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 			st.types = append(st.types[:0], pkt[typesOff:typesOff+2*int(st.params)]...)
 		}
 	}
-	target := s.stmtTarget(st)
+	p := s.srv.proc.Load()
+	s.beginStmt()
+	run := stmtRun{start: time.Now(), digest: st.digest, query: st.orig, rule: st.rule, log: st.log}
+	target, hg := s.stmtTarget(p, st)
+	run.target, run.hostgroup = target, hg
+	s.stmtTimeout, s.timeoutRule = st.timeout, st.rule
+	defer func() {
+		s.stmtTimeout = 0
+		s.finishStmt(p, &run)
+	}()
 	exclude := -1
 	for attempt := 0; ; attempt++ {
 		c, err := s.acquire(ctx, target, exclude)
@@ -168,6 +202,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 		out := s.rewriteExecute(pkt, ss, st, boundOff, typesOff)
 		st.longData = false
 		o, err := s.roundTrip(c, out, respExecute)
+		s.noteOutcome(c, o)
 		if err != nil {
 			var eb errBackend
 			if asBackend(err, &eb) && !o.sent && target == router.Reader && attempt == 0 && !s.bound() {
@@ -237,7 +272,8 @@ func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
 	if st == nil {
 		return nil
 	}
-	c, err := s.acquire(ctx, s.stmtTarget(st), -1)
+	target, _ := s.stmtTarget(s.srv.proc.Load(), st)
+	c, err := s.acquire(ctx, target, -1)
 	if err != nil {
 		return nil
 	}

@@ -50,12 +50,7 @@ func (b *Balancer) PickReader(snap *topology.Snapshot, includeWriter bool, exclu
 			bestWriter = i
 			continue
 		}
-		var out int64
-		if i < len(b.outstanding) {
-			out = b.outstanding[i].Load()
-		}
-		score := float64(out+1) / float64(s.Weight)
-		if best < 0 || score < bestScore {
+		if score := b.score(i, s.Weight); best < 0 || score < bestScore {
 			best, bestScore = i, score
 		}
 	}
@@ -66,6 +61,49 @@ func (b *Balancer) PickReader(snap *topology.Snapshot, includeWriter bool, exclu
 		return bestWriter, ""
 	}
 	return -1, noReaderReason(snap)
+}
+
+// PickIn returns the server of members (indices into the snapshot) with
+// the lowest (outstanding+1)/weight among those online, skipping exclude.
+// Rules use it to route or mirror to a named server group; whether a
+// member is readable or writable is the rule author's business (a write
+// sent to a read-only server gets the server's own error).
+func (b *Balancer) PickIn(snap *topology.Snapshot, members []int, exclude int) (int, string) {
+	if snap == nil {
+		return -1, "no topology yet"
+	}
+	best := -1
+	var bestScore float64
+	start := int(b.rr.Add(1))
+	for k := range members {
+		i := members[(start+k)%len(members)]
+		if i == exclude || i < 0 || i >= len(snap.Servers) {
+			continue
+		}
+		s := &snap.Servers[i]
+		if s.State != topology.Online || s.Weight <= 0 {
+			continue
+		}
+		if score := b.score(i, s.Weight); best < 0 || score < bestScore {
+			best, bestScore = i, score
+		}
+	}
+	if best >= 0 {
+		return best, ""
+	}
+	if len(members) == 0 {
+		return -1, "the server group is empty"
+	}
+	return -1, "no server of the group is online: " + noReaderReason(snap)
+}
+
+// score is (outstanding+1)/weight: lower is better.
+func (b *Balancer) score(i, weight int) float64 {
+	var out int64
+	if i < len(b.outstanding) {
+		out = b.outstanding[i].Load()
+	}
+	return float64(out+1) / float64(weight)
 }
 
 func noReaderReason(snap *topology.Snapshot) string {

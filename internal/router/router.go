@@ -21,6 +21,8 @@ const (
 	Writer
 	// Reader: a readable server chosen by the balancer.
 	Reader
+	// Group: a server of the named group a rule chose.
+	Group
 )
 
 func (t Target) String() string {
@@ -31,6 +33,8 @@ func (t Target) String() string {
 		return "writer"
 	case Reader:
 		return "reader"
+	case Group:
+		return "group"
 	}
 	return "?"
 }

@@ -1,0 +1,316 @@
+package frontend
+
+import (
+	"context"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/qcache"
+	"github.com/vigil-db/vigil/internal/qlog"
+	"github.com/vigil-db/vigil/internal/qstats"
+	"github.com/vigil-db/vigil/internal/router"
+	"github.com/vigil-db/vigil/internal/rules"
+	"github.com/vigil-db/vigil/internal/sqlscan"
+)
+
+// Processing is a listener's query processing: rules, the server groups
+// they name, digest statistics, the result cache and the query log. It is
+// swapped as a whole on reload; any part may be nil (off).
+type Processing struct {
+	Rules   *rules.Set
+	Groups  map[string][]int // server group -> server indices
+	Digests *qstats.Store
+	Cache   *qcache.Cache
+	Log     QueryLog
+	// LogQueries logs every statement unless a rule says otherwise.
+	LogQueries bool
+	// LogAuth logs every login attempt.
+	LogAuth bool
+}
+
+// QueryLog takes query log entries without blocking (qlog.Logger).
+type QueryLog interface {
+	Log(e *qlog.Entry) bool
+}
+
+// SetProcessing swaps the query processing (hot reload).
+func (s *Server) SetProcessing(p Processing) { s.proc.Store(&p) }
+
+// ProcessingNow returns the processing in force.
+func (s *Server) ProcessingNow() *Processing { return s.proc.Load() }
+
+// stmtRun is what the session remembers about the statement in flight, for
+// statistics and the log.
+type stmtRun struct {
+	start     time.Time
+	digest    uint64
+	query     []byte // as the client sent it
+	hostgroup string
+	rule      string
+	log       int8
+	cached    bool
+	mirror    string
+	target    router.Target
+}
+
+// beginStmt resets the per-statement outcome.
+func (s *Session) beginStmt() {
+	s.stmtErr = 0
+	s.stmtErrMsg = ""
+	s.stmtServer = ""
+	s.stmtIdx = -1
+	s.stmtRows = 0
+}
+
+// noteOutcome remembers where a statement ran and how it ended.
+func (s *Session) noteOutcome(c *backend.Conn, out outcome) {
+	s.stmtServer, s.stmtIdx = c.Server, c.Index
+	if out.err != nil {
+		s.stmtErr, s.stmtErrMsg = out.err.Code, out.err.Message
+	}
+	if out.rows > 0 {
+		s.stmtRows = out.rows
+	} else {
+		s.stmtRows = int64(out.affected)
+	}
+}
+
+// finishStmt records a finished statement in the digest statistics and
+// the query log, and mirrors it when a rule asked for that.
+func (s *Session) finishStmt(p *Processing, r *stmtRun) {
+	now := time.Now()
+	d := now.Sub(r.start)
+	hg := r.hostgroup
+	if r.target == router.Keep && s.stmtIdx >= 0 {
+		hg = "reader"
+		if snap := s.srv.topo.Load(); snap != nil && snap.Writer == s.stmtIdx {
+			hg = "writer"
+		}
+	}
+	if p.Digests != nil {
+		p.Digests.Record(qstats.Key{Digest: r.digest, User: s.user.Name, Schema: s.state.Schema, Hostgroup: hg},
+			r.query, d, s.stmtRows, s.stmtErr != 0, now)
+	}
+	if p.Log != nil && (r.log > 0 || (r.log == 0 && p.LogQueries)) {
+		e := &s.logEntry
+		*e = qlog.Entry{Time: now, Kind: qlog.KindQuery, Session: s.id, Cluster: s.opts().Cluster, User: s.user.Name,
+			Client: s.remote, Schema: s.state.Schema, Digest: r.digest, Statement: r.query, Server: s.stmtServer,
+			Duration: d, Rows: s.stmtRows, ErrCode: s.stmtErr, Message: s.stmtErrMsg, Rule: r.rule, Cached: r.cached}
+		if !p.Log.Log(e) {
+			s.srv.Stats.LogDrops.Add(1)
+		}
+	}
+	if r.mirror != "" && s.stmtErr == 0 {
+		s.srv.mirror.enqueue(s, p.Groups[r.mirror], r.query)
+	}
+}
+
+// logAuth records a login attempt.
+func (s *Session) logAuth(user string, err error) {
+	p := s.srv.proc.Load()
+	if p == nil || p.Log == nil || !p.LogAuth {
+		return
+	}
+	e := qlog.Entry{Time: time.Now(), Kind: qlog.KindAuth, Session: s.id, Cluster: s.opts().Cluster, User: user,
+		Client: s.remote, Success: err == nil}
+	if err != nil {
+		e.ErrCode = mysqlproto.ERAccessDeniedError
+		e.Message = err.Error()
+		if se, ok := err.(*mysqlproto.SQLError); ok {
+			e.ErrCode, e.Message = se.Code, se.Message
+		}
+	}
+	if !p.Log.Log(&e) {
+		s.srv.Stats.LogDrops.Add(1)
+	}
+}
+
+// clientAddr parses the client's address once, for rules.
+func (s *Session) clientAddr() netip.Addr {
+	if !s.clientIP.IsValid() {
+		if ap, err := netip.ParseAddrPort(s.remote); err == nil {
+			s.clientIP = ap.Addr().Unmap()
+		}
+	}
+	return s.clientIP
+}
+
+// applyRules runs the rules over a statement. It returns the rules'
+// result; rewritten statements come back in res.Query.
+func (s *Session) applyRules(p *Processing, q []byte, digest uint64) rules.Result {
+	if p.Rules.Len() == 0 {
+		return rules.Result{}
+	}
+	in := rules.Input{User: s.user.Name, Schema: s.state.Schema, Client: s.clientAddr(), Digest: digest, Query: q}
+	res := p.Rules.Apply(&in)
+	if res.Query != nil {
+		s.srv.Stats.Rewrites.Add(1)
+	}
+	return res
+}
+
+// blocked answers a statement a rule refuses; no server sees it.
+func (s *Session) blocked(b *rules.Block, rule string) error {
+	s.srv.Stats.Blocked.Add(1)
+	s.stmtErr, s.stmtErrMsg = b.Code, b.Message
+	s.srv.log.Debug("statement blocked by a rule", "session", s.id, "rule", rule)
+	return s.sendError(mysqlproto.NewError(b.Code, b.SQLState, "%s", b.Message))
+}
+
+// routeByRule turns a rule's route into a target; transactions and pins
+// keep their server whatever the rules say.
+func (s *Session) routeByRule(p *Processing, route string, target router.Target) (router.Target, string) {
+	if route == "" || target == router.Keep {
+		return target, target.String()
+	}
+	switch route {
+	case "writer":
+		return router.Writer, route
+	case "reader":
+		return router.Reader, route
+	}
+	s.group = p.Groups[route]
+	return router.Group, route
+}
+
+// cacheable: only plain reads may be cached (no locks, side effects,
+// user variables or several statements).
+func cacheable(info sqlscan.Info) bool {
+	const unsafe = sqlscan.FlagForUpdate | sqlscan.FlagSideEffect | sqlscan.FlagMulti | sqlscan.FlagGetLock |
+		sqlscan.FlagCalcFoundRows | sqlscan.FlagFoundRows | sqlscan.FlagUserVar | sqlscan.FlagXA | sqlscan.FlagExplainAnalyze
+	return info.Class == sqlscan.ClassRead && info.Flags&unsafe == 0
+}
+
+// cacheKey is everything that changes a read's result: cluster, user,
+// schema, every session variable (by hash), the protocol flavour the
+// reply is encoded for, and the statement.
+func (s *Session) cacheKey(q []byte) []byte {
+	k := s.cacheKeyBuf[:0]
+	k = append(k, s.opts().Cluster...)
+	k = append(k, 0)
+	k = append(k, s.user.Name...)
+	k = append(k, 0)
+	k = append(k, s.state.Schema...)
+	k = append(k, 0)
+	h := s.state.Hash()
+	f := s.key.Flavour
+	for i := range 8 {
+		k = append(k, byte(h>>(8*i)))
+	}
+	k = append(k, byte(f), byte(f>>8), byte(f>>16), byte(f>>24), s.key.Collation)
+	if s.sessionTrack {
+		k = append(k, 1)
+	} else {
+		k = append(k, 0)
+	}
+	k = append(k, q...)
+	s.cacheKeyBuf = k
+	return k
+}
+
+// captureFrame appends one frame to the reply being captured for the
+// cache, and stops capturing when the reply outgrows an entry.
+func (s *Session) captureFrame(f []byte) {
+	s.capture = append(s.capture, f...)
+	if len(s.capture) > s.captureMax {
+		s.capturing = false
+		s.capture = s.capture[:0]
+	}
+}
+
+// captureStripped records a frame Vigil rewrote (session state removed).
+func (s *Session) captureStripped(seq byte, payload []byte) {
+	n := len(payload)
+	s.capture = append(s.capture, byte(n), byte(n>>8), byte(n>>16), seq)
+	s.captureFrame(payload)
+}
+
+// timeoutError is what a client gets when a rule's timeout killed its
+// statement.
+func (s *Session) timeoutError(c *backend.Conn) *mysqlproto.SQLError {
+	return mysqlproto.NewError(mysqlproto.ERVigilStatementTimeout, mysqlproto.SSVigilTimeout,
+		"Vigil: statement ran longer than %s (timeout of rule %s) and was killed on server %s",
+		s.stmtTimeout, s.timeoutRule, c.Server)
+}
+
+// mirrorer runs mirrored statements on a few workers, fire and forget: a
+// full queue drops the statement (counted), never the client's time.
+type mirrorer struct {
+	srv     *Server
+	jobs    chan mirrorJob
+	started atomic.Bool
+}
+
+type mirrorJob struct {
+	members []int
+	key     backend.Key
+	schema  string
+	query   string
+}
+
+const mirrorWorkers = 4
+
+func (m *mirrorer) enqueue(s *Session, members []int, q []byte) {
+	if len(members) == 0 || !m.started.Load() {
+		return
+	}
+	select {
+	case m.jobs <- mirrorJob{members: members, key: s.key, schema: s.state.Schema, query: string(q)}:
+	default:
+		m.srv.Stats.MirrorDrops.Add(1)
+	}
+}
+
+// run starts the workers; they stop with ctx.
+func (m *mirrorer) run(ctx context.Context) {
+	m.started.Store(true)
+	for range mirrorWorkers {
+		m.srv.wg.Add(1)
+		go func() {
+			defer m.srv.wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case j := <-m.jobs:
+					m.do(ctx, j)
+				}
+			}
+		}()
+	}
+}
+
+func (m *mirrorer) do(ctx context.Context, j mirrorJob) {
+	snap := m.srv.topo.Load()
+	idx, _ := m.srv.bal.PickIn(snap, j.members, -1)
+	if idx < 0 {
+		m.srv.Stats.MirrorErrors.Add(1)
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	pool := m.srv.pools[idx]
+	c, err := pool.Get(cctx, j.key)
+	if err != nil {
+		m.srv.Stats.MirrorErrors.Add(1)
+		return
+	}
+	var st backend.State
+	st.SetSchema(j.schema)
+	if err := c.Sync(cctx, &st); err == nil {
+		_, err = c.Exec(cctx, j.query)
+	}
+	if err != nil {
+		m.srv.Stats.MirrorErrors.Add(1)
+	} else {
+		m.srv.Stats.Mirrored.Add(1)
+	}
+	if c.Broken {
+		pool.Discard(c)
+		return
+	}
+	pool.Put(c)
+}
