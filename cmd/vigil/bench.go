@@ -52,6 +52,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	skipPrepare := fs.Bool("skip-prepare", false, "with --sandbox: use the sbtest tables already there")
 	keep := fs.Bool("keep", false, "leave the sandbox this bench created running")
 	verbose := fs.Bool("verbose", false, "log the sandbox's progress")
+	processing := fs.Bool("processing", false, "add a Vigil with digests, 100 query rules and a file query log (target vigil+rules) and measure its overhead")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, benchUsage)
 		fs.PrintDefaults()
@@ -111,6 +112,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		SandboxDir:   *sandboxDir,
 		SkipPrepare:  *skipPrepare,
 		Keep:         *keep,
+		Processing:   *processing,
 		VigilBin:     exe,
 		VigilVersion: version + " (commit " + commit + ")",
 		Progress:     stderr,

@@ -64,6 +64,10 @@ type Options struct {
 	SkipPrepare bool
 	// Tables and TableSize of the sysbench data; default 4 × 20000.
 	Tables, TableSize int
+	// Processing adds the vigil+rules target (digests, 100 rules, a file
+	// query log) and turns digests off in the plain vigil target, so the
+	// two measure the cost of query processing.
+	Processing bool
 	// VigilBin is the vigil binary started as `vigil run`.
 	VigilBin     string
 	VigilVersion string
@@ -136,9 +140,11 @@ type env struct {
 	rootDBs  map[string]*sql.DB
 	vigil    *child
 	haproxy  *child
-	targets  []Target
-	notes    []string
-	started  time.Time
+	// vigilRules is the second Vigil, with query processing on.
+	vigilRules *child
+	targets    []Target
+	notes      []string
+	started    time.Time
 	// keepWork keeps the temporary directory for a post-mortem.
 	keepWork bool
 }
@@ -337,8 +343,17 @@ func (e *env) setUp(ctx context.Context) error {
 	if err := e.waitReplicas(ctx); err != nil {
 		return err
 	}
-	if err := e.startVigil(ctx); err != nil {
+	plain, withRules, err := e.writeVigilConfigs()
+	if err != nil {
 		return err
+	}
+	if err := e.startVigil(ctx, plain); err != nil {
+		return err
+	}
+	if withRules != "" {
+		if err := e.startVigilRules(ctx, withRules); err != nil {
+			return err
+		}
 	}
 	return e.startHAProxy(ctx)
 }
@@ -433,8 +448,8 @@ func (e *env) waitReplicas(ctx context.Context) error {
 }
 
 // startVigil runs `vigil run` with the sandbox's vigil.yaml.
-func (e *env) startVigil(ctx context.Context) error {
-	cfg, err := config.Load(e.sb.ConfigPath())
+func (e *env) startVigil(ctx context.Context, cfgPath string) error {
+	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return err
 	}
@@ -445,7 +460,7 @@ func (e *env) startVigil(ctx context.Context) error {
 	if listening(addr) {
 		return fmt.Errorf("something already listens on Vigil's address %s (a vigil run of this sandbox?): stop it first", addr)
 	}
-	e.vigil, err = startChild("vigil", filepath.Join(e.work, "vigil.log"), e.o.VigilBin, "run", "--config", e.sb.ConfigPath())
+	e.vigil, err = startChild("vigil", filepath.Join(e.work, "vigil.log"), e.o.VigilBin, "run", "--config", cfgPath)
 	if err != nil {
 		return err
 	}
@@ -529,7 +544,7 @@ func (e *env) teardown() error {
 	if e.vigil != nil || e.haproxy != nil || (e.ownSB && !e.o.Keep) {
 		e.progress("stopping the proxies and the sandbox")
 	}
-	for _, c := range []*child{e.haproxy, e.vigil} {
+	for _, c := range []*child{e.haproxy, e.vigil, e.vigilRules} {
 		if c == nil {
 			continue
 		}
@@ -541,7 +556,7 @@ func (e *env) teardown() error {
 		db.Close()
 	}
 	if e.out != "" {
-		for _, name := range []string{"vigil.log", "haproxy.log", "haproxy.cfg"} {
+		for _, name := range []string{"vigil.log", "vigil-rules.log", "haproxy.log", "haproxy.cfg"} {
 			if err := copyLog(filepath.Join(e.work, name), filepath.Join(e.out, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				e.note("could not keep %s: %v", name, err)
 			}

@@ -142,6 +142,8 @@ func ratioPairs() []Ratio {
 		{Metric: "qps", Num: TargetVigil, Den: TargetHAProxy},
 		{Metric: "qps", Num: TargetHAProxy, Den: TargetDirect},
 		{Metric: "proxy_cpu_us_per_query", Num: TargetVigil, Den: TargetHAProxy},
+		{Metric: "qps", Num: TargetVigilRules, Den: TargetVigil},
+		{Metric: "proxy_cpu_us_per_query", Num: TargetVigilRules, Den: TargetVigil},
 	}
 }
 
@@ -267,6 +269,21 @@ func checks(sum Summary) []Check {
 			ht, _ := ss.Target(TargetHAProxy)
 			c.Value, c.Pass = ptr(v), v <= 1
 			c.Detail = fmt.Sprintf("%.1f vs %.1f µs/query, ratio %.2f", vt.ProxyCPUUsPerQuery.Median, ht.ProxyCPUUsPerQuery.Median, v)
+		} else {
+			c.Detail = "not measured"
+		}
+		out = append(out, c)
+	}
+	for _, ss := range sum.Scenarios {
+		_, hasV := ss.Target(TargetVigil)
+		_, hasR := ss.Target(TargetVigilRules)
+		if !hasV || !hasR {
+			continue
+		}
+		c := Check{Name: fmt.Sprintf("Query processing (digests, %d rules, query log) costs ≤ 10%% qps on %s", ProcessingRules, ss.Scenario)}
+		if v, ok := ss.Ratio("qps", TargetVigilRules, TargetVigil); ok {
+			c.Value, c.Pass = ptr(v), v >= 0.90
+			c.Detail = fmt.Sprintf("vigil+rules/vigil %.2f (overhead %.1f%%)", v, 100*(1-v))
 		} else {
 			c.Detail = "not measured"
 		}
