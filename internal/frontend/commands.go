@@ -190,7 +190,7 @@ func (s *Session) kill(ctx context.Context, id uint64, query bool) error {
 	if target == nil {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERNoSuchThread, "HY000", "Unknown thread id: %d", id))
 	}
-	if target.user == nil || target.user.Name != s.user.Name {
+	if target.userName() != s.user.Name {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERKillDenied, "HY000", "You are not owner of thread %d", id))
 	}
 	if target == s {
@@ -274,7 +274,7 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 	}
 	s.releaseAll()
 	s.resetSession()
-	s.user = u
+	s.setUser(u)
 	s.key.User = name
 	s.key.Collation = coll
 	s.rs = router.Session{RYW: u.RYW, SessionWindow: u.SessionWindow}

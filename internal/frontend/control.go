@@ -163,14 +163,14 @@ func (s *Server) KillSession(ctx context.Context, id uint32, queryOnly bool) err
 	}
 	if c := target.running.Load(); c != nil {
 		kctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := s.pools[c.Index].Kill(kctx, target.key.User, c.ID, true)
+		err := s.pools[c.Index].Kill(kctx, target.userName(), c.ID, true)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("kill on server %s: %w", c.Server, err)
 		}
 	}
 	if !queryOnly {
-		s.log.Info("session killed by an operator", "session", id, "user", target.key.User, "client", target.remote)
+		s.log.Info("session killed by an operator", "session", id, "user", target.userName(), "client", target.remote)
 		target.client.Close()
 	}
 	return nil

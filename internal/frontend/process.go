@@ -78,9 +78,20 @@ func (s *Session) noteOutcome(c *backend.Conn, out outcome) {
 	}
 }
 
+// setCurrent records the statement in flight for session listings.
+func (s *Session) setCurrent(q []byte, start time.Time) {
+	s.curMu.Lock()
+	s.curText = append(s.curText[:0], q...)
+	s.curStart = start
+	s.curMu.Unlock()
+}
+
 // finishStmt records a finished statement in the digest statistics and
 // the query log, and mirrors it when a rule asked for that.
 func (s *Session) finishStmt(p *Processing, r *stmtRun) {
+	s.curMu.Lock()
+	s.curText = s.curText[:0]
+	s.curMu.Unlock()
 	now := time.Now()
 	d := now.Sub(r.start)
 	hg := r.hostgroup
@@ -88,6 +99,21 @@ func (s *Session) finishStmt(p *Processing, r *stmtRun) {
 		hg = "reader"
 		if snap := s.srv.topo.Load(); snap != nil && snap.Writer == s.stmtIdx {
 			hg = "writer"
+		}
+	}
+	st := s.srv.Stats
+	st.Latency[routeIndex(hg)].Observe(d)
+	if s.userStats == nil {
+		s.userStats = st.User(s.user.Name)
+	}
+	s.userStats.Queries.Add(1)
+	if s.stmtErr != 0 {
+		s.userStats.Errors.Add(1)
+	}
+	if s.stmtIdx >= 0 && s.stmtIdx < len(st.ServerQueries) {
+		st.ServerQueries[s.stmtIdx].Add(1)
+		if s.stmtErr != 0 {
+			st.ServerErrors[s.stmtIdx].Add(1)
 		}
 	}
 	if p.Digests != nil {

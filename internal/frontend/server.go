@@ -72,7 +72,7 @@ type Server struct {
 // New makes a server. pools are indexed like the snapshot's servers.
 func New(opts Options, users []User, topo *topology.Holder, pools []*backend.Pool, log *slog.Logger) *Server {
 	s := &Server{topo: topo, pools: pools, bal: router.NewBalancer(len(pools)), log: log,
-		sessions: map[uint32]*Session{}, Stats: newStats(),
+		sessions: map[uint32]*Session{}, Stats: newStats(len(pools)),
 		fenced: make([]atomic.Bool, len(pools)), fenceReason: make([]atomic.Pointer[string], len(pools))}
 	s.mirror = &mirrorer{srv: s, jobs: make(chan mirrorJob, 1024)}
 	s.SetOptions(opts)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -59,7 +60,13 @@ type Session struct {
 	// running is the server connection of the statement in flight, for KILL.
 	running atomic.Pointer[backend.Conn]
 	started time.Time
-	current atomic.Pointer[string]
+
+	// The statement in flight and the user, for listings and for other
+	// sessions' KILL (guarded by curMu).
+	curMu    sync.Mutex
+	curUser  string
+	curText  []byte
+	curStart time.Time
 
 	watch     *time.Timer
 	watchDone chan struct{}
@@ -87,6 +94,7 @@ type Session struct {
 	capturing   bool
 	captureMax  int
 	logEntry    qlog.Entry
+	userStats   *UserStats
 }
 
 // SessionInfo is a session as listings show it.
@@ -98,7 +106,10 @@ type SessionInfo struct {
 	InTrx   bool     `json:"in_transaction"`
 	Server  string   `json:"server,omitempty"`
 	Pins    []string `json:"pins,omitempty"`
-	Command string   `json:"command,omitempty"`
+	// Command is the statement running now, normalised (literals
+	// masked), and Seconds how long it has run.
+	Command string  `json:"command,omitempty"`
+	Seconds float64 `json:"seconds,omitempty"`
 }
 
 func newSession(srv *Server, id uint32, nc net.Conn) *Session {
@@ -111,16 +122,36 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 // Info summarises the session (any goroutine).
 func (s *Session) Info() SessionInfo {
 	in := SessionInfo{ID: s.id, Client: s.remote}
-	if s.user != nil {
-		in.User = s.user.Name
-	}
 	if c := s.running.Load(); c != nil {
 		in.Server = c.Server
 	}
-	if q := s.current.Load(); q != nil {
-		in.Command = *q
+	s.curMu.Lock()
+	in.User = s.curUser
+	if len(s.curText) > 0 {
+		in.Command = string(sqlscan.Normalize(nil, s.curText))
+		in.Seconds = time.Since(s.curStart).Seconds()
 	}
+	s.curMu.Unlock()
 	return in
+}
+
+// setUser changes the session's user (session goroutine only).
+func (s *Session) setUser(u *User) {
+	s.user = u
+	s.userStats = nil
+	s.curMu.Lock()
+	s.curUser = ""
+	if u != nil {
+		s.curUser = u.Name
+	}
+	s.curMu.Unlock()
+}
+
+// userName is the session's user, for other goroutines ("" before login).
+func (s *Session) userName() string {
+	s.curMu.Lock()
+	defer s.curMu.Unlock()
+	return s.curUser
 }
 
 func (s *Session) opts() *Options { return s.srv.opts.Load() }
@@ -198,7 +229,7 @@ var errQuit = errors.New("client quit")
 func (s *Session) setup(hello *mysqlproto.Hello) {
 	s.client.MaxPacket = s.opts().MaxPacket
 	users := *s.srv.users.Load()
-	s.user = users[hello.User]
+	s.setUser(users[hello.User])
 	s.caps = hello.Capabilities
 	s.sessionTrack = s.caps&mysqlproto.CapabilityClientSessionTrack != 0
 	s.multiStmts = s.caps&mysqlproto.CapabilityClientMultiStatements != 0
@@ -288,6 +319,7 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	p := s.srv.proc.Load()
 	s.beginStmt()
 	run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
+	s.setCurrent(q, run.start)
 	res := s.applyRules(p, q, info.Digest)
 	run.rule, run.log = res.Rule, res.Log
 	if res.Block != nil {

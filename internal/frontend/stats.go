@@ -1,6 +1,10 @@
 package frontend
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
 // Pin reasons: why a session keeps its server connection.
 const (
@@ -43,6 +47,85 @@ type Stats struct {
 	MirrorDrops  atomic.Int64 // mirrors dropped (queue full)
 	MirrorErrors atomic.Int64 // mirrors that failed
 	Pins         [numPins]atomic.Int64
+
+	// Latency of statements by route, and statements and errors by server
+	// (indexed like the pools) and by user.
+	Latency       [numRoutes]Histogram
+	ServerQueries []atomic.Int64
+	ServerErrors  []atomic.Int64
+	users         sync.Map // user name -> *UserStats
 }
 
-func newStats() *Stats { return &Stats{} }
+func newStats(servers int) *Stats {
+	return &Stats{ServerQueries: make([]atomic.Int64, servers), ServerErrors: make([]atomic.Int64, servers)}
+}
+
+// Routes of the latency histograms.
+const (
+	RouteWriter = iota
+	RouteReader
+	RouteGroup
+	RouteCache
+	RouteBlocked
+	numRoutes
+)
+
+// RouteNames name the latency routes for metrics.
+var RouteNames = [numRoutes]string{"writer", "reader", "group", "cache", "blocked"}
+
+func routeIndex(hostgroup string) int {
+	switch hostgroup {
+	case "writer":
+		return RouteWriter
+	case "reader":
+		return RouteReader
+	case "cache":
+		return RouteCache
+	case "blocked":
+		return RouteBlocked
+	}
+	return RouteGroup
+}
+
+// LatencyBounds are the upper bounds (seconds) of the latency buckets.
+var LatencyBounds = [...]float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// Histogram is a lock-free latency histogram (cumulated at scrape time).
+type Histogram struct {
+	Buckets [len(LatencyBounds) + 1]atomic.Uint64 // the last one is +Inf
+	SumNs   atomic.Uint64
+}
+
+// Observe adds one duration.
+func (h *Histogram) Observe(d time.Duration) {
+	s := d.Seconds()
+	i := 0
+	for i < len(LatencyBounds) && s > LatencyBounds[i] {
+		i++
+	}
+	h.Buckets[i].Add(1)
+	h.SumNs.Add(uint64(d))
+}
+
+// UserStats count one user's statements.
+type UserStats struct {
+	Queries atomic.Int64
+	Errors  atomic.Int64
+}
+
+// User returns the counters of a user, creating them.
+func (s *Stats) User(name string) *UserStats {
+	if u, ok := s.users.Load(name); ok {
+		return u.(*UserStats)
+	}
+	u, _ := s.users.LoadOrStore(name, &UserStats{})
+	return u.(*UserStats)
+}
+
+// EachUser calls f for every user's counters.
+func (s *Stats) EachUser(f func(name string, u *UserStats)) {
+	s.users.Range(func(k, v any) bool {
+		f(k.(string), v.(*UserStats))
+		return true
+	})
+}

@@ -173,6 +173,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 	p := s.srv.proc.Load()
 	s.beginStmt()
 	run := stmtRun{start: time.Now(), digest: st.digest, query: st.orig, rule: st.rule, log: st.log}
+	s.setCurrent(st.orig, run.start)
 	target, hg := s.stmtTarget(p, st)
 	run.target, run.hostgroup = target, hg
 	s.stmtTimeout, s.timeoutRule = st.timeout, st.rule

@@ -192,36 +192,18 @@ func writeReply(c *mysqlproto.Conn, r reply, deprecateEOF bool) {
 		_ = c.WritePacket(mysqlproto.AppendOK(nil, 0, 0, mysqlproto.ServerStatusAutocommit, 0))
 		return
 	}
-	_ = c.WritePacket(mysqlproto.AppendLenEncInt(nil, uint64(len(r.cols))))
-	for _, name := range r.cols {
-		var d []byte
-		for _, s := range []string{"def", "", "", "", name, name} {
-			d = mysqlproto.AppendLenEncString(d, []byte(s))
-		}
-		d = append(d, 0x0c, 33, 0, 0, 1, 0, 0, 253, 0, 0, 0, 0, 0)
-		_ = c.WritePacket(d)
-	}
-	if !deprecateEOF {
-		_ = c.WritePacket(mysqlproto.AppendEOF(nil, mysqlproto.ServerStatusAutocommit, 0))
-	}
-	for _, row := range r.rows {
-		var d []byte
-		for _, v := range row {
+	// "NULL" stands for SQL NULL in the scripts.
+	rows := make([][]string, len(r.rows))
+	for i, row := range r.rows {
+		rows[i] = make([]string, len(row))
+		for j, v := range row {
 			if v == "NULL" {
-				d = append(d, 0xfb)
-				continue
+				v = mysqlproto.NullCell
 			}
-			d = mysqlproto.AppendLenEncString(d, []byte(v))
+			rows[i][j] = v
 		}
-		_ = c.WritePacket(d)
 	}
-	if deprecateEOF {
-		ok := mysqlproto.AppendOK(nil, 0, 0, mysqlproto.ServerStatusAutocommit, 0)
-		ok[0] = mysqlproto.EOFPacket
-		_ = c.WritePacket(ok)
-		return
-	}
-	_ = c.WritePacket(mysqlproto.AppendEOF(nil, mysqlproto.ServerStatusAutocommit, 0))
+	_ = mysqlproto.WriteTextResult(c, r.cols, rows, mysqlproto.ServerStatusAutocommit, deprecateEOF)
 }
 
 // Scripts.

@@ -213,3 +213,54 @@ func EachSessionChange(block []byte, fn func(SessionChange)) error {
 	}
 	return nil
 }
+
+// NullCell in a row given to WriteTextResult stands for SQL NULL.
+const NullCell = "\x00NULL\x00"
+
+// WriteTextResult writes a complete text-protocol result set of string
+// columns (VARCHAR, utf8mb4) as a server would, starting at c.Seq: the
+// column count, the definitions, an EOF unless deprecateEOF, the rows
+// (NullCell for NULL) and the terminator with status. Test servers use it.
+func WriteTextResult(c *Conn, cols []string, rows [][]string, status uint16, deprecateEOF bool) error {
+	var buf []byte
+	put := func(p []byte) error { return c.WritePacket(p) }
+	if err := put(AppendLenEncInt(buf[:0], uint64(len(cols)))); err != nil {
+		return err
+	}
+	for _, name := range cols {
+		d := buf[:0]
+		for _, s := range []string{"def", "", "", "", name, name} {
+			d = AppendLenEncString(d, []byte(s))
+		}
+		// Fixed fields: length 0x0c, charset utf8mb4_general_ci (45), max
+		// length, type VAR_STRING (253), flags, decimals, filler.
+		d = append(d, 0x0c, 45, 0, 0, 1, 0, 0, 253, 0, 0, 0, 0, 0)
+		if err := put(d); err != nil {
+			return err
+		}
+	}
+	if !deprecateEOF {
+		if err := put(AppendEOF(buf[:0], status, 0)); err != nil {
+			return err
+		}
+	}
+	for _, row := range rows {
+		d := buf[:0]
+		for _, v := range row {
+			if v == NullCell {
+				d = append(d, 0xfb)
+				continue
+			}
+			d = AppendLenEncString(d, []byte(v))
+		}
+		if err := put(d); err != nil {
+			return err
+		}
+	}
+	if deprecateEOF {
+		ok := AppendOK(buf[:0], 0, 0, status, 0)
+		ok[0] = EOFPacket
+		return put(ok)
+	}
+	return put(AppendEOF(buf[:0], status, 0))
+}

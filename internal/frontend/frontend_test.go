@@ -1,0 +1,436 @@
+package frontend
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/qcache"
+	"github.com/vigil-db/vigil/internal/qlog"
+	"github.com/vigil-db/vigil/internal/qstats"
+	"github.com/vigil-db/vigil/internal/router"
+	"github.com/vigil-db/vigil/internal/rules"
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+// fakeBackend is a scripted server at the wire: it answers Vigil's
+// connection set-up, SELECTs of literals and SLEEP (interrupted by KILL
+// QUERY, as MariaDB does), and records every statement it received. The
+// frontend's processing (rules, cache, timeouts, statistics) is tested
+// against it with the race detector on.
+type fakeBackend struct {
+	ln net.Listener
+	wg sync.WaitGroup
+
+	mu      sync.Mutex
+	queries []string
+	conns   map[uint32]*fakeConn
+	nextID  uint32
+}
+
+type fakeConn struct {
+	nc     net.Conn
+	status uint16 // session goroutine only
+	killed chan struct{}
+	once   sync.Once
+}
+
+func newFakeBackend(t *testing.T) *fakeBackend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeBackend{ln: ln, conns: map[uint32]*fakeConn{}}
+	f.wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.mu.Lock()
+			f.nextID++
+			id := f.nextID
+			fc := &fakeConn{nc: nc, killed: make(chan struct{}), status: mysqlproto.ServerStatusAutocommit}
+			f.conns[id] = fc
+			f.mu.Unlock()
+			f.wg.Go(func() { f.serve(id, fc) })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		f.mu.Lock()
+		for _, c := range f.conns {
+			c.nc.Close()
+		}
+		f.mu.Unlock()
+		f.wg.Wait()
+	})
+	return f
+}
+
+// seen returns the statements received that contain substr.
+func (f *fakeBackend) seen(substr string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, q := range f.queries {
+		if strings.Contains(q, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fakeBackend) serve(id uint32, fc *fakeConn) {
+	defer fc.nc.Close()
+	c := mysqlproto.NewConn(fc.nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	hello, err := c.Accept(ctx, &mysqlproto.ServerConfig{ServerVersion: "5.5.5-10.11.19-MariaDB-fake",
+		Lookup: func(string) (mysqlproto.Credentials, bool) { return mysqlproto.Credentials{Plain: "pw"}, true }}, id, "127.0.0.1")
+	cancel()
+	if err != nil {
+		return
+	}
+	deprecateEOF := hello.Capabilities&mysqlproto.CapabilityClientDeprecateEOF != 0
+	for {
+		c.Seq = 0
+		p, err := c.ReadPacket()
+		if err != nil {
+			return
+		}
+		c.Seq = 1
+		switch p[0] {
+		case mysqlproto.ComQuit:
+			return
+		case mysqlproto.ComPing, mysqlproto.ComInitDB, mysqlproto.ComResetConnection:
+			_ = c.WritePacket(mysqlproto.AppendOK(nil, 0, 0, mysqlproto.ServerStatusAutocommit, 0))
+		case mysqlproto.ComQuery:
+			q := string(p[1:])
+			f.mu.Lock()
+			f.queries = append(f.queries, q)
+			f.mu.Unlock()
+			f.answer(c, fc, q, deprecateEOF)
+		default:
+			_ = c.WritePacket(mysqlproto.AppendErr(nil, mysqlproto.NewError(1047, "08S01", "Unknown command")))
+		}
+		if err := c.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+func (f *fakeBackend) answer(c *mysqlproto.Conn, fc *fakeConn, q string, deprecateEOF bool) {
+	ok := func(status uint16) []byte { return mysqlproto.AppendOK(nil, 0, 0, status, 0) }
+	st := fc.status
+	switch {
+	case q == "START TRANSACTION" || q == "BEGIN":
+		fc.status |= mysqlproto.ServerStatusInTrans
+		_ = c.WritePacket(ok(fc.status))
+	case q == "COMMIT" || q == "ROLLBACK":
+		fc.status &^= mysqlproto.ServerStatusInTrans
+		_ = c.WritePacket(ok(fc.status))
+	case strings.HasPrefix(q, "SET SESSION session_track"):
+		_ = c.WritePacket(ok(mysqlproto.ServerStatusAutocommit | mysqlproto.ServerMoreResultsExists))
+		writeRows(c, []string{"a", "b", "c", "d"}, [][]string{{"utf8mb4", "utf8mb4", "utf8mb4", "utf8mb4_general_ci"}}, st, deprecateEOF)
+	case strings.HasPrefix(q, "KILL QUERY "):
+		id, _ := strconv.Atoi(strings.TrimPrefix(q, "KILL QUERY "))
+		f.mu.Lock()
+		victim := f.conns[uint32(id)]
+		f.mu.Unlock()
+		if victim != nil {
+			victim.once.Do(func() { close(victim.killed) })
+		}
+		_ = c.WritePacket(ok(mysqlproto.ServerStatusAutocommit))
+	case strings.HasPrefix(q, "SELECT SLEEP("):
+		secs, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(q, "SELECT SLEEP("), ")"), 64)
+		select {
+		case <-fc.killed:
+			_ = c.WritePacket(mysqlproto.AppendErr(nil, mysqlproto.NewError(1317, "70100", "Query execution was interrupted")))
+		case <-time.After(time.Duration(secs * float64(time.Second))):
+			writeRows(c, []string{"SLEEP"}, [][]string{{"0"}}, st, deprecateEOF)
+		}
+	case strings.HasPrefix(q, "SELECT '"):
+		// SELECT 'text': one row with the text and a per-statement counter,
+		// so a cached reply can be told from a fresh one.
+		f.mu.Lock()
+		n := len(f.queries)
+		f.mu.Unlock()
+		v := strings.TrimSuffix(strings.TrimPrefix(q, "SELECT '"), "'")
+		writeRows(c, []string{"v", "n"}, [][]string{{v, strconv.Itoa(n)}}, st, deprecateEOF)
+	case strings.HasPrefix(q, "DROP"), strings.HasPrefix(q, "INSERT"):
+		_ = c.WritePacket(ok(st))
+	default:
+		_ = c.WritePacket(mysqlproto.AppendErr(nil, mysqlproto.NewError(1064, "42000", "fake backend: unexpected %q", q)))
+	}
+}
+
+func writeRows(c *mysqlproto.Conn, cols []string, rows [][]string, status uint16, deprecateEOF bool) {
+	_ = mysqlproto.WriteTextResult(c, cols, rows, status, deprecateEOF)
+}
+
+// memLog is a QueryLog that keeps entries.
+type memLog struct {
+	mu      sync.Mutex
+	entries []qlog.Entry
+}
+
+func (m *memLog) Log(e *qlog.Entry) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := *e
+	c.Statement = append([]byte(nil), e.Statement...)
+	m.entries = append(m.entries, c)
+	return true
+}
+
+func (m *memLog) all() []qlog.Entry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]qlog.Entry(nil), m.entries...)
+}
+
+type testProxy struct {
+	srv  *Server
+	addr string
+	be   *fakeBackend
+	log  *memLog
+	dig  *qstats.Store
+}
+
+// newTestProxy serves one fake backend (writer and reader at once) with
+// the given rules.
+func newTestProxy(t *testing.T, specs []rules.Spec) *testProxy {
+	t.Helper()
+	be := newFakeBackend(t)
+	addr := be.ln.Addr().String()
+	topo := &topology.Holder{}
+	topo.Publish(&topology.Snapshot{Cluster: "c1", Type: "replication", Writer: 0, Term: 1,
+		Servers: []topology.Server{{Name: "fake1", Addr: addr, Weight: 1, Role: topology.RolePrimary, State: topology.Online, Readable: true, Writable: true}}})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	pool := backend.NewPool("fake1", addr, 0, backend.Options{MaxOpen: 10,
+		Credentials: func(u string) (string, string, bool) { return u, "pw", true }}, log)
+	srv := New(Options{Cluster: "c1", ServerVersion: "5.5.5-10.11.19-MariaDB-vigil", ReadsOnPrimary: true},
+		[]User{{Name: "app", Cred: mysqlproto.Credentials{Plain: "secret"}, RYW: router.RYWNone, Multiplexing: true}},
+		topo, []*backend.Pool{pool}, log)
+	set, err := rules.Compile(specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := &testProxy{srv: srv, be: be, log: &memLog{}, dig: qstats.New(1000)}
+	srv.SetProcessing(Processing{Rules: set, Digests: tp.dig, Cache: qcache.New(1<<20, 1<<16), Log: tp.log, LogQueries: true, LogAuth: true})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.addr = ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ctx, ln)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		pool.Close()
+	})
+	return tp
+}
+
+func (tp *testProxy) db(t *testing.T, password string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", fmt.Sprintf("app:%s@tcp(%s)/?timeout=5s&interpolateParams=true", password, tp.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestProcessingRules(t *testing.T) {
+	tp := newTestProxy(t, []rules.Spec{
+		{Name: "no-drop", Query: `(?i)^DROP`, Block: &rules.Block{Code: 4242, SQLState: "HY000", Message: "no drops here"}},
+		{Name: "rename", Query: "'old'", RewritePattern: `'old'`, RewriteReplace: `'new'`},
+		{Name: "cached", Query: "'hot'", CacheTTL: time.Minute},
+		{Name: "slow", Query: `SLEEP\(5\)`, Timeout: 200 * time.Millisecond},
+		{Name: "quiet", Query: "'quiet'", Log: new(bool)},
+	})
+	db := tp.db(t, "secret")
+	db.SetMaxOpenConns(1)
+	one := func(q string) (string, string, error) {
+		var v, n string
+		err := db.QueryRow(q).Scan(&v, &n)
+		return v, n, err
+	}
+
+	t.Run("Block", func(t *testing.T) {
+		_, err := db.Exec("DROP TABLE t")
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != 4242 || me.Message != "no drops here" {
+			t.Fatalf("blocked statement: %v", err)
+		}
+		if tp.be.seen("DROP") != 0 {
+			t.Error("the blocked statement reached the server")
+		}
+	})
+	t.Run("Rewrite", func(t *testing.T) {
+		v, _, err := one("SELECT 'old'")
+		if err != nil || v != "new" {
+			t.Fatalf("rewritten: %q %v", v, err)
+		}
+		if tp.be.seen("'old'") != 0 || tp.be.seen("'new'") != 1 {
+			t.Error("the server did not get the rewritten statement")
+		}
+	})
+	t.Run("Cache", func(t *testing.T) {
+		v1, n1, err := one("SELECT 'hot'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v2, n2, err := one("SELECT 'hot'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v1 != v2 || n1 != n2 || tp.be.seen("'hot'") != 1 {
+			t.Errorf("second run not from the cache: (%s,%s) (%s,%s), server saw %d", v1, n1, v2, n2, tp.be.seen("'hot'"))
+		}
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v, n string
+		if err := tx.QueryRow("SELECT 'hot'").Scan(&v, &n); err != nil {
+			t.Fatal(err)
+		}
+		_ = tx.Rollback()
+		if tp.be.seen("'hot'") != 2 {
+			t.Error("a read inside a transaction was answered from the cache")
+		}
+	})
+	t.Run("Timeout", func(t *testing.T) {
+		start := time.Now()
+		_, err := db.Exec("SELECT SLEEP(5)")
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != mysqlproto.ERVigilStatementTimeout || !strings.Contains(me.Message, "slow") {
+			t.Fatalf("timed-out statement: %v", err)
+		}
+		if time.Since(start) > 4*time.Second {
+			t.Errorf("not killed: took %s", time.Since(start))
+		}
+		if tp.be.seen("KILL QUERY") != 1 {
+			t.Errorf("KILL QUERY sent %d times", tp.be.seen("KILL QUERY"))
+		}
+		if v, _, err := one("SELECT 'after'"); err != nil || v != "after" {
+			t.Errorf("session after the timeout: %q %v", v, err)
+		}
+	})
+	t.Run("DigestsAndLog", func(t *testing.T) {
+		if _, _, err := one("SELECT 'quiet'"); err != nil {
+			t.Fatal(err)
+		}
+		rows := tp.dig.Rows(qstats.Query{ByDigest: false})
+		byText := map[string]qstats.Row{}
+		for _, r := range rows {
+			byText[r.Text+"|"+r.Hostgroup] = r
+		}
+		if r := byText["SELECT ?|cache"]; r.Count != 1 {
+			t.Errorf("cache hits in digests: %+v", rows)
+		}
+		if r := byText["DROP TABLE t|blocked"]; r.Count != 1 || r.Errors != 1 {
+			t.Errorf("blocked statement in digests: %+v", r)
+		}
+		var blocked, cached, quiet, timedOut int
+		for _, e := range tp.log.all() {
+			s := string(e.Statement)
+			switch {
+			case s == "DROP TABLE t" && e.ErrCode == 4242 && e.Rule == "no-drop":
+				blocked++
+			case s == "SELECT 'hot'" && e.Cached:
+				cached++
+			case s == "SELECT 'quiet'":
+				quiet++
+			case s == "SELECT SLEEP(5)" && e.ErrCode == mysqlproto.ERVigilStatementTimeout && e.Server == "fake1":
+				timedOut++
+			}
+		}
+		if blocked != 1 || cached != 1 || quiet != 0 || timedOut != 1 {
+			t.Errorf("log entries: blocked %d cached %d quiet %d timeout %d", blocked, cached, quiet, timedOut)
+		}
+	})
+	t.Run("AuthLog", func(t *testing.T) {
+		bad := tp.db(t, "wrong")
+		if err := bad.Ping(); err == nil {
+			t.Fatal("wrong password accepted")
+		}
+		var ok, failed int
+		// The entry is written after the client got its error: wait a bit.
+		for deadline := time.Now().Add(3 * time.Second); failed == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			ok, failed = 0, 0
+			for _, e := range tp.log.all() {
+				if e.Kind == qlog.KindAuth && e.User == "app" {
+					if e.Success {
+						ok++
+					} else if e.ErrCode == mysqlproto.ERAccessDeniedError {
+						failed++
+					}
+				}
+			}
+		}
+		if ok == 0 || failed != 1 {
+			t.Errorf("auth entries: %d ok, %d failed", ok, failed)
+		}
+	})
+}
+
+// TestSessionListingShowsRunningStatement checks that an operator sees
+// what a session runs, masked, and can kill it.
+func TestSessionListingShowsRunningStatement(t *testing.T) {
+	tp := newTestProxy(t, nil)
+	db := tp.db(t, "secret")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := db.Exec("SELECT SLEEP(10)")
+		errc <- err
+	}()
+	var id uint32
+	deadline := time.Now().Add(5 * time.Second)
+	for id == 0 && time.Now().Before(deadline) {
+		for _, s := range tp.srv.Sessions() {
+			if s.Command == "SELECT SLEEP(?)" && s.Server == "fake1" {
+				id = s.ID
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if id == 0 {
+		t.Fatalf("running statement not listed: %+v", tp.srv.Sessions())
+	}
+	if err := tp.srv.KillSession(context.Background(), id, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Error("killed session's statement succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("killed session still runs")
+	}
+	if err := tp.srv.KillSession(context.Background(), 99999, false); !errors.Is(err, ErrNoSession) {
+		t.Errorf("unknown session: %v", err)
+	}
+}
