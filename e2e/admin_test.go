@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -21,11 +23,18 @@ func TestAdminAPIAndCtl(t *testing.T) {
 	}
 	const token = "e2e-s3cret"
 	t.Setenv("VIGIL_ADMIN_TOKEN", token)
+	const secretPW = "S3cr3t-pw-4711"
 	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3}, func(c *config.Config) {
 		c.Admin.Token = token
+		// A rule and a query log sink, so every series of the Grafana
+		// dashboard exists.
+		c.Clusters[0].Rules = []config.Rule{{Name: "never", Match: config.RuleMatch{User: "nobody"}, Route: "writer"}}
+		c.Log.File = &config.LogFile{Path: filepath.Join(c.StateDir, "queries.jsonl")}
+		c.Users = append(c.Users, config.User{Name: "secretive", Password: secretPW, BackendUser: "app", BackendPassword: "app",
+			ReadYourWrites: "gtid", SessionWindow: config.Duration{Duration: 2 * time.Second}})
 	})
-	get := func(path string, auth bool) (int, string) {
-		req, _ := http.NewRequest("GET", "http://"+env.admin+path, nil)
+	request := func(method, path, body string, auth bool) (int, string) {
+		req, _ := http.NewRequest(method, "http://"+env.admin+path, strings.NewReader(body))
 		if auth {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -37,6 +46,7 @@ func TestAdminAPIAndCtl(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	get := func(path string, auth bool) (int, string) { return request("GET", path, "", auth) }
 	for _, p := range []string{"/api/v1/servers", "/api/v1/events", "/api/v1/sessions", "/metrics"} {
 		if code, _ := get(p, false); code != 401 {
 			t.Errorf("GET %s without a token: %d, want 401", p, code)
@@ -107,7 +117,29 @@ func TestAdminAPIAndCtl(t *testing.T) {
 	if out, err := env.ctl(t, "--token", "wrong", "servers"); err == nil || !strings.Contains(out, "401") {
 		t.Errorf("wrong token: %v\n%s", err, out)
 	}
-	// Reload with a broken config: rejected with the key, traffic goes on.
+	// Reload with a broken config: rejected with the key, traffic goes on
+	// (sysbench runs through both reloads without a failed statement).
+	sysbench(t, env.addr, "oltp_point_select", "--tables=1", "prepare")
+	type sbResult struct {
+		out string
+		err error
+	}
+	sbDone := make(chan sbResult, 1)
+	go func() {
+		host, port, _ := strings.Cut(env.addr, ":")
+		cmd := exec.Command("sysbench", "--db-driver=mysql", "--mysql-host="+host, "--mysql-port="+port,
+			"--mysql-user=app", "--mysql-password=app", "--mysql-db=sbtest", "--tables=1", "--table-size=10000",
+			"oltp_point_select", "--threads=8", "--time=6", "--report-interval=0", "run")
+		out, err := cmd.CombinedOutput()
+		sbDone <- sbResult{string(out), err}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	defer func() {
+		r := <-sbDone
+		if r.err != nil || sysbenchErrors(r.out) != 0 || strings.Contains(r.out, "FATAL") {
+			t.Errorf("sysbench during the reloads: %v\n%s", r.err, r.out)
+		}
+	}()
 	cfgPath := filepath.Join(env.sb.Dir(), "vigil-e2e.yaml")
 	good, _ := os.ReadFile(cfgPath)
 	broken := strings.Replace(string(good), "type: replication", "type: sharded", 1)
@@ -126,4 +158,150 @@ func TestAdminAPIAndCtl(t *testing.T) {
 	if out, err := env.ctl(t, "reload"); err != nil {
 		t.Errorf("reload of the good config: %v\n%s", err, out)
 	}
+
+	do := func(method, path, body string) (int, string) { return request(method, path, body, true) }
+	t.Run("OpenAPIAndConfig", func(t *testing.T) {
+		code, body := get("/api/v1/openapi.json", false)
+		if code != 200 || !strings.Contains(body, `"openapi"`) || !strings.Contains(body, "/api/v1/digests") {
+			t.Errorf("openapi.json: %d %.200s", code, body)
+		}
+		for _, p := range []string{"/api/v1/config", "/api/v1/digests", "/api/v1/rules", "/api/v1/query_cache", "/api/v1/query_log"} {
+			if code, _ := get(p, false); code != 401 {
+				t.Errorf("GET %s without a token: %d, want 401", p, code)
+			}
+			if code, body := get(p, true); code != 200 {
+				t.Errorf("GET %s: %d %s", p, code, body)
+			}
+		}
+		_, body = get("/api/v1/config", true)
+		if strings.Contains(body, token) || strings.Contains(body, secretPW) || !strings.Contains(body, "<redacted>") {
+			t.Errorf("running config shows secrets:\n%s", body)
+		}
+		code, body = do("POST", "/api/v1/config/validate", "clusters: [{name: x, listen: nowhere}]\n")
+		if code != 422 || !strings.Contains(body, "clusters[0].listen") {
+			t.Errorf("validate of a bad config: %d %s", code, body)
+		}
+		good, _ := os.ReadFile(cfgPath)
+		if code, body := do("POST", "/api/v1/config/validate", string(good)); code != 200 {
+			t.Errorf("validate of the running config: %d %s", code, body)
+		}
+	})
+	t.Run("KillSession", func(t *testing.T) {
+		victim := openDB(t, fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr))
+		victim.SetMaxOpenConns(1)
+		errc := make(chan error, 1)
+		go func() {
+			var v int
+			errc <- victim.QueryRow("SELECT SLEEP(20)").Scan(&v)
+		}()
+		var id uint32
+		Eventually(t, 10*time.Second, "the sleeping session listed", func() error {
+			var list []struct {
+				ID      uint32 `json:"id"`
+				Command string `json:"command"`
+			}
+			_, body := get("/api/v1/sessions", true)
+			_ = json.Unmarshal([]byte(body), &list)
+			for _, s := range list {
+				if strings.Contains(s.Command, "SLEEP") {
+					id = s.ID
+					return nil
+				}
+			}
+			return fmt.Errorf("not yet: %s", body)
+		})
+		if out, err := env.ctl(t, "kill", fmt.Sprint(id)); err != nil {
+			t.Fatalf("ctl kill: %v\n%s", err, out)
+		}
+		select {
+		case err := <-errc:
+			if err == nil {
+				t.Errorf("the killed session's statement succeeded")
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("the killed session's statement still runs")
+		}
+		if code, _ := do("DELETE", "/api/v1/sessions/999999", ""); code != 404 {
+			t.Errorf("kill of an unknown session: %d, want 404", code)
+		}
+	})
+	t.Run("MetricsSeries", func(t *testing.T) {
+		secret := openDB(t, fmt.Sprintf("secretive:%s@tcp(%s)/vigil_test?timeout=5s", secretPW, env.addr))
+		for range 5 {
+			var one int
+			if err := secret.QueryRow("SELECT 1").Scan(&one); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wrong := openDB(t, fmt.Sprintf("secretive:%s-wrong@tcp(%s)/vigil_test?timeout=5s", secretPW, env.addr))
+		_ = wrong.Ping()
+		_, metrics := get("/metrics", true)
+		for _, series := range []string{`vigil_query_duration_seconds_bucket{cluster=`, `vigil_user_queries_total{cluster="`, `user="secretive"`,
+			"vigil_server_queries_total{", "vigil_pool_waits_total{", "vigil_operations_total{", "vigil_operation_duration_seconds_bucket{",
+			"vigil_query_log_dropped_total", "vigil_rule_actions_total{", "vigil_digest_entries{", "vigil_query_cache_operations_total{"} {
+			if !strings.Contains(metrics, series) {
+				t.Errorf("/metrics lacks %s", series)
+			}
+		}
+	})
+	t.Run("GrafanaSeriesExist", func(t *testing.T) {
+		root, err := RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(root, "docs", "grafana", "vigil.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dash struct {
+			Panels []struct {
+				Title   string `json:"title"`
+				Targets []struct {
+					Expr string `json:"expr"`
+				} `json:"targets"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal(data, &dash); err != nil {
+			t.Fatalf("docs/grafana/vigil.json: %v", err)
+		}
+		_, metrics := get("/metrics", true)
+		exposed := map[string]bool{}
+		for _, line := range strings.Split(metrics, "\n") {
+			if line == "" || line[0] == '#' {
+				continue
+			}
+			name, _, _ := strings.Cut(line, "{")
+			name, _, _ = strings.Cut(name, " ")
+			exposed[name] = true
+		}
+		seriesName := regexp.MustCompile(`\b(vigil_[a-z0-9_]+|go_[a-z0-9_]+|process_[a-z0-9_]+)\b`)
+		n := 0
+		for _, p := range dash.Panels {
+			for _, tg := range p.Targets {
+				for _, m := range seriesName.FindAllString(tg.Expr, -1) {
+					n++
+					if !exposed[m] {
+						t.Errorf("panel %q uses %s, which /metrics does not expose", p.Title, m)
+					}
+				}
+			}
+		}
+		if n < 20 {
+			t.Errorf("only %d series references found in the dashboard", n)
+		}
+	})
+	t.Run("NoSecretsInLogs", func(t *testing.T) {
+		data, err := os.ReadFile(env.v.logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, secret := range []string{secretPW, token} {
+			if strings.Contains(string(data), secret) {
+				t.Errorf("vigil's log (debug level) contains a secret %q", secret)
+			}
+		}
+		if !strings.Contains(string(data), "client authentication failed") {
+			t.Errorf("the failed login is not in the log")
+		}
+	})
 }

@@ -105,8 +105,9 @@ func (d *daemon) Sessions() any {
 				User    string `json:"user"`
 				Client  string `json:"client"`
 				Server  string `json:"server,omitempty"`
-				Command string `json:"command,omitempty"`
-			}{name, s.ID, s.User, s.Client, s.Server, s.Command})
+				Command string  `json:"command,omitempty"`
+				Seconds float64 `json:"seconds,omitempty"`
+			}{name, s.ID, s.User, s.Client, s.Server, s.Command, s.Seconds})
 		}
 	}
 	if out == nil {

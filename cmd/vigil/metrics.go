@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/vigil-db/vigil/internal/failover"
 	"github.com/vigil-db/vigil/internal/frontend"
 	"github.com/vigil-db/vigil/internal/topology"
 )
@@ -46,6 +47,13 @@ var (
 	descCacheOps     = prometheus.NewDesc("vigil_query_cache_operations_total", "Query cache lookups and updates, by result (hit, miss, store, eviction, expired, too_big).", []string{"result"}, nil)
 	descQlogEntries  = prometheus.NewDesc("vigil_query_log_entries_total", "Query log entries accepted from the data path.", nil, nil)
 	descQlogDropped  = prometheus.NewDesc("vigil_query_log_dropped_total", "Query log entries dropped because the buffer was full (a slow or dead sink).", nil, nil)
+	descLatency      = prometheus.NewDesc("vigil_query_duration_seconds", "Statement time as clients see it (from the command to the end of the reply), by route (writer, reader, group, cache, blocked).", []string{"cluster", "route"}, nil)
+	descSrvQueries   = prometheus.NewDesc("vigil_server_queries_total", "Client statements each server ran.", []string{"cluster", "server"}, nil)
+	descSrvErrors    = prometheus.NewDesc("vigil_server_query_errors_total", "Client statements that ended with an error, by the server that ran them.", []string{"cluster", "server"}, nil)
+	descUserQueries  = prometheus.NewDesc("vigil_user_queries_total", "Client statements by user.", []string{"cluster", "user"}, nil)
+	descUserErrors   = prometheus.NewDesc("vigil_user_query_errors_total", "Client statements that ended with an error, by user.", []string{"cluster", "user"}, nil)
+	descOps          = prometheus.NewDesc("vigil_operations_total", "Failovers, switchovers, Galera writer moves and rejoins, by result (ok, failed, running).", []string{"cluster", "kind", "result"}, nil)
+	descOpDuration   = prometheus.NewDesc("vigil_operation_duration_seconds", "How long finished failovers, switchovers, Galera writer moves and rejoins took.", []string{"cluster", "kind"}, nil)
 	descQlogSink     = prometheus.NewDesc("vigil_query_log_sink_records_total", "Query log records per sink, by outcome (written, dropped, error).", []string{"sink", "outcome"}, nil)
 )
 
@@ -54,7 +62,8 @@ func (m metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descSessions, descConnections, descAuthFail, descQueries, descRoutes, descErrors, descReadRetries, descGTIDWaits,
 		descGTIDFallback, descHeld, descPins, descPoolOpen, descPoolWaits, descPoolDials, descPoolDialErrs,
 		descRuleHits, descRuleActions, descDigests, descDigestEvict, descCacheBytes, descCacheEntries, descCacheOps,
-		descQlogEntries, descQlogDropped, descQlogSink} {
+		descQlogEntries, descQlogDropped, descQlogSink, descLatency, descSrvQueries, descSrvErrors, descUserQueries, descUserErrors,
+		descOps, descOpDuration} {
 		ch <- d
 	}
 }
@@ -115,6 +124,30 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRuleActions, st.Mirrored.Load(), name, "mirror")
 		counter(descRuleActions, st.MirrorDrops.Load(), name, "mirror_dropped")
 		counter(descRuleActions, st.MirrorErrors.Load(), name, "mirror_error")
+		for r := range st.Latency {
+			h := &st.Latency[r]
+			buckets := make(map[float64]uint64, len(frontend.LatencyBounds))
+			var cum uint64
+			for i, b := range frontend.LatencyBounds {
+				cum += h.Buckets[i].Load()
+				buckets[b] = cum
+			}
+			cum += h.Buckets[len(frontend.LatencyBounds)].Load()
+			ch <- prometheus.MustNewConstHistogram(descLatency, cum, float64(h.SumNs.Load())/1e9, buckets, name, frontend.RouteNames[r])
+		}
+		for i, p := range rt.pools {
+			if i < len(st.ServerQueries) {
+				counter(descSrvQueries, st.ServerQueries[i].Load(), name, p.Name)
+				counter(descSrvErrors, st.ServerErrors[i].Load(), name, p.Name)
+			}
+		}
+		st.EachUser(func(user string, u *frontend.UserStats) {
+			counter(descUserQueries, u.Queries.Load(), name, user)
+			counter(descUserErrors, u.Errors.Load(), name, user)
+		})
+		if rt.exec != nil {
+			operationMetrics(ch, name, rt.exec.History())
+		}
 		gauge(descDigests, float64(rt.digests.Len()), name)
 		counter(descDigestEvict, int64(rt.digests.Evictions()), name)
 		for _, p := range rt.pools {
@@ -156,4 +189,55 @@ func newRegistry(d *daemon) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metricsCollector{d})
 	return reg
+}
+
+var opBounds = []float64{0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60}
+
+// operationMetrics exports the executor's history: counts by kind and
+// result, and a histogram of durations.
+func operationMetrics(ch chan<- prometheus.Metric, cluster string, h failover.History) {
+	type agg struct {
+		results map[string]int64
+		count   uint64
+		sum     float64
+		buckets map[float64]uint64
+	}
+	kinds := map[string]*agg{}
+	for _, k := range []failover.RecordKind{failover.RecordFailover, failover.RecordSwitchover, failover.RecordGaleraMove, failover.RecordRejoin} {
+		kinds[k.String()] = &agg{results: map[string]int64{"ok": 0, "failed": 0, "running": 0}, buckets: map[float64]uint64{}}
+	}
+	for _, r := range h.Records {
+		a := kinds[r.Kind.String()]
+		if a == nil {
+			continue
+		}
+		switch {
+		case r.Ended.IsZero():
+			a.results["running"]++
+			continue
+		case r.OK:
+			a.results["ok"]++
+		default:
+			a.results["failed"]++
+		}
+		d := r.Ended.Sub(r.Started).Seconds()
+		a.count++
+		a.sum += d
+		for _, b := range opBounds {
+			if d <= b {
+				a.buckets[b]++
+			}
+		}
+	}
+	for kind, a := range kinds {
+		for res, n := range a.results {
+			ch <- prometheus.MustNewConstMetric(descOps, prometheus.CounterValue, float64(n), cluster, kind, res)
+		}
+		for _, b := range opBounds {
+			if _, ok := a.buckets[b]; !ok {
+				a.buckets[b] = 0
+			}
+		}
+		ch <- prometheus.MustNewConstHistogram(descOpDuration, a.count, a.sum, a.buckets, cluster, kind)
+	}
 }

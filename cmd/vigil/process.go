@@ -14,6 +14,7 @@ import (
 	"github.com/vigil-db/vigil/internal/qlog"
 	"github.com/vigil-db/vigil/internal/qstats"
 	"github.com/vigil-db/vigil/internal/rules"
+	"go.yaml.in/yaml/v3"
 )
 
 // queryLog is the running query log and the config it was built from.
@@ -217,4 +218,46 @@ func (d *daemon) QueryLog() any {
 		return map[string]any{"enabled": false}
 	}
 	return map[string]any{"enabled": true, "stats": q.logger.Stats()}
+}
+
+// RunningConfig implements admin.ConfigController: the config in force,
+// secrets redacted, with the keys of the file.
+func (d *daemon) RunningConfig() any {
+	cfg := d.running.Load()
+	if cfg == nil {
+		return map[string]any{}
+	}
+	c := *cfg
+	const redacted = "<redacted>"
+	red := func(s *string) {
+		if *s != "" {
+			*s = redacted
+		}
+	}
+	red(&c.Admin.Token)
+	c.Users = append([]config.User(nil), cfg.Users...)
+	for i := range c.Users {
+		red(&c.Users[i].Password)
+		red(&c.Users[i].BackendPassword)
+	}
+	c.Clusters = append([]config.Cluster(nil), cfg.Clusters...)
+	for i := range c.Clusters {
+		red(&c.Clusters[i].Monitor.Password)
+		red(&c.Clusters[i].Failover.ReplPassword)
+	}
+	data, err := c.Marshal()
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	var out map[string]any
+	if err := yaml.Unmarshal(data, &out); err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	return out
+}
+
+// ValidateConfig implements admin.ConfigController.
+func (d *daemon) ValidateConfig(data []byte) error {
+	_, err := config.Parse(data)
+	return err
 }

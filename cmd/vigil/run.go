@@ -101,9 +101,10 @@ type daemon struct {
 	wg       sync.WaitGroup
 	clusters map[string]*clusterRuntime
 
-	ctx   context.Context // lives as long as the daemon
-	qlog  atomic.Pointer[queryLog]
-	cache *qcache.Cache
+	ctx     context.Context // lives as long as the daemon
+	running atomic.Pointer[config.Config]
+	qlog    atomic.Pointer[queryLog]
+	cache   *qcache.Cache
 }
 
 type clusterRuntime struct {
@@ -126,6 +127,7 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 	ctx, cancel := context.WithCancel(parent)
 	d.cancel = cancel
 	d.ctx = ctx
+	d.running.Store(cfg)
 	d.clusters = map[string]*clusterRuntime{}
 	d.cache = newCache(cfg)
 	ql, err := d.startQueryLog(ctx, cfg.Log)
@@ -284,6 +286,7 @@ func (d *daemon) reload(path string) error {
 			d.log.Warn("config reload: monitor options kept", "cluster", cc.Name, "err", err)
 		}
 	}
+	d.running.Store(cfg)
 	d.log.Info("config reloaded", "config", path)
 	d.journal.add(admin.Event{Kind: "config_reloaded", Message: "configuration reloaded from " + path})
 	return nil

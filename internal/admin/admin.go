@@ -150,6 +150,8 @@ func New(opts Options, ctl Controller, reg *prometheus.Registry, log *slog.Logge
 }
 
 func (s *Server) routes() {
+	s.docRoutes()
+	// web dashboard: routes of the embedded UI go here.
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ok, why := s.ctl.Ready()
@@ -335,6 +337,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
 }
 

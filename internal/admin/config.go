@@ -1,0 +1,38 @@
+package admin
+
+import (
+	"io"
+	"net/http"
+)
+
+// ConfigController is the configuration part of the daemon's API: the
+// running config with secrets redacted, and validation of a candidate file.
+type ConfigController interface {
+	// RunningConfig is the config in force, passwords and tokens
+	// replaced by "<redacted>".
+	RunningConfig() any
+	// ValidateConfig checks a candidate config (YAML) without applying it.
+	ValidateConfig(data []byte) error
+}
+
+func (s *Server) configRoutes() {
+	cc, ok := s.ctl.(ConfigController)
+	if !ok {
+		return
+	}
+	s.mux.Handle("GET /api/v1/config", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, cc.RunningConfig())
+	})))
+	s.mux.Handle("POST /api/v1/config/validate", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+		if err != nil {
+			writeErr(w, &Error{400, "reading the body: " + err.Error()})
+			return
+		}
+		if err := cc.ValidateConfig(data); err != nil {
+			writeJSON(w, 422, map[string]any{"ok": false, "error": err.Error()})
+			return
+		}
+		writeJSON(w, 200, map[string]any{"ok": true})
+	})))
+}
