@@ -31,7 +31,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzHandshakeResponse -fuzztime=10s ./internal/mysqlproto/
 
 e2e: build
-	$(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./e2e/ ./internal/monitor/
+	VIGIL_E2E_REQUIRE_BROWSER=1 $(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./e2e/ ./internal/monitor/
 
 test: deps vet build unit fuzz e2e
 

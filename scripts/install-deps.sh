@@ -2,7 +2,7 @@
 # Installs what Vigil's tests, demo and benchmarks need on Debian, only when
 # something is missing:
 #   mariadb-server mariadb-client galera-4 sysbench haproxy iproute2
-#   iptables rsync procps   (+ chromium when VIGIL_BROWSER=1)
+#   iptables rsync procps chromium (the dashboard's browser test)
 # and checks for Go >= 1.26 (not from apt: Debian's Go is too old).
 #
 #   scripts/install-deps.sh          install what is missing (root, Debian)
@@ -15,10 +15,7 @@ set -euo pipefail
 
 GO_MIN_MAJOR=1
 GO_MIN_MINOR=26
-PACKAGES=(mariadb-server mariadb-client galera-4 sysbench haproxy iproute2 iptables rsync procps)
-if [[ "${VIGIL_BROWSER:-}" == 1 ]]; then
-	PACKAGES+=(chromium)
-fi
+PACKAGES=(mariadb-server mariadb-client galera-4 sysbench haproxy iproute2 iptables rsync procps chromium)
 
 usage() {
 	sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'

@@ -76,6 +76,9 @@ func (d *daemon) Servers() []admin.ServerView {
 				st := rt.pools[i].Stats()
 				v.Pool = admin.PoolView{Open: st.Open, Idle: st.Idle, InUse: st.InUse, Waits: st.Waits}
 			}
+			if i < len(rt.fe.Stats.ServerQueries) {
+				v.Queries = rt.fe.Stats.ServerQueries[i].Load()
+			}
 			out = append(out, v)
 		}
 	}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vigil-db/vigil/internal/webui"
 )
 
 // ServerView is one server as the API shows it.
@@ -34,6 +36,8 @@ type ServerView struct {
 	GTID       string   `json:"gtid"`
 	Reason     string   `json:"reason,omitempty"`
 	Pool       PoolView `json:"pool"`
+	// Queries counts the client statements the server ran (for rates).
+	Queries int64 `json:"queries"`
 }
 
 // PoolView is a server's connection pool usage.
@@ -152,6 +156,11 @@ func New(opts Options, ctl Controller, reg *prometheus.Registry, log *slog.Logge
 func (s *Server) routes() {
 	s.docRoutes()
 	// web dashboard: routes of the embedded UI go here.
+	s.mux.Handle(webui.Prefix, webui.Handler(webui.Source{
+		Servers: func() any { return s.ctl.Servers() },
+		Events:  func(limit int) any { return s.ctl.Events("", "", "", time.Time{}, limit) },
+		Digests: func(limit int) (any, error) { return s.ctl.Digests(DigestQuery{Sort: "total", Limit: limit}) },
+	}, webui.Options{Auth: s.auth}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ok, why := s.ctl.Ready()
@@ -361,7 +370,8 @@ func (s *Server) Serve(ctx context.Context) error {
 
 // ServeListener serves on ln until ctx ends.
 func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
+	// Requests (the dashboard's stream) end with ctx.
+	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
