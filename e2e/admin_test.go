@@ -186,6 +186,28 @@ func TestAdminAPIAndCtl(t *testing.T) {
 			t.Errorf("validate of the running config: %d %s", code, body)
 		}
 	})
+	t.Run("QueryProcessingCommands", func(t *testing.T) {
+		for _, args := range [][]string{{"digests", "--limit", "3"}, {"digests", "--by", "key", "--sort", "p99"}, {"rules"},
+			{"cache"}, {"cache", "--purge"}, {"querylog"}, {"--json", "digests"}, {"digests", "--reset"}} {
+			out, err := env.ctl(t, args...)
+			if err != nil {
+				t.Errorf("ctl %v: %v\n%s", args, err, out)
+			}
+			switch args[0] {
+			case "rules":
+				if !strings.Contains(out, "never") {
+					t.Errorf("ctl rules lacks the configured rule:\n%s", out)
+				}
+			case "querylog":
+				if !strings.Contains(out, `"enabled": true`) {
+					t.Errorf("ctl querylog:\n%s", out)
+				}
+			}
+		}
+		if out, err := env.ctl(t, "digests", "--sort", "sideways"); err == nil {
+			t.Errorf("ctl digests with a bad sort succeeded:\n%s", out)
+		}
+	})
 	t.Run("KillSession", func(t *testing.T) {
 		victim := openDB(t, fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr))
 		victim.SetMaxOpenConns(1)
