@@ -125,7 +125,7 @@ func TestQueryLogKafkaAndDigests(t *testing.T) {
 		Stats   struct {
 			Logged, Dropped uint64
 			Sinks           []struct {
-				Name                    string
+				Name                     string
 				Written, Dropped, Errors uint64
 			}
 		} `json:"stats"`

@@ -103,11 +103,11 @@ func (d *daemon) Sessions() any {
 	for _, name := range d.clusterNames() {
 		for _, s := range d.clusters[name].fe.Sessions() {
 			out = append(out, struct {
-				Cluster string `json:"cluster"`
-				ID      uint32 `json:"id"`
-				User    string `json:"user"`
-				Client  string `json:"client"`
-				Server  string `json:"server,omitempty"`
+				Cluster string  `json:"cluster"`
+				ID      uint32  `json:"id"`
+				User    string  `json:"user"`
+				Client  string  `json:"client"`
+				Server  string  `json:"server,omitempty"`
 				Command string  `json:"command,omitempty"`
 				Seconds float64 `json:"seconds,omitempty"`
 			}{name, s.ID, s.User, s.Client, s.Server, s.Command, s.Seconds})

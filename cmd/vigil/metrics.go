@@ -31,6 +31,7 @@ var (
 	descReadRetries  = prometheus.NewDesc("vigil_read_retries_total", "Reads retried on another replica after a server failure.", []string{"cluster"}, nil)
 	descGTIDWaits    = prometheus.NewDesc("vigil_gtid_waits_total", "Read-your-writes waits on a replica (MASTER_GTID_WAIT).", []string{"cluster"}, nil)
 	descGTIDFallback = prometheus.NewDesc("vigil_gtid_wait_fallbacks_total", "Read-your-writes waits that timed out; the read went to the writer.", []string{"cluster"}, nil)
+	descGTIDSkipped  = prometheus.NewDesc("vigil_gtid_waits_skipped_total", "Read-your-writes waits skipped because the monitor had already seen the replica past the write.", []string{"cluster"}, nil)
 	descHeld         = prometheus.NewDesc("vigil_statements_held_total", "Statements that waited at a hold (switchover).", []string{"cluster"}, nil)
 	descPins         = prometheus.NewDesc("vigil_session_pins_total", "Sessions pinned to their server connection, by reason.", []string{"cluster", "reason"}, nil)
 	descPoolOpen     = prometheus.NewDesc("vigil_pool_connections", "Server connections open, by state.", []string{"cluster", "server", "state"}, nil)
@@ -60,7 +61,7 @@ var (
 func (m metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descServerState, descServerRole, descReadable, descWritable, descWriter, descLag, descTerm,
 		descSessions, descConnections, descAuthFail, descQueries, descRoutes, descErrors, descReadRetries, descGTIDWaits,
-		descGTIDFallback, descHeld, descPins, descPoolOpen, descPoolWaits, descPoolDials, descPoolDialErrs,
+		descGTIDFallback, descGTIDSkipped, descHeld, descPins, descPoolOpen, descPoolWaits, descPoolDials, descPoolDialErrs,
 		descRuleHits, descRuleActions, descDigests, descDigestEvict, descCacheBytes, descCacheEntries, descCacheOps,
 		descQlogEntries, descQlogDropped, descQlogSink, descLatency, descSrvQueries, descSrvErrors, descUserQueries, descUserErrors,
 		descOps, descOpDuration} {
@@ -110,6 +111,7 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descReadRetries, st.ReadRetries.Load(), name)
 		counter(descGTIDWaits, st.GTIDWaits.Load(), name)
 		counter(descGTIDFallback, st.GTIDFallback.Load(), name)
+		counter(descGTIDSkipped, st.GTIDKnown.Load(), name)
 		counter(descHeld, st.Held.Load(), name)
 		for i, reason := range frontend.PinNames {
 			counter(descPins, st.Pins[i].Load(), name, reason)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
@@ -209,6 +210,18 @@ func (s *Session) resetTxn() {
 // waitGTID makes a read on a replica see the session's last write: it
 // waits (bounded) until the replica has applied the write's GTID, or
 // moves the read to the writer.
+// gtidWaitSQL is the statement that waits on a replica until it has
+// applied gtid, at most timeout; it returns 0 when it has. MariaDB GTIDs
+// are domain-server-seq (MASTER_GTID_WAIT), MySQL's uuid:n
+// (WAIT_FOR_EXECUTED_GTID_SET).
+func gtidWaitSQL(gtid string, timeout time.Duration) string {
+	secs := strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64)
+	if strings.Contains(gtid, ":") {
+		return "SELECT WAIT_FOR_EXECUTED_GTID_SET('" + gtid + "', " + secs + ")"
+	}
+	return "SELECT MASTER_GTID_WAIT('" + gtid + "', " + secs + ")"
+}
+
 func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn, error) {
 	if s.user.RYW != router.RYWGTID || s.lastGTID == "" || s.gtidSeen&(1<<uint(c.Index)) != 0 {
 		return c, nil
@@ -217,10 +230,16 @@ func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn,
 	if snap != nil && snap.Writer == c.Index {
 		return c, nil
 	}
+	if snap != nil && c.Index < len(snap.Servers) && topology.Applied(snap.Servers[c.Index].GTID, s.lastGTID) {
+		// The monitor already saw the replica past the write.
+		s.srv.Stats.GTIDKnown.Add(1)
+		s.gtidSeen |= 1 << uint(c.Index)
+		return c, nil
+	}
 	s.srv.Stats.GTIDWaits.Add(1)
 	to := s.opts().GTIDWaitTimeout
 	wctx, cancel := context.WithTimeout(ctx, to+2*time.Second)
-	res, err := c.Exec(wctx, "SELECT MASTER_GTID_WAIT('"+s.lastGTID+"', "+strconv.FormatFloat(to.Seconds(), 'f', 3, 64)+")")
+	res, err := c.Exec(wctx, gtidWaitSQL(s.lastGTID, to))
 	cancel()
 	if err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 1 && res.Rows[0][0] == "0" {
 		s.gtidSeen |= 1 << uint(c.Index)

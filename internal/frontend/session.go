@@ -99,13 +99,13 @@ type Session struct {
 
 // SessionInfo is a session as listings show it.
 type SessionInfo struct {
-	ID      uint32   `json:"id"`
-	User    string   `json:"user"`
-	Client  string   `json:"client"`
-	Schema  string   `json:"schema"`
-	InTrx   bool     `json:"in_transaction"`
-	Server  string   `json:"server,omitempty"`
-	Pins    []string `json:"pins,omitempty"`
+	ID     uint32   `json:"id"`
+	User   string   `json:"user"`
+	Client string   `json:"client"`
+	Schema string   `json:"schema"`
+	InTrx  bool     `json:"in_transaction"`
+	Server string   `json:"server,omitempty"`
+	Pins   []string `json:"pins,omitempty"`
 	// Command is the statement running now, normalised (literals
 	// masked), and Seconds how long it has run.
 	Command string  `json:"command,omitempty"`

@@ -36,6 +36,7 @@ type Stats struct {
 	ReadRetries  atomic.Int64
 	GTIDWaits    atomic.Int64
 	GTIDFallback atomic.Int64
+	GTIDKnown    atomic.Int64 // waits skipped: the monitor saw the replica past the write
 	Errors       atomic.Int64
 	Held         atomic.Int64 // statements that waited at a hold
 	Rewrites     atomic.Int64 // statements a rule rewrote

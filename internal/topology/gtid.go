@@ -165,3 +165,26 @@ func (g GTIDState) String() string {
 	}
 	return g.Current.String()
 }
+
+// Applied reports whether a server at position pos (its GTID text as the
+// monitor last read it) has applied the transaction gtid (a session's last
+// write: MariaDB "domain-server-seq", MySQL "uuid:n"). Unknown or
+// unparsable positions answer false, so the caller waits on the server.
+func Applied(pos, gtid string) bool {
+	if pos == "" || gtid == "" {
+		return false
+	}
+	if strings.Contains(gtid, ":") {
+		ok, err := MySQLGTIDSetContains(pos, gtid)
+		return err == nil && ok
+	}
+	p, err := ParseGTIDPos(pos)
+	if err != nil {
+		return false
+	}
+	q, err := ParseGTIDPos(gtid)
+	if err != nil {
+		return false
+	}
+	return p.AtLeast(q)
+}

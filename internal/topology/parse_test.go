@@ -290,3 +290,24 @@ func TestGTIDStateString(t *testing.T) {
 		t.Error(g.String())
 	}
 }
+
+func TestApplied(t *testing.T) {
+	for _, c := range []struct {
+		pos, gtid string
+		want      bool
+	}{
+		{"0-1-42", "0-1-42", true},
+		{"0-1-45,1-2-7", "0-1-42", true},
+		{"0-1-41", "0-1-42", false},
+		{"1-2-99", "0-1-42", false},
+		{"", "0-1-42", false},
+		{"0-1-42", "", false},
+		{"garbage", "0-1-42", false},
+		{"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-77", "3e11fa47-71ca-11e1-9e33-c80aa9429562:77", true},
+		{"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-76", "3e11fa47-71ca-11e1-9e33-c80aa9429562:77", false},
+	} {
+		if got := Applied(c.pos, c.gtid); got != c.want {
+			t.Errorf("Applied(%q, %q) = %v, want %v", c.pos, c.gtid, got, c.want)
+		}
+	}
+}
