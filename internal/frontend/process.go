@@ -156,7 +156,8 @@ func (s *Session) logAuth(user string, err error) {
 
 // clientAddr parses the client's address once, for rules.
 func (s *Session) clientAddr() netip.Addr {
-	if !s.clientIP.IsValid() {
+	if !s.clientIPDone {
+		s.clientIPDone = true
 		if ap, err := netip.ParseAddrPort(s.remote); err == nil {
 			s.clientIP = ap.Addr().Unmap()
 		}

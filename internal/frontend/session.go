@@ -78,23 +78,24 @@ type Session struct {
 	nextTrxSet bool
 
 	// Query processing, per statement.
-	clientIP    netip.Addr
-	group       []int // servers of the rule-chosen group (target Group)
-	stmtErr     uint16
-	stmtErrMsg  string
-	stmtServer  string
-	stmtIdx     int
-	stmtRows    int64
-	stmtTimeout time.Duration
-	timeoutRule string
-	timedOut    atomic.Bool
-	rewriteBuf  []byte
-	cacheKeyBuf []byte
-	capture     []byte
-	capturing   bool
-	captureMax  int
-	logEntry    qlog.Entry
-	userStats   *UserStats
+	clientIP     netip.Addr
+	clientIPDone bool
+	group        []int // servers of the rule-chosen group (target Group)
+	stmtErr      uint16
+	stmtErrMsg   string
+	stmtServer   string
+	stmtIdx      int
+	stmtRows     int64
+	stmtTimeout  time.Duration
+	timeoutRule  string
+	timedOut     atomic.Bool
+	rewriteBuf   []byte
+	cacheKeyBuf  []byte
+	capture      []byte
+	capturing    bool
+	captureMax   int
+	logEntry     qlog.Entry
+	userStats    *UserStats
 }
 
 // SessionInfo is a session as listings show it.

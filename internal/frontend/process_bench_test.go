@@ -1,0 +1,59 @@
+package frontend
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/qlog"
+	"github.com/vigil-db/vigil/internal/qstats"
+	"github.com/vigil-db/vigil/internal/router"
+	"github.com/vigil-db/vigil/internal/rules"
+	"github.com/vigil-db/vigil/internal/sqlscan"
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+type discardLog struct{}
+
+func (discardLog) Log(*qlog.Entry) bool { return true }
+
+// BenchmarkProcessing is the per-statement cost of query processing on
+// the session goroutine: 100 rules, digest statistics and a query log
+// entry. It must not allocate.
+func BenchmarkProcessing(b *testing.B) {
+	var specs []rules.Spec
+	for i := range 100 {
+		specs = append(specs, rules.Spec{Name: fmt.Sprintf("r%d", i), Digest: fmt.Sprintf("^SELECT report_%d", i), Route: "writer"})
+	}
+	set, err := rules.Compile(specs, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := New(Options{Cluster: "c1"}, []User{{Name: "app", RYW: router.RYWNone}}, &topology.Holder{}, nil,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv.SetProcessing(Processing{Rules: set, Digests: qstats.New(10000), Log: discardLog{}, LogQueries: true})
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	s := newSession(srv, 1, c1)
+	s.setUser((*srv.users.Load())["app"])
+	s.state.SetSchema("sbtest")
+	q := []byte("SELECT c FROM sbtest1 WHERE id=5000")
+	info := sqlscan.Scan(q)
+	p := srv.proc.Load()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		s.beginStmt()
+		run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
+		s.setCurrent(q, run.start)
+		res := s.applyRules(p, q, info.Digest)
+		run.rule, run.log = res.Rule, res.Log
+		run.target, run.hostgroup = s.routeByRule(p, res.Route, router.Reader)
+		s.stmtIdx, s.stmtRows = -1, 1
+		s.finishStmt(p, &run)
+	}
+}
