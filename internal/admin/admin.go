@@ -161,6 +161,7 @@ func (s *Server) routes() {
 		Events:  func(limit int) any { return s.ctl.Events("", "", "", time.Time{}, limit) },
 		Digests: func(limit int) (any, error) { return s.ctl.Digests(DigestQuery{Sort: "total", Limit: limit}) },
 	}, webui.Options{Auth: s.auth}))
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, webui.Prefix, http.StatusFound) })
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ok, why := s.ctl.Ready()
