@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -18,7 +20,7 @@ import (
 
 const ctlUsage = `vigil ctl — talk to a running Vigil's admin API
 
-Usage: vigil ctl [--admin URL] [--token T] [--json] COMMAND [args]
+Usage: vigil ctl [--admin URL] [--token T | --user U --password P] [--cacert FILE | --insecure] [--json] COMMAND [args]
 
 Commands:
   servers                       servers with role, state, lag, GTID, pool use
@@ -39,7 +41,10 @@ Commands:
 
 The admin address comes from --admin, else $VIGIL_ADMIN, else
 --sandbox DIR (its sandbox.json), else http://127.0.0.1:6080.
-The token comes from --token or $VIGIL_ADMIN_TOKEN.
+The token comes from --token or $VIGIL_ADMIN_TOKEN; basic-auth credentials
+from --user/--password or $VIGIL_ADMIN_USER/$VIGIL_ADMIN_PASSWORD. For an
+admin API served over TLS use an https:// URL, with --cacert for a private
+CA (or --insecure to skip verification).
 `
 
 func cmdCtl(ctx context.Context, args []string) int {
@@ -48,6 +53,10 @@ func cmdCtl(ctx context.Context, args []string) int {
 	addr := fs.String("admin", os.Getenv("VIGIL_ADMIN"), "admin URL")
 	token := fs.String("token", os.Getenv("VIGIL_ADMIN_TOKEN"), "admin token")
 	sbDir := fs.String("sandbox", os.Getenv("VIGIL_SANDBOX_DIR"), "sandbox directory whose admin address to use")
+	user := fs.String("user", os.Getenv("VIGIL_ADMIN_USER"), "basic-auth user (admin.user)")
+	password := fs.String("password", os.Getenv("VIGIL_ADMIN_PASSWORD"), "basic-auth password (admin.password)")
+	cacert := fs.String("cacert", "", "PEM file of the CA that signed the admin API's certificate")
+	insecure := fs.Bool("insecure", false, "do not verify the admin API's TLS certificate")
 	asJSON := fs.Bool("json", false, "print JSON")
 	cluster := fs.String("cluster", "", "cluster name (when Vigil serves several)")
 	if err := fs.Parse(args); err != nil {
@@ -63,7 +72,25 @@ func cmdCtl(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
 		return 1
 	}
-	c := &ctlClient{base: base, token: *token, json: *asJSON, http: &http.Client{Timeout: 5 * time.Minute}}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if *cacert != "" || *insecure {
+		tc := &tls.Config{InsecureSkipVerify: *insecure} //nolint:gosec // the operator asked for it
+		if *cacert != "" {
+			pem, err := os.ReadFile(*cacert)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+				return 1
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(pem) {
+				fmt.Fprintf(os.Stderr, "vigil ctl: %s holds no PEM certificate\n", *cacert)
+				return 1
+			}
+		}
+		tr.TLSClientConfig = tc
+	}
+	c := &ctlClient{base: base, token: *token, user: *user, password: *password, json: *asJSON,
+		http: &http.Client{Timeout: 5 * time.Minute, Transport: tr}}
 	cmd, cargs := rest[0], rest[1:]
 	switch cmd {
 	case "servers":
@@ -177,9 +204,10 @@ func adminURL(flagAddr, sbDir string) (string, error) {
 }
 
 type ctlClient struct {
-	base, token string
-	json        bool
-	http        *http.Client
+	base, token    string
+	user, password string
+	json           bool
+	http           *http.Client
 }
 
 func (c *ctlClient) do(ctx context.Context, method, path string, body any) (int, []byte, error) {
@@ -194,6 +222,8 @@ func (c *ctlClient) do(ctx context.Context, method, path string, body any) (int,
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	} else if c.user != "" {
+		req.SetBasicAuth(c.user, c.password)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

@@ -235,6 +235,7 @@ func (d *daemon) RunningConfig() any {
 		}
 	}
 	red(&c.Admin.Token)
+	red(&c.Admin.Password)
 	c.Users = append([]config.User(nil), cfg.Users...)
 	for i := range c.Users {
 		red(&c.Users[i].Password)

@@ -208,8 +208,16 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 		}()
 		d.log.Info("cluster listening", "cluster", cc.Name, "listen", ln.Addr().String(), "servers", len(cc.Servers), "server_version", opts.ServerVersion)
 	}
-	if cfg.Admin.Listen != "" {
-		srv := admin.New(admin.Options{Listen: cfg.Admin.Listen, Token: cfg.Admin.Token}, d, newRegistry(d), d.log)
+	if cfg.Admin.AdminEnabled() {
+		aopts := admin.Options{Listen: cfg.Admin.Listen, Token: cfg.Admin.Token, User: cfg.Admin.User, Password: cfg.Admin.Password}
+		if t := cfg.Admin.TLS; t != nil {
+			cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+			if err != nil {
+				return fmt.Errorf("admin: tls: %w", err)
+			}
+			aopts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		}
+		srv := admin.New(aopts, d, newRegistry(d), d.log)
 		ln, err := net.Listen("tcp", cfg.Admin.Listen)
 		if err != nil {
 			return fmt.Errorf("admin: listen on %s: %w", cfg.Admin.Listen, err)

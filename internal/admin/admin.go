@@ -7,6 +7,7 @@ package admin
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -135,6 +136,10 @@ func (e *Error) Error() string { return e.Message }
 type Options struct {
 	Listen string
 	Token  string // required as "Authorization: Bearer <token>" unless empty
+	// User and Password, when set, are accepted as basic auth too.
+	User, Password string
+	// TLS, when set, serves HTTPS.
+	TLS *tls.Config
 }
 
 // Server is the admin HTTP server.
@@ -325,14 +330,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // token as password).
 func (s *Server) auth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.opts.Token != "" {
-			got := ""
-			if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
-				got = strings.TrimPrefix(a, "Bearer ")
-			} else if _, p, ok := r.BasicAuth(); ok {
-				got = p
-			}
-			if subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1 {
+		if s.opts.Token != "" || s.opts.User != "" {
+			if !s.authorized(r) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
 				writeJSON(w, 401, map[string]string{"error": "unauthorized: send Authorization: Bearer <admin.token>"})
 				return
@@ -340,6 +339,23 @@ func (s *Server) auth(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// authorized checks the bearer token, or basic auth with the configured
+// user and password, or basic auth with the token as the password.
+func (s *Server) authorized(r *http.Request) bool {
+	eq := func(a, b string) bool { return b != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+	if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
+		return eq(strings.TrimPrefix(a, "Bearer "), s.opts.Token)
+	}
+	u, p, ok := r.BasicAuth()
+	if !ok {
+		return false
+	}
+	if s.opts.User != "" && eq(u, s.opts.User) && eq(p, s.opts.Password) {
+		return true
+	}
+	return eq(p, s.opts.Token)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -379,6 +395,10 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
+	if s.opts.TLS != nil {
+		srv.TLSConfig = s.opts.TLS
+		ln = tls.NewListener(ln, s.opts.TLS)
+	}
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

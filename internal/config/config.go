@@ -135,9 +135,21 @@ type RuleBlock struct {
 
 // Admin is the management HTTP server.
 type Admin struct {
+	// Listen is host:port (default 127.0.0.1:6080); "off" disables the
+	// admin server.
 	Listen string `yaml:"listen"`
-	Token  string `yaml:"token"`
+	// Token is required as "Authorization: Bearer <token>" (or as the
+	// password of basic auth) when set.
+	Token string `yaml:"token"`
+	// User and Password allow basic auth with these credentials too.
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+	// TLS serves the admin API over HTTPS.
+	TLS *TLS `yaml:"tls"`
 }
+
+// AdminEnabled reports whether the admin server runs.
+func (a Admin) AdminEnabled() bool { return a.Listen != "off" }
 
 // User is an account clients log in with. Vigil logs in to the servers
 // with the same credentials unless BackendUser/BackendPassword are set.
@@ -363,6 +375,9 @@ func (c *Config) applyDefaults() {
 	if c.StateDir == "" {
 		c.StateDir = "/var/lib/vigil"
 	}
+	if c.Admin.Listen == "" {
+		c.Admin.Listen = "127.0.0.1:6080"
+	}
 	if c.Log.Statements == "" {
 		c.Log.Statements = "masked"
 	}
@@ -509,10 +524,16 @@ func (c *Config) Validate() error {
 	if c.QueryCache.MaxEntrySize > c.QueryCache.MaxSize {
 		add("query_cache.max_entry_size", "must not exceed query_cache.max_size")
 	}
-	if c.Admin.Listen != "" {
+	if c.Admin.AdminEnabled() {
 		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
-			add("admin.listen", "%q is not host:port", c.Admin.Listen)
+			add("admin.listen", "%q is not host:port (or off)", c.Admin.Listen)
 		}
+	}
+	if (c.Admin.User == "") != (c.Admin.Password == "") {
+		add("admin.user", "user and password go together")
+	}
+	if t := c.Admin.TLS; t != nil && (t.Cert == "" || t.Key == "") {
+		add("admin.tls", "needs both cert and key")
 	}
 	if len(c.Users) == 0 {
 		add("users", "at least one user is needed: clients log in with it")
