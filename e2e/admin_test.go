@@ -186,6 +186,21 @@ func TestAdminAPIAndCtl(t *testing.T) {
 			t.Errorf("validate of the running config: %d %s", code, body)
 		}
 	})
+	t.Run("Clusters", func(t *testing.T) {
+		var list []struct {
+			Name    string   `json:"name"`
+			Writer  string   `json:"writer"`
+			Servers []string `json:"servers"`
+			Term    uint64   `json:"term"`
+		}
+		_, body := get("/api/v1/clusters", true)
+		if err := json.Unmarshal([]byte(body), &list); err != nil || len(list) != 1 || list[0].Writer != "node1" || len(list[0].Servers) != 3 || list[0].Term == 0 {
+			t.Errorf("clusters: %v %s", err, body)
+		}
+		if out, err := env.ctl(t, "clusters"); err != nil || !strings.Contains(out, "node1") {
+			t.Errorf("ctl clusters: %v\n%s", err, out)
+		}
+	})
 	t.Run("QueryProcessingCommands", func(t *testing.T) {
 		for _, args := range [][]string{{"digests", "--limit", "3"}, {"digests", "--by", "key", "--sort", "p99"}, {"rules"},
 			{"cache"}, {"cache", "--purge"}, {"querylog"}, {"--json", "digests"}, {"digests", "--reset"}} {

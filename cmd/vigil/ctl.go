@@ -23,6 +23,7 @@ const ctlUsage = `vigil ctl — talk to a running Vigil's admin API
 Usage: vigil ctl [--admin URL] [--token T | --user U --password P] [--cacert FILE | --insecure] [--json] COMMAND [args]
 
 Commands:
+  clusters                      clusters with their writer, term, sessions, running operation
   servers                       servers with role, state, lag, GTID, pool use
   sessions                      client sessions
   events [--server N] [--kind K] [--limit N]
@@ -93,6 +94,8 @@ func cmdCtl(ctx context.Context, args []string) int {
 		http: &http.Client{Timeout: 5 * time.Minute, Transport: tr}}
 	cmd, cargs := rest[0], rest[1:]
 	switch cmd {
+	case "clusters":
+		return c.clusters(ctx)
 	case "servers":
 		return c.servers(ctx)
 	case "sessions":
@@ -455,6 +458,25 @@ func (c *ctlClient) rules(ctx context.Context) int {
 			acts = append(acts, "mirror="+r.Mirror)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\n", r.Cluster, r.Position, r.Name, r.Hits, strings.Join(acts, " "))
+	}
+	tw.Flush()
+	return 0
+}
+
+func (c *ctlClient) clusters(ctx context.Context) int {
+	var list []admin.ClusterView
+	if exit, done := c.fetch(ctx, "/api/v1/clusters", &list); done {
+		return exit
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tTYPE\tLISTEN\tWRITER\tTERM\tSERVERS\tSESSIONS\tSTATEMENTS\tOPERATION")
+	for _, cl := range list {
+		w := cl.Writer
+		if w == "" {
+			w = "none (" + cl.WriterReason + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", cl.Name, cl.Type, cl.Listen, w, cl.Term,
+			strings.Join(cl.Servers, ","), cl.Sessions, cl.Queries, cl.Operation)
 	}
 	tw.Flush()
 	return 0

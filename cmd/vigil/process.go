@@ -262,3 +262,29 @@ func (d *daemon) ValidateConfig(data []byte) error {
 	_, err := config.Parse(data)
 	return err
 }
+
+// Clusters implements admin.ClusterLister.
+func (d *daemon) Clusters() []admin.ClusterView {
+	out := []admin.ClusterView{}
+	for _, name := range d.clusterNames() {
+		rt := d.clusters[name]
+		v := admin.ClusterView{Name: name, Type: rt.cfg.Type, Listen: rt.cfg.Listen, Sessions: rt.fe.SessionCount(),
+			Queries: rt.fe.Stats.Queries.Load(), Servers: []string{}}
+		for _, s := range rt.cfg.Servers {
+			v.Servers = append(v.Servers, s.Name)
+		}
+		if snap := rt.topo.Load(); snap != nil {
+			v.Term = snap.Term
+			if w := snap.WriterServer(); w != nil {
+				v.Writer = w.Name
+			} else {
+				v.WriterReason = snap.WriterReason
+			}
+		}
+		if rt.exec != nil {
+			v.Operation = rt.exec.Running()
+		}
+		out = append(out, v)
+	}
+	return out
+}

@@ -36,3 +36,34 @@ func (s *Server) configRoutes() {
 		writeJSON(w, 200, map[string]any{"ok": true})
 	})))
 }
+
+// ClusterView is one cluster as GET /api/v1/clusters shows it.
+type ClusterView struct {
+	Name     string   `json:"name"`
+	Type     string   `json:"type"`
+	Listen   string   `json:"listen"`
+	Writer   string   `json:"writer"`
+	Term     uint64   `json:"term"`
+	Servers  []string `json:"servers"`
+	Sessions int      `json:"sessions"`
+	Queries  int64    `json:"queries"`
+	// Operation is the failover or switchover running now, if any.
+	Operation string `json:"operation,omitempty"`
+	// WriterReason says why there is no writer.
+	WriterReason string `json:"writer_reason,omitempty"`
+}
+
+// ClusterLister lists clusters.
+type ClusterLister interface {
+	Clusters() []ClusterView
+}
+
+func (s *Server) clusterRoutes() {
+	cl, ok := s.ctl.(ClusterLister)
+	if !ok {
+		return
+	}
+	s.mux.Handle("GET /api/v1/clusters", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, cl.Clusters())
+	})))
+}

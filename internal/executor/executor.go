@@ -353,3 +353,14 @@ func (e *Executor) keepFencedReadOnly(ctx context.Context) {
 		e.event(h.Name, "fenced_read_only", h.Name+" is fenced and came back writable: Vigil set read_only=1 on it; `vigil ctl rejoin "+h.Name+"` makes it a replica")
 	}
 }
+
+// Running describes the operation in progress ("" when none).
+func (e *Executor) Running() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running == nil {
+		return ""
+	}
+	r := e.running
+	return fmt.Sprintf("%s %s → %s since %s", r.Kind, orNone(r.OldPrimary), orNone(r.NewPrimary), r.Started.Format(time.RFC3339))
+}
