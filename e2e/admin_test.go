@@ -158,6 +158,13 @@ func TestAdminAPIAndCtl(t *testing.T) {
 	if out, err := env.ctl(t, "reload"); err != nil {
 		t.Errorf("reload of the good config: %v\n%s", err, out)
 	}
+	// A change only a restart can make is refused as a whole.
+	moved := regexp.MustCompile(`address: 127\.0\.0\.1:(\d+)`).ReplaceAllString(string(good), "address: 127.0.0.1:1$1")
+	os.WriteFile(cfgPath, []byte(moved), 0o644)
+	if out, err := env.ctl(t, "reload"); err == nil || !strings.Contains(out, "needs a restart") || !strings.Contains(out, "servers[0]") {
+		t.Errorf("reload that moves servers: %v\n%s", err, out)
+	}
+	os.WriteFile(cfgPath, good, 0o644)
 
 	do := func(method, path, body string) (int, string) { return request(method, path, body, true) }
 	t.Run("OpenAPIAndConfig", func(t *testing.T) {

@@ -256,6 +256,12 @@ func (d *daemon) reload(path string) error {
 		d.journal.add(admin.Event{Kind: "config_rejected", Message: err.Error()})
 		return err
 	}
+	if err := d.reloadable(cfg); err != nil {
+		err = fmt.Errorf("config %s: %w", path, err)
+		d.log.Error("config reload rejected; the running config stays", "err", err)
+		d.journal.add(admin.Event{Kind: "config_rejected", Message: err.Error()})
+		return err
+	}
 	users := buildUsers(cfg)
 	creds := credentialsFunc(cfg)
 	oldLog, err := d.applyQueryLog(d.ctx, cfg.Log)
@@ -297,6 +303,41 @@ func (d *daemon) reload(path string) error {
 	d.running.Store(cfg)
 	d.log.Info("config reloaded", "config", path)
 	d.journal.add(admin.Event{Kind: "config_reloaded", Message: "configuration reloaded from " + path})
+	return nil
+}
+
+// reloadable checks that a new config changes only what a running daemon
+// can change: clusters, their listen addresses and their server lists
+// (names and addresses, in order) need a restart.
+func (d *daemon) reloadable(cfg *config.Config) error {
+	seen := map[string]bool{}
+	for i, cc := range cfg.Clusters {
+		seen[cc.Name] = true
+		rt := d.clusters[cc.Name]
+		if rt == nil {
+			return fmt.Errorf("clusters[%d]: cluster %q is new: adding a cluster needs a restart", i, cc.Name)
+		}
+		if cc.Listen != rt.cfg.Listen {
+			return fmt.Errorf("clusters[%d].listen: changing the listen address needs a restart", i)
+		}
+		if cc.Type != rt.cfg.Type {
+			return fmt.Errorf("clusters[%d].type: changing the cluster type needs a restart", i)
+		}
+		if len(cc.Servers) != len(rt.cfg.Servers) {
+			return fmt.Errorf("clusters[%d].servers: adding or removing servers needs a restart (weights and roles may change)", i)
+		}
+		for j, s := range cc.Servers {
+			old := rt.cfg.Servers[j]
+			if s.Name != old.Name || s.Address != old.Address {
+				return fmt.Errorf("clusters[%d].servers[%d]: renaming, moving or reordering servers needs a restart (weights and roles may change)", i, j)
+			}
+		}
+	}
+	for name := range d.clusters {
+		if !seen[name] {
+			return fmt.Errorf("clusters: cluster %q is gone: removing a cluster needs a restart", name)
+		}
+	}
 	return nil
 }
 
