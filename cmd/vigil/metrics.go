@@ -49,6 +49,7 @@ var (
 	descQlogEntries  = prometheus.NewDesc("vigil_query_log_entries_total", "Query log entries accepted from the data path.", nil, nil)
 	descQlogDropped  = prometheus.NewDesc("vigil_query_log_dropped_total", "Query log entries dropped because the buffer was full (a slow or dead sink).", nil, nil)
 	descLatency      = prometheus.NewDesc("vigil_query_duration_seconds", "Statement time as clients see it (from the command to the end of the reply), by route (writer, reader, group, cache, blocked).", []string{"cluster", "route"}, nil)
+	descRouteErrors  = prometheus.NewDesc("vigil_query_errors_total", "Client statements that ended with an error (from the server or from Vigil), by route.", []string{"cluster", "route"}, nil)
 	descSrvQueries   = prometheus.NewDesc("vigil_server_queries_total", "Client statements each server ran.", []string{"cluster", "server"}, nil)
 	descSrvErrors    = prometheus.NewDesc("vigil_server_query_errors_total", "Client statements that ended with an error, by the server that ran them.", []string{"cluster", "server"}, nil)
 	descUserQueries  = prometheus.NewDesc("vigil_user_queries_total", "Client statements by user.", []string{"cluster", "user"}, nil)
@@ -63,7 +64,7 @@ func (m metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descSessions, descConnections, descAuthFail, descQueries, descRoutes, descErrors, descReadRetries, descGTIDWaits,
 		descGTIDFallback, descGTIDSkipped, descHeld, descPins, descPoolOpen, descPoolWaits, descPoolDials, descPoolDialErrs,
 		descRuleHits, descRuleActions, descDigests, descDigestEvict, descCacheBytes, descCacheEntries, descCacheOps,
-		descQlogEntries, descQlogDropped, descQlogSink, descLatency, descSrvQueries, descSrvErrors, descUserQueries, descUserErrors,
+		descQlogEntries, descQlogDropped, descQlogSink, descLatency, descRouteErrors, descSrvQueries, descSrvErrors, descUserQueries, descUserErrors,
 		descOps, descOpDuration} {
 		ch <- d
 	}
@@ -136,6 +137,7 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			cum += h.Buckets[len(frontend.LatencyBounds)].Load()
 			ch <- prometheus.MustNewConstHistogram(descLatency, cum, float64(h.SumNs.Load())/1e9, buckets, name, frontend.RouteNames[r])
+			counter(descRouteErrors, st.RouteErrors[r].Load(), name, frontend.RouteNames[r])
 		}
 		for i, p := range rt.pools {
 			if i < len(st.ServerQueries) {

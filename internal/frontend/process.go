@@ -102,7 +102,11 @@ func (s *Session) finishStmt(p *Processing, r *stmtRun) {
 		}
 	}
 	st := s.srv.Stats
-	st.Latency[routeIndex(hg)].Observe(d)
+	ri := routeIndex(hg)
+	st.Latency[ri].Observe(d)
+	if s.stmtErr != 0 {
+		st.RouteErrors[ri].Add(1)
+	}
 	if s.userStats == nil {
 		s.userStats = st.User(s.user.Name)
 	}

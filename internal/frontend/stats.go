@@ -52,6 +52,7 @@ type Stats struct {
 	// Latency of statements by route, and statements and errors by server
 	// (indexed like the pools) and by user.
 	Latency       [numRoutes]Histogram
+	RouteErrors   [numRoutes]atomic.Int64
 	ServerQueries []atomic.Int64
 	ServerErrors  []atomic.Int64
 	users         sync.Map // user name -> *UserStats
