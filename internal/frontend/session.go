@@ -359,7 +359,7 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		}
 		s.capture = s.capture[:0]
 		s.capturing = true
-		s.captureMax = int(p.Cache.Stats().MaxBytes)
+		s.captureMax = int(p.Cache.MaxEntry())
 	}
 	s.stmtTimeout, s.timeoutRule = res.Timeout, res.Rule
 	run.mirror = res.Mirror
@@ -369,6 +369,9 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		s.capturing = false
 		if err == nil && s.stmtErr == 0 && len(s.capture) > 0 {
 			p.Cache.Put(cacheKey, s.capture, res.CacheTTL, time.Now())
+		}
+		if cap(s.capture) > 256<<10 {
+			s.capture = nil // do not keep a big buffer per idle session
 		}
 	}
 	s.finishStmt(p, &run)

@@ -115,6 +115,9 @@ func (c *Cache) shrinkLocked() {
 	}
 }
 
+// MaxEntry is the largest reply the cache keeps, in bytes.
+func (c *Cache) MaxEntry() int64 { return c.maxEntry.Load() }
+
 // Purge empties the cache.
 func (c *Cache) Purge() {
 	c.mu.Lock()
