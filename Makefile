@@ -35,8 +35,17 @@ e2e: build
 
 test: deps vet build unit fuzz e2e
 
+# The benchmarks (docs/benchmarks.md): a replication sandbox, Vigil and
+# HAProxy; every scenario against direct, vigil and haproxy, interleaved;
+# results, report and plots in bench/out/<timestamp>/. About 25 minutes on
+# 2 cores; bench-quick under 5. BENCH_FLAGS adds options (--scenarios,
+# --threads, --pin-client 0 --pin-proxy 1 --pin-servers 0-1, ...).
 bench: deps build
 	bin/vigil bench $(BENCH_FLAGS)
+
+.PHONY: bench-quick
+bench-quick: deps build
+	bin/vigil bench --quick $(BENCH_FLAGS)
 
 # Micro-benchmarks of the hot path (classifier, framing, routing), with
 # allocations.

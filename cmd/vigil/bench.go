@@ -17,19 +17,28 @@ import (
 	"github.com/vigil-db/vigil/internal/bench"
 )
 
-const benchUsage = `vigil bench — Vigil against the primary alone and against HAProxy, interleaved
+const benchUsage = `vigil bench — Vigil next to the primary alone and HAProxy, interleaved
 
 Usage:
-  vigil bench [--quick] [--scenarios point_select,read_only] [--threads 32]
-              [--duration 20s] [--reps 3] [--warmup 2s] [--out bench/out]
-              [--sandbox DIR [--skip-prepare]] [--keep] [--verbose]
+  vigil bench [--quick] [--scenarios point_select,read_only,...] [--threads 8,32,128]
+              [--duration 8s] [--reps 2] [--check-reps 5] [--warmup 2s]
+              [--clients 1000,10000] [--rules 100,1000] [--failover-runs 5]
+              [--pin-client CPUS] [--pin-proxy CPUS] [--pin-servers CPUS]
+              [--out bench/out] [--compare FILE|none]
+              [--sandbox DIR [--skip-prepare]] [--keep] [--processing] [--verbose]
+  vigil bench --render DIR [--compare FILE|none]
 
 Brings up a 3-node replication sandbox (or uses --sandbox DIR), prepares
 sysbench tables on the primary, starts Vigil and HAProxy (mode tcp, to the
-primary) and runs every scenario against direct, vigil and haproxy in turn,
---reps times. Prints medians, ratios and the data-path checks, and writes
-OUT/<timestamp>/results.json, report.md and qps.png. Needs root, sysbench,
-haproxy and mariadbd. See docs/benchmarks.md.
+primary) and runs every case against direct, vigil and haproxy in turn
+(A B C A B C), --reps times: the sysbench workloads at every --threads,
+connection churn and many idle clients (Go load generator), Vigil with
+more query rules, and last failover and switchover timing on a semi-sync
+sandbox of its own. Prints medians, ratios, what moved since the previous
+bench and the checks (PASS/MISS), and writes OUT/<timestamp>/results.json,
+report.md and PNG plots. Needs root, sysbench, haproxy and mariadbd. The
+default takes 20 to 25 minutes on 2 cores, --quick under 5. See
+docs/benchmarks.md.
 
 Flags:
 `
@@ -41,17 +50,26 @@ func cmdBench(ctx context.Context, args []string) int {
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vigil bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	quick := fs.Bool("quick", false, "2 reps of 8s, the default scenarios: a few minutes in all")
-	scenarios := fs.String("scenarios", "", "comma-separated scenarios (default point_select,read_only; known: "+knownScenarios()+")")
-	threads := fs.Int("threads", 32, "sysbench client threads")
-	duration := fs.Duration("duration", 20*time.Second, "length of one measured run (whole seconds)")
-	reps := fs.Int("reps", 3, "repetitions of every scenario on every target")
-	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured run per scenario and target before the first rep (0 for none)")
+	quick := fs.Bool("quick", false, "point_select and read_only at 32 threads, churn, 1,000 idle clients, one failover: 2 reps of 6s, under 5 minutes")
+	scenarios := fs.String("scenarios", "", "comma-separated scenarios (default: all but read_only_trx; known: "+knownScenarios()+")")
+	threads := fs.String("threads", "8,32,128", "sysbench client threads, a comma-separated matrix")
+	duration := fs.Duration("duration", 8*time.Second, "length of one measured run (whole seconds)")
+	reps := fs.Int("reps", 2, "repetitions of every case on every target")
+	checkReps := fs.Int("check-reps", 5, "repetitions of the cases the checks read (point_select and read_only at 32 threads, churn)")
+	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured run per case and target before the first rep (0 for none)")
+	clients := fs.String("clients", "1000,10000", "idle connections of the many_clients cases")
+	rules := fs.String("rules", "100,1000", "query rules of the Vigils compared with the plain one (0 rules) in rules_scaling")
+	failoverRuns := fs.Int("failover-runs", 5, "kill -9 failovers, and as many switchovers")
+	pinClient := fs.String("pin-client", "", "CPU list for sysbench and the Go load generator (taskset -c)")
+	pinProxy := fs.String("pin-proxy", "", "CPU list for Vigil and HAProxy")
+	pinServers := fs.String("pin-servers", "", "CPU list for the mariadbd processes (taskset -apc)")
 	out := fs.String("out", "bench/out", "directory for the timestamped results")
+	compare := fs.String("compare", "", "results.json to compare with (default: the latest under --out; none for no comparison)")
 	sandboxDir := fs.String("sandbox", "", "use the running replication sandbox in DIR instead of a new one (left running)")
 	skipPrepare := fs.Bool("skip-prepare", false, "with --sandbox: use the sbtest tables already there")
 	keep := fs.Bool("keep", false, "leave the sandbox this bench created running")
 	verbose := fs.Bool("verbose", false, "log the sandbox's progress")
+	render := fs.String("render", "", "summarize the runs in DIR/results.json again and rewrite its report and plots (no measurement)")
 	processing := fs.Bool("processing", false, "add a Vigil with digests, 100 query rules and a file query log (target vigil+rules) and measure its overhead")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, benchUsage)
@@ -67,22 +85,54 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "vigil bench: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	if *render != "" {
+		res, err := bench.Render(*render, *compare)
+		if res != nil {
+			if werr := bench.WriteText(stdout, res); werr != nil {
+				fmt.Fprintf(stderr, "vigil bench: %v\n", werr)
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "vigil bench: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "\nRewritten: %s/results.json, %s/report.md\n", *render, *render)
+		return 0
+	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *quick {
 		// Explicit flags still win over what --quick implies.
-		if !set["reps"] {
-			*reps = 2
+		defaults := map[string]func(){
+			"reps":          func() { *reps = 2 },
+			"check-reps":    func() { *checkReps = 2 },
+			"duration":      func() { *duration = 6 * time.Second },
+			"threads":       func() { *threads = "32" },
+			"clients":       func() { *clients = "1000" },
+			"failover-runs": func() { *failoverRuns = 1 },
 		}
-		if !set["duration"] {
-			*duration = 8 * time.Second
+		for name, apply := range defaults {
+			if !set[name] {
+				apply()
+			}
 		}
 	}
-	sc, err := bench.ParseScenarios(*scenarios)
-	if err != nil {
+	var sc []bench.Scenario
+	var err error
+	if *quick && !set["scenarios"] {
+		sc = bench.QuickScenarios()
+	} else if sc, err = bench.ParseScenarios(*scenarios); err != nil {
 		fmt.Fprintf(stderr, "vigil bench: %v\n", err)
 		return 2
 	}
+	var lists [3][]int
+	for i, f := range []struct{ name, value string }{{"threads", *threads}, {"clients", *clients}, {"rules", *rules}} {
+		if lists[i], err = bench.ParseIntList(f.value); err != nil {
+			fmt.Fprintf(stderr, "vigil bench: --%s: %v\n", f.name, err)
+			return 2
+		}
+	}
+	threadList, clientList, ruleList := lists[0], lists[1], lists[2]
 	if *warmup == 0 {
 		*warmup = -1 // none; 0 in Options means the default
 	}
@@ -103,10 +153,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	t0 := time.Now()
 	res, dir, err := bench.Run(ctx, bench.Options{
 		Scenarios:    sc,
-		Threads:      *threads,
+		Threads:      threadList,
 		Duration:     *duration,
 		Warmup:       *warmup,
 		Reps:         *reps,
+		CheckReps:    *checkReps,
+		Clients:      clientList,
+		RuleCounts:   ruleList,
+		FailoverRuns: *failoverRuns,
+		Pin:          bench.Pinning{Client: *pinClient, Proxy: *pinProxy, Servers: *pinServers},
+		Compare:      *compare,
 		Quick:        *quick,
 		OutDir:       *out,
 		SandboxDir:   *sandboxDir,
@@ -118,13 +174,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		Progress:     stderr,
 		Logger:       logger,
 	})
-	if res != nil && len(res.Runs) > 0 {
+	if res != nil && (len(res.Runs) > 0 || len(res.Failover) > 0) {
 		fmt.Fprintln(stdout)
 		if werr := bench.WriteText(stdout, res); werr != nil {
 			fmt.Fprintf(stderr, "vigil bench: %v\n", werr)
 		}
 		if dir != "" {
-			fmt.Fprintf(stdout, "\nResults: %s/results.json, %s/report.md\n", dir, dir)
+			fmt.Fprintf(stdout, "\nResults: %s/results.json, %s/report.md (plots: %s)\n", dir, dir, strings.Join(res.Plots, ", "))
 		}
 	}
 	if err != nil {

@@ -1,18 +1,22 @@
 // Package bench owns `vigil bench`: it measures Vigil against the primary
 // alone and against HAProxy in TCP mode, on a replication sandbox of real
-// mariadbd processes, with sysbench as the client.
+// mariadbd processes: sysbench OLTP workloads at several thread counts,
+// connection churn and many idle clients (a Go load generator, for what
+// sysbench 1.0 cannot do), Vigil with more query rules, and failover and
+// switchover timing on a semi-sync sandbox of its own.
 //
 // The machines it runs on are shared and noisy (timings move up to 2× with
 // neighbouring load), so the method is built for comparison rather than
-// absolute numbers: every target runs the same scenario in turn (direct,
-// vigil, haproxy, then again), unpinned, for several repetitions, and the
-// report quotes medians and ratios of medians. Next to throughput it
-// measures what a proxy costs: CPU time per query from /proc/PID/stat and
-// resident memory.
+// absolute numbers: every target runs the same case in turn (direct,
+// vigil, haproxy, then again), for several repetitions, and the report
+// quotes medians and ratios of medians, and what moved since the previous
+// bench. Next to throughput and latency it measures what a proxy costs:
+// CPU time per query from /proc/PID/stat and resident memory.
 //
-// The pure parts (sysbench output, /proc parsing, summary, checks,
-// rendering) are separate from the orchestration in this file, which
-// starts and always stops the sandbox, Vigil and HAProxy.
+// The pure parts (sysbench output, /proc parsing, the plan, summaries,
+// checks, comparisons, rendering, plots) are separate from the
+// orchestration (bench.go, setup.go, the scenario runners), which starts
+// and always stops the sandboxes, Vigils and HAProxy.
 package bench
 
 import (
@@ -24,13 +28,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
 
-	"github.com/vigil-db/vigil/internal/config"
 	"github.com/vigil-db/vigil/internal/sandbox"
 )
 
@@ -39,15 +41,36 @@ import (
 type Options struct {
 	// Scenarios default to DefaultScenarios.
 	Scenarios []Scenario
-	// Threads of every scenario that does not set its own; default 32.
-	Threads int
-	// Duration of one measured run; whole seconds, default 20s.
+	// Threads are the client thread counts of the sysbench matrix;
+	// default 8, 32 and 128. Scenarios with their own count (churn, many
+	// clients, rules) keep it.
+	Threads []int
+	// Duration of one measured run; whole seconds, default 8s.
 	Duration time.Duration
-	// Warmup is an unmeasured run per scenario and target before the
-	// first rep; 0 means the default of 2s, negative none.
+	// Warmup is an unmeasured run per case and target before the first
+	// rep; 0 means the default of 2s, negative none.
 	Warmup time.Duration
-	// Reps is how many times every target runs every scenario; default 3.
+	// Reps is how many times every target runs every case; default 2.
 	Reps int
+	// CheckReps is the repetitions of the cases the checks read (point
+	// selects and read-only at 32 threads, connection churn); default 5,
+	// never fewer than Reps.
+	CheckReps int
+	// Clients are the idle connections of the many_clients cases;
+	// default 1,000 and 10,000.
+	Clients []int
+	// RuleCounts are the Vigils of the rules_scaling case besides the
+	// plain one (0 rules); default 100 and 1,000.
+	RuleCounts []int
+	// FailoverRuns is the number of kill -9 runs and of switchover runs;
+	// default 5.
+	FailoverRuns int
+	// Pin binds the client, the proxies and the servers to CPUs.
+	Pin Pinning
+	// Compare is the results.json to compare with: "" for the latest
+	// under OutDir (of the same mode, quick or not, if there is one),
+	// "none" for no comparison.
+	Compare string
 	// Quick is recorded in the results (the caller sets the shorter
 	// durations).
 	Quick bool
@@ -81,11 +104,11 @@ func (o *Options) setDefaults() {
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = DefaultScenarios()
 	}
-	if o.Threads <= 0 {
-		o.Threads = 32
+	if len(o.Threads) == 0 {
+		o.Threads = []int{8, 32, 128}
 	}
 	if o.Duration == 0 {
-		o.Duration = 20 * time.Second
+		o.Duration = 8 * time.Second
 	}
 	if o.Warmup == 0 {
 		o.Warmup = 2 * time.Second
@@ -94,7 +117,20 @@ func (o *Options) setDefaults() {
 		o.Warmup = 0
 	}
 	if o.Reps <= 0 {
-		o.Reps = 3
+		o.Reps = 2
+	}
+	if o.CheckReps <= 0 {
+		o.CheckReps = 5
+	}
+	o.CheckReps = max(o.CheckReps, o.Reps)
+	if len(o.Clients) == 0 {
+		o.Clients = []int{1000, 10000}
+	}
+	if o.RuleCounts == nil {
+		o.RuleCounts = []int{100, 1000}
+	}
+	if o.FailoverRuns <= 0 {
+		o.FailoverRuns = 5
 	}
 	if o.OutDir == "" {
 		o.OutDir = filepath.Join("bench", "out")
@@ -123,7 +159,17 @@ func (o *Options) validate() error {
 	if o.SkipPrepare && o.SandboxDir == "" {
 		return errors.New("skipping the prepare step needs --sandbox DIR with the tables in it")
 	}
-	return nil
+	for _, t := range o.Threads {
+		if t < 1 {
+			return fmt.Errorf("threads %d: at least 1", t)
+		}
+	}
+	for _, n := range o.Clients {
+		if n < 1 {
+			return fmt.Errorf("idle clients %d: at least 1", n)
+		}
+	}
+	return o.Pin.validate()
 }
 
 // env is everything a bench started, so that one function can stop it.
@@ -142,9 +188,25 @@ type env struct {
 	haproxy  *child
 	// vigilRules is the second Vigil, with query processing on.
 	vigilRules *child
-	targets    []Target
-	notes      []string
-	started    time.Time
+	// extra are the Vigils started besides the plain one (processing,
+	// rules scaling), stopped at the end if still running.
+	extra []*child
+	// vigilCfg is the plain Vigil's configuration file.
+	vigilCfg string
+	targets  []Target
+	notes    []string
+	started  time.Time
+	// fileLimit is the open-file limit the children inherit;
+	// haproxyMaxConn the maxconn it allows.
+	fileLimit      uint64
+	haproxyMaxConn int
+	// baselineConns is Threads_connected over the nodes before any run.
+	baselineConns *int64
+	// wrote is set once a case wrote: the next reading case waits for
+	// the replicas first.
+	wrote bool
+	// seq numbers the measured runs; total is how many there will be.
+	seq, total int
 	// keepWork keeps the temporary directory for a post-mortem.
 	keepWork bool
 }
@@ -161,8 +223,8 @@ func (e *env) note(format string, args ...any) {
 	e.progress("note: %s", msg)
 }
 
-// Run performs a whole bench and writes results.json and report.md (and
-// qps.png) into a new timestamped directory under o.OutDir, whose path it
+// Run performs a whole bench and writes results.json, report.md and the
+// plots into a new timestamped directory under o.OutDir, whose path it
 // returns. It stops everything it started on every path out, including
 // cancellation of ctx; after an interruption it still writes the runs it
 // has, and returns them with the error.
@@ -172,7 +234,11 @@ func Run(ctx context.Context, o Options) (*Results, string, error) {
 		return nil, "", err
 	}
 	e := &env{o: o, started: time.Now(), rootDBs: map[string]*sql.DB{}}
-	for _, prog := range []string{"sysbench", "haproxy"} {
+	progs := []string{"sysbench", "haproxy"}
+	if o.Pin.Any() {
+		progs = append(progs, "taskset")
+	}
+	for _, prog := range progs {
 		if _, err := lookProgram(prog); err != nil {
 			return nil, "", fmt.Errorf("%s is not installed (scripts/install-deps.sh installs it)", prog)
 		}
@@ -180,10 +246,19 @@ func Run(ctx context.Context, o Options) (*Results, string, error) {
 	if o.SandboxDir == "" && os.Geteuid() != 0 {
 		return nil, "", errors.New("a sandbox needs root (its servers run as user mysql): run as root, or pass --sandbox DIR of a running sandbox")
 	}
-	if limit, err := raiseOpenFileLimit(); err != nil {
+	plan := BuildPlan(o)
+	maxIdle := 0
+	for _, c := range plan {
+		maxIdle = max(maxIdle, c.Idle+c.Threads)
+	}
+	limit, err := raiseOpenFileLimit()
+	if err != nil {
 		e.note("could not raise the open-file limit to %d: %v", limit, err)
-	} else if limit < 2*HAProxyMaxConn+100 {
-		e.note("the open-file limit is %d; HAProxy with maxconn %d may refuse to start", limit, HAProxyMaxConn)
+	}
+	e.fileLimit = limit
+	e.haproxyMaxConn = HAProxyMaxConnFor(limit, maxIdle+64)
+	if e.haproxyMaxConn < maxIdle {
+		e.note("the open-file limit is %d: HAProxy gets maxconn %d and cannot take the largest many_clients case (%d connections)", limit, e.haproxyMaxConn, maxIdle)
 	}
 
 	res := &Results{Schema: ResultsSchema, Started: e.started}
@@ -193,7 +268,7 @@ func Run(ctx context.Context, o Options) (*Results, string, error) {
 		return nil, "", err
 	}
 
-	runErr := e.run(ctx, res)
+	runErr := e.run(ctx, res, plan)
 	if err := e.teardown(); err != nil {
 		runErr = errors.Join(runErr, err)
 	}
@@ -202,82 +277,219 @@ func Run(ctx context.Context, o Options) (*Results, string, error) {
 	res.Notes = e.notes
 	res.Config = Config{
 		Scenarios: o.Scenarios, Targets: e.targets, Threads: o.Threads,
-		Duration: o.Duration.String(), Warmup: o.Warmup.String(), Reps: o.Reps,
-		Quick: o.Quick, Tables: o.Tables, TableSize: o.TableSize,
+		Duration: o.Duration.String(), Warmup: o.Warmup.String(), Reps: o.Reps, CheckReps: o.CheckReps,
+		Clients: o.Clients, RuleCounts: o.RuleCounts, FailoverRuns: o.FailoverRuns, Pin: o.Pin,
+		Quick: o.Quick, Tables: o.Tables, TableSize: o.TableSize, BaselineServerConnections: e.baselineConns,
+	}
+	for _, c := range plan {
+		ci := CaseInfo{Key: c.Key(), Scenario: c.Scenario.Name, Threads: c.Threads, Idle: c.Idle, Reps: c.Reps, Check: c.Check}
+		if c.Duration > 0 {
+			ci.Duration = c.Duration.String()
+		}
+		if c.Warmup > 0 {
+			ci.Warmup = c.Warmup.String()
+		}
+		res.Config.Cases = append(res.Config.Cases, ci)
 	}
 	if e.sb != nil {
 		res.Config.Sandbox = e.sb.Dir()
 	}
-	if len(res.Runs) == 0 {
+	if len(res.Runs) == 0 && len(res.Failover) == 0 {
 		_ = os.RemoveAll(e.out)
 		return res, "", runErr
 	}
-	var names, targets []string
-	for _, s := range o.Scenarios {
-		names = append(names, s.Name)
+	var keys []string
+	for _, c := range plan {
+		keys = append(keys, c.Key())
 	}
-	for _, t := range e.targets {
-		targets = append(targets, t.Name)
+	res.Summary = Summarize(keys, targetNames(e.targets, res.Runs), res.Runs, res.Failover)
+	if o.Compare != "none" {
+		prevPath := o.Compare
+		if prevPath == "" {
+			prevPath = FindPrevious(o.OutDir, e.out, o.Quick, keys)
+		}
+		if prevPath != "" {
+			prev, err := LoadResults(prevPath)
+			if err != nil {
+				e.note("no comparison with %s: %v", prevPath, err)
+				res.Notes = e.notes
+			} else {
+				res.Comparison = Compare(prev, prevPath, res)
+			}
+		}
 	}
-	res.Summary = Summarize(names, targets, res.Runs)
 	if err := e.writeOutputs(res); err != nil {
 		runErr = errors.Join(runErr, err)
 	}
 	return res, e.out, runErr
 }
 
+// targetNames are the targets in the order of the rounds, then any other
+// target a run names (the rules Vigils) in the order they first ran.
+func targetNames(targets []Target, runs []Measurement) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range targets {
+		if !seen[t.Name] {
+			seen[t.Name] = true
+			out = append(out, t.Name)
+		}
+	}
+	for _, r := range runs {
+		if !seen[r.Target] {
+			seen[r.Target] = true
+			out = append(out, r.Target)
+		}
+	}
+	return out
+}
+
 // run brings everything up and measures; teardown undoes it.
-func (e *env) run(ctx context.Context, res *Results) error {
-	if err := e.setUp(ctx); err != nil {
+func (e *env) run(ctx context.Context, res *Results, plan []Case) error {
+	if err := e.makeWork(); err != nil {
 		return err
 	}
-	total := len(e.o.Scenarios) * e.o.Reps * len(e.targets)
-	seq := 0
-	for _, sc := range e.o.Scenarios {
-		threads := sc.Threads
-		if threads <= 0 {
-			threads = e.o.Threads
+	main := false
+	for _, c := range plan {
+		main = main || c.Scenario.kind() != KindFailover
+	}
+	if main {
+		if err := e.setUp(ctx); err != nil {
+			return err
 		}
-		if e.o.Warmup > 0 {
-			for _, t := range e.targets {
-				e.progress("%s: warm-up %s on %s", sc.Name, e.o.Warmup, t.Name)
-				r := e.measure(ctx, sc, t, threads, e.o.Warmup, "")
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				if r.Failed() {
-					e.note("%s warm-up on %s failed: %s", sc.Name, t.Name, failure(r))
-				}
-			}
+	}
+	e.total = 0
+	for _, c := range plan {
+		switch c.Scenario.kind() {
+		case KindFailover:
+		case KindRules:
+			e.total += c.Reps * len(ruleCounts(e.o.RuleCounts))
+		default:
+			e.total += c.Reps * len(e.caseTargets(c))
 		}
-		for rep := 1; rep <= e.o.Reps; rep++ {
-			for _, t := range e.targets {
-				seq++
-				logName := fmt.Sprintf("%03d-%s-%s-rep%d.txt", seq, sc.Name, t.Name, rep)
-				r := e.measure(ctx, sc, t, threads, e.o.Duration, filepath.Join(e.out, "runs", logName))
-				if err := ctx.Err(); err != nil {
-					return err // an interrupted run is not a measurement
-				}
-				r.Seq, r.Rep = seq, rep
-				res.Runs = append(res.Runs, r)
-				e.progress("[%d/%d] %s rep %d/%d %-8s %s", seq, total, sc.Name, rep, e.o.Reps, t.Name, runLine(r))
-			}
+	}
+	e.progress("plan: %d cases, %d measured runs, about %s on an idle machine", len(plan), e.total,
+		PlanEstimate(plan, len(e.targets)).Round(time.Minute))
+	for _, c := range plan {
+		var err error
+		switch c.Scenario.kind() {
+		case KindFailover:
+			err = e.runFailover(ctx, c, res)
+		case KindRules:
+			err = e.runRules(ctx, c, res)
+		default:
+			err = e.runCase(ctx, c, e.caseTargets(c), res)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
+// caseTargets are the targets of a case: every one for sysbench, the
+// three base targets for the Go load generator's cases.
+func (e *env) caseTargets(c Case) []Target {
+	if c.Scenario.kind() == KindSysbench {
+		return e.targets
+	}
+	var out []Target
+	for _, t := range e.targets {
+		if isBaseTarget(t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// writes reports a case that writes: the replicas lag after it.
+func writes(c Case) bool {
+	if c.Scenario.kind() != KindSysbench {
+		return false
+	}
+	switch c.Scenario.Workload {
+	case "oltp_point_select", "oltp_read_only", "select_random_points", "select_random_ranges":
+		return false
+	}
+	return true
+}
+
+// runCase runs one case: a warm-up per target, then the reps, the
+// targets interleaved in every rep.
+func (e *env) runCase(ctx context.Context, c Case, targets []Target, res *Results) error {
+	label := CaseLabel(c.Scenario.Name, c.Threads, c.Idle)
+	if e.wrote && !writes(c) {
+		if err := e.waitReplicas(ctx); err != nil {
+			e.note("%s: %v", label, err)
+		}
+		e.wrote = false
+	}
+	if c.Scenario.kind() == KindManyClients {
+		restore := e.raiseMaxConnections(ctx, c.Idle+c.Threads)
+		defer restore()
+	}
+	if c.Warmup > 0 {
+		for _, t := range targets {
+			e.progress("%s: warm-up %s on %s", label, c.Warmup, t.Name)
+			r := e.measureCase(ctx, c, t, c.Warmup, "")
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if r.Failed() {
+				e.note("%s warm-up on %s failed: %s", label, t.Name, failure(r))
+			}
+		}
+	}
+	for rep := 1; rep <= c.Reps; rep++ {
+		for _, t := range targets {
+			e.seq++
+			logName := fmt.Sprintf("%03d-%s-%s-rep%d.txt", e.seq, strings.NewReplacer("@", "-t", "+", "-").Replace(c.Key()), t.Name, rep)
+			r := e.measureCase(ctx, c, t, c.Duration, filepath.Join(e.out, "runs", logName))
+			if err := ctx.Err(); err != nil {
+				return err // an interrupted run is not a measurement
+			}
+			r.Seq, r.Rep = e.seq, rep
+			res.Runs = append(res.Runs, r)
+			e.progress("[%d/%d] %s rep %d/%d %-8s %s", e.seq, e.total, label, rep, c.Reps, t.Name, runLine(r))
+		}
+	}
+	if writes(c) {
+		e.wrote = true
+	}
+	return nil
+}
+
+// measureCase runs one case against one target with its client.
+func (e *env) measureCase(ctx context.Context, c Case, t Target, d time.Duration, logPath string) Measurement {
+	switch c.Scenario.kind() {
+	case KindChurn:
+		return e.measureChurn(ctx, c, t, d, logPath)
+	case KindManyClients:
+		return e.measureMany(ctx, c, t, d, logPath)
+	}
+	return e.measure(ctx, c.Scenario, t, c.Threads, d, logPath)
+}
+
 // runLine is one run for the progress output.
 func runLine(r Measurement) string {
+	if r.Skipped != "" {
+		return "not run: " + r.Skipped
+	}
 	if r.Failed() {
 		return "FAILED: " + failure(r)
 	}
-	s := fmt.Sprintf("%7.0f qps  p95 %6.2f ms  %d errors", r.Sysbench.QPS, r.Sysbench.PercentileMs, r.Sysbench.Errors())
+	s := fmt.Sprintf("%7.0f qps  p95 %6.2f ms  p99 %6.2f ms  %d errors", r.Sysbench.QPS, r.Sysbench.P95(), r.Sysbench.P99Ms, r.Sysbench.Errors())
 	if r.ProxyCPUUsPerQuery != nil {
 		s += fmt.Sprintf("  proxy %.1f µs/query", *r.ProxyCPUUsPerQuery)
 	}
 	if r.ReplicaSelectShare != nil {
 		s += fmt.Sprintf("  %s of SELECTs on replicas", fmtPct(*r.ReplicaSelectShare))
+	}
+	if r.ServerConnections != nil {
+		s += fmt.Sprintf("  %d server connections", *r.ServerConnections)
+	}
+	if r.ProxyRSSKiB != nil && r.Idle > 0 {
+		s += fmt.Sprintf("  RSS %.0f MiB", float64(*r.ProxyRSSKiB)/1024)
 	}
 	return s
 }
@@ -292,328 +504,18 @@ func failure(r Measurement) string {
 	return "no statistics in sysbench's output"
 }
 
-// setUp creates or loads the sandbox, prepares the tables and starts the
-// proxies.
-func (e *env) setUp(ctx context.Context) error {
-	work, err := os.MkdirTemp("/tmp", "vigil-bench-") // short: unix socket paths
-	if err != nil {
-		return err
-	}
-	e.work = work
-	// The servers run as user mysql and must reach their datadirs.
-	if err := os.Chmod(work, 0o755); err != nil {
-		return err
-	}
-	if e.o.SandboxDir != "" {
-		e.sb, err = sandbox.Load(e.o.SandboxDir)
-		if err != nil {
-			return err
-		}
-		e.sb.SetLogger(e.o.Logger)
-		e.progress("using the sandbox in %s", e.sb.Dir())
-	} else {
-		t0 := time.Now()
-		e.progress("starting a 3-node replication sandbox in %s/sandbox", work)
-		e.ownSB = true
-		e.sb, err = sandbox.Up(ctx, sandbox.Options{
-			Dir: e.sb0Dir(), Topology: sandbox.Replication, Nodes: 3, Logger: e.o.Logger,
-		})
-		if err != nil {
-			e.keepWork = true // the servers' error logs
-			return fmt.Errorf("sandbox (its files are kept in %s): %w", e.sb0Dir(), err)
-		}
-		e.progress("sandbox up in %s", time.Since(t0).Round(100*time.Millisecond))
-	}
-	if err := e.findRoles(ctx); err != nil {
-		return err
-	}
-	for _, n := range e.nodes {
-		db, err := e.sb.RootDB(n)
-		if err != nil {
-			return err
-		}
-		db.SetMaxOpenConns(1)
-		e.rootDBs[n] = db
-	}
-	if !e.o.SkipPrepare {
-		if err := e.prepare(ctx); err != nil {
-			return err
-		}
-	}
-	if err := e.waitReplicas(ctx); err != nil {
-		return err
-	}
-	plain, withRules, err := e.writeVigilConfigs()
-	if err != nil {
-		return err
-	}
-	if err := e.startVigil(ctx, plain); err != nil {
-		return err
-	}
-	if withRules != "" {
-		if err := e.startVigilRules(ctx, withRules); err != nil {
-			return err
-		}
-	}
-	return e.startHAProxy(ctx)
-}
-
 // findRoles asks the nodes which is the primary now: a reused sandbox may
-// have failed over.
-func (e *env) findRoles(ctx context.Context) error {
-	if e.sb.Topology() != sandbox.Replication {
-		return fmt.Errorf("the sandbox in %s is %s; vigil bench needs replication", e.sb.Dir(), e.sb.Topology())
-	}
-	st, err := e.sb.Status(ctx)
-	if err != nil {
-		return err
-	}
-	for _, n := range st.Nodes {
-		if !n.Running || !n.Reachable {
-			return fmt.Errorf("node %s of the sandbox is not running or does not answer", n.Name)
-		}
-		e.nodes = append(e.nodes, n.Name)
-		switch n.Role {
-		case sandbox.RolePrimary:
-			if e.primary != "" {
-				return fmt.Errorf("two primaries in the sandbox: %s and %s", e.primary, n.Name)
-			}
-			e.primary = n.Name
-		case sandbox.RoleReplica:
-			e.replicas = append(e.replicas, n.Name)
-		}
-	}
-	if e.primary == "" {
-		return errors.New("no primary in the sandbox")
-	}
-	if len(e.replicas) == 0 {
-		e.note("the sandbox has no replica: Vigil has nowhere to send reads")
-	}
-	return nil
-}
-
-// conn is how sysbench reaches addr.
-func (e *env) conn(addr string) (SysbenchConn, error) {
-	host, port, ok := strings.Cut(addr, ":")
-	p, err := strconv.Atoi(port)
-	if !ok || err != nil {
-		return SysbenchConn{}, fmt.Errorf("bad address %q", addr)
-	}
-	app := e.sb.Accounts().App
-	return SysbenchConn{Host: host, Port: p, User: app.User, Password: app.Password, DB: "sbtest",
-		Tables: e.o.Tables, TableSize: e.o.TableSize}, nil
-}
-
-// prepare (re)creates the sysbench tables on the primary directly.
-func (e *env) prepare(ctx context.Context) error {
-	c, err := e.conn(e.sb.Addr(e.primary))
-	if err != nil {
-		return err
-	}
-	t0 := time.Now()
-	e.progress("preparing %d sysbench tables of %d rows on %s", e.o.Tables, e.o.TableSize, e.primary)
-	threads := strconv.Itoa(min(e.o.Tables, 4))
-	for _, step := range []string{"cleanup", "prepare"} {
-		args := append([]string{"oltp_read_write"}, c.Args()...)
-		args = append(args, "--threads="+threads, step)
-		out, err := runCommand(ctx, 10*time.Minute, "sysbench", args...)
-		if err != nil {
-			return fmt.Errorf("sysbench %s: %w\n%s", step, err, lastLines(out, 10))
-		}
-	}
-	e.progress("tables ready in %s", time.Since(t0).Round(100*time.Millisecond))
-	return nil
-}
-
-// waitReplicas waits until every replica has applied what the primary has
-// written, so all targets read the same data.
-func (e *env) waitReplicas(ctx context.Context) error {
-	var pos string
-	if err := e.rootDBs[e.primary].QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
-		return fmt.Errorf("%s: gtid_binlog_pos: %w", e.primary, err)
-	}
-	t0 := time.Now()
-	for _, r := range e.replicas {
-		var got sql.NullInt64
-		err := e.rootDBs[r].QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 300)", pos).Scan(&got)
-		if err != nil {
-			return fmt.Errorf("%s: waiting for GTID %s: %w", r, pos, err)
-		}
-		if !got.Valid || got.Int64 != 0 {
-			return fmt.Errorf("%s did not reach the primary's GTID position %s within 300s", r, pos)
-		}
-	}
-	e.progress("replicas at the primary's GTID position %s (waited %s)", pos, time.Since(t0).Round(10*time.Millisecond))
-	return nil
-}
-
-// startVigil runs `vigil run` with the sandbox's vigil.yaml.
-func (e *env) startVigil(ctx context.Context, cfgPath string) error {
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		return err
-	}
-	if len(cfg.Clusters) == 0 {
-		return fmt.Errorf("%s has no cluster", e.sb.ConfigPath())
-	}
-	addr := cfg.Clusters[0].Listen
-	if listening(addr) {
-		return fmt.Errorf("something already listens on Vigil's address %s (a vigil run of this sandbox?): stop it first", addr)
-	}
-	e.vigil, err = startChild("vigil", filepath.Join(e.work, "vigil.log"), e.o.VigilBin, "run", "--config", cfgPath)
-	if err != nil {
-		return err
-	}
-	if err := e.vigil.waitListening(ctx, addr, 30*time.Second); err != nil {
-		return err
-	}
-	if err := e.waitSQL(ctx, "vigil", addr); err != nil {
-		return err
-	}
-	e.targets = append(e.targets,
-		Target{Name: TargetDirect, Addr: e.sb.Addr(e.primary), Description: "the primary (" + e.primary + ") without a proxy"})
-	e.targets = append(e.targets,
-		Target{Name: TargetVigil, Addr: addr, PID: e.vigil.PID(), Description: "Vigil: reads outside transactions to the replicas, the rest to the primary"})
-	e.progress("vigil (pid %d) serves %s", e.vigil.PID(), addr)
-	return nil
-}
-
 // startHAProxy runs HAProxy in the foreground (-db) as a TCP pass-through
-// to the primary.
-func (e *env) startHAProxy(ctx context.Context) error {
-	bin, err := lookProgram("haproxy")
-	if err != nil {
-		return err
-	}
-	addr, err := freeLoopbackAddr()
-	if err != nil {
-		return err
-	}
-	cfgPath := filepath.Join(e.work, "haproxy.cfg")
-	if err := os.WriteFile(cfgPath, []byte(HAProxyConfig(addr, e.sb.Addr(e.primary))), 0o644); err != nil {
-		return err
-	}
-	e.haproxy, err = startChild("haproxy", filepath.Join(e.work, "haproxy.log"), bin, "-f", cfgPath, "-db")
-	if err != nil {
-		return err
-	}
-	if err := e.haproxy.waitListening(ctx, addr, 15*time.Second); err != nil {
-		return err
-	}
-	if err := e.waitSQL(ctx, "haproxy", addr); err != nil {
-		return err
-	}
-	e.targets = append(e.targets,
-		Target{Name: TargetHAProxy, Addr: addr, PID: e.haproxy.PID(), Description: "HAProxy 'mode tcp' to the primary"})
-	e.progress("haproxy (pid %d) serves %s", e.haproxy.PID(), addr)
-	return nil
-}
-
-// waitSQL waits until a query through addr works.
-func (e *env) waitSQL(ctx context.Context, name, addr string) error {
-	app := e.sb.Accounts().App
-	db, err := sql.Open("mysql", sandbox.TCPDSN(addr, app.User, app.Password, "sbtest"))
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		var one int
-		err := db.QueryRowContext(qctx, "SELECT 1").Scan(&one)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s on %s does not answer queries: %w", name, addr, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // teardown stops the proxies, then the sandbox unless it is kept or was
-// not ours, and removes the temporary directory unless something in it is
-// kept. It uses its own deadline: ctx may be cancelled already.
-func (e *env) teardown() error {
-	var errs []error
-	if e.vigil != nil || e.haproxy != nil || (e.ownSB && !e.o.Keep) {
-		e.progress("stopping the proxies and the sandbox")
-	}
-	for _, c := range []*child{e.haproxy, e.vigil, e.vigilRules} {
-		if c == nil {
-			continue
-		}
-		if err := c.stop(15 * time.Second); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, db := range e.rootDBs {
-		db.Close()
-	}
-	if e.out != "" {
-		for _, name := range []string{"vigil.log", "vigil-rules.log", "haproxy.log", "haproxy.cfg"} {
-			if err := copyLog(filepath.Join(e.work, name), filepath.Join(e.out, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				e.note("could not keep %s: %v", name, err)
-			}
-		}
-	}
-	keepWork := e.keepWork
-	if e.sb != nil && e.ownSB {
-		if e.o.Keep {
-			keepWork = true
-			e.progress("sandbox kept running in %s; tear it down with: vigil sandbox down --dir %s --purge", e.sb.Dir(), e.sb.Dir())
-		} else {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			err := e.sb.Down(ctx, true)
-			cancel()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("sandbox down: %w", err))
-				keepWork = true
-			} else {
-				e.progress("sandbox stopped and deleted")
-			}
-		}
-	}
-	if e.work != "" && !keepWork {
-		if err := os.RemoveAll(e.work); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // copyLog copies a log into the output directory; a huge one only by its
-// last 4 MiB.
-func copyLog(src, dst string) error {
-	const limit = 4 << 20
-	f, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > limit {
-		if _, err := f.Seek(-limit, io.SeekEnd); err != nil {
-			return err
-		}
-	}
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, f); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
-// writeOutputs writes results.json, report.md and the chart.
+// writeOutputs writes results.json, report.md and the plots.
 func (e *env) writeOutputs(res *Results) error {
+	plots, perr := WritePlots(e.out, res)
+	if perr != nil {
+		e.note("plots: %v", perr)
+		res.Notes = e.notes
+	}
+	res.Plots = plots
 	var errs []error
 	write := func(name string, fn func(io.Writer) error) {
 		f, err := os.Create(filepath.Join(e.out, name))
@@ -630,8 +532,5 @@ func (e *env) writeOutputs(res *Results) error {
 	}
 	write("results.json", func(w io.Writer) error { return WriteJSON(w, res) })
 	write("report.md", func(w io.Writer) error { return WriteMarkdown(w, res) })
-	if err := WriteChart(filepath.Join(e.out, "qps.png"), res.Summary); err != nil {
-		e.progress("note: no chart: %v", err)
-	}
 	return errors.Join(errs...)
 }

@@ -31,10 +31,28 @@ func TestVersionLine(t *testing.T) {
 }
 
 func TestHAProxyConfig(t *testing.T) {
-	cfg := HAProxyConfig("127.0.0.1:4000", "127.0.0.1:3307")
+	cfg := HAProxyConfig("127.0.0.1:4000", "127.0.0.1:3307", 4096)
 	for _, want := range []string{"maxconn 4096", "mode tcp", "bind 127.0.0.1:4000", "server primary 127.0.0.1:3307"} {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("config lacks %q:\n%s", want, cfg)
+		}
+	}
+}
+
+func TestHAProxyMaxConnFor(t *testing.T) {
+	tests := []struct {
+		limit uint64
+		want  int
+		got   int
+	}{
+		{1048576, 10100, 10100}, // room for all
+		{1048576, 100, HAProxyMaxConn},
+		{20000, 10100, 9900}, // two descriptors per connection
+		{0, 500, HAProxyMaxConn},
+	}
+	for _, tt := range tests {
+		if got := HAProxyMaxConnFor(tt.limit, tt.want); got != tt.got {
+			t.Errorf("HAProxyMaxConnFor(%d, %d) = %d, want %d", tt.limit, tt.want, got, tt.got)
 		}
 	}
 }

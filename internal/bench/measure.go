@@ -77,10 +77,10 @@ func queryCounters(ctx context.Context, db *sql.DB, q string) (map[string]int64,
 	return m, rows.Err()
 }
 
-// measure runs one scenario against one target and reads the costs around
-// it. logPath, when set, keeps sysbench's output.
+// measure runs one sysbench case against one target and reads the costs
+// around it. logPath, when set, keeps sysbench's output.
 func (e *env) measure(ctx context.Context, sc Scenario, t Target, threads int, d time.Duration, logPath string) Measurement {
-	r := Measurement{Scenario: sc.Name, Target: t.Name, Threads: threads, Start: time.Now()}
+	r := Measurement{Scenario: sc.Name, Target: t.Name, Threads: threads, Start: time.Now(), Generator: "sysbench"}
 	c, err := e.conn(t.Addr)
 	if err != nil {
 		r.Error = err.Error()
@@ -89,11 +89,12 @@ func (e *env) measure(ctx context.Context, sc Scenario, t Target, threads int, d
 	args := RunArgs(sc, c, threads, int(d/time.Second))
 	before := e.takeSample(ctx, t)
 	t0 := time.Now()
-	cmd, out, err := runSysbench(ctx, d+90*time.Second, args)
+	bin, cargs := e.clientCommand(args...)
+	cmd, out, err := runSysbench(ctx, d+90*time.Second, bin, cargs)
 	r.WallSeconds = time.Since(t0).Seconds()
 	after := e.takeSample(ctx, t)
 	if logPath != "" {
-		header := "$ sysbench " + strings.Join(args, " ") + "\n"
+		header := "$ " + bin + " " + strings.Join(cargs, " ") + "\n"
 		_ = os.WriteFile(logPath, append([]byte(header), out...), 0o644)
 	}
 	r.Sysbench = ParseSysbench(string(out))
@@ -106,9 +107,61 @@ func (e *env) measure(ctx context.Context, sc Scenario, t Target, threads int, d
 			r.Error += ": " + r.Sysbench.Fatal[0]
 		}
 	}
+	var client *float64
+	if ps := cmd.ProcessState; ps != nil {
+		client = ptr((ps.UserTime() + ps.SystemTime()).Seconds())
+	}
+	e.derive(&r, t, before, after, client)
+	return r
+}
+
+// measureGo runs the Go load generator (load) against one target, pinned
+// to the client CPUs if asked, and reads the costs around it. logPath,
+// when set, keeps a summary of the run.
+func (e *env) measureGo(ctx context.Context, c Case, t Target, logPath string, load func(context.Context) LoadResult) Measurement {
+	r := Measurement{Scenario: c.Scenario.Name, Target: t.Name, Threads: c.Threads, Idle: c.Idle, Start: time.Now(), Generator: "go"}
+	unpin := e.pinSelf(ctx)
+	before := e.takeSample(ctx, t)
+	self0, selfErr := ReadProcCPU(os.Getpid())
+	t0 := time.Now()
+	lr := load(ctx)
+	r.WallSeconds = time.Since(t0).Seconds()
+	self1, selfErr1 := ReadProcCPU(os.Getpid())
+	after := e.takeSample(ctx, t)
+	unpin()
+	r.Sysbench = lr.Sysbench()
+	if ctx.Err() != nil {
+		r.Error = ctx.Err().Error()
+	}
+	if logPath != "" {
+		_ = os.WriteFile(logPath, []byte(goRunLog(c, t, lr, r.Sysbench)), 0o644)
+	}
+	var client *float64
+	if selfErr == nil && selfErr1 == nil {
+		client = ptr(float64(self1.Ticks()-self0.Ticks()) / ClockTicks)
+	}
+	e.derive(&r, t, before, after, client)
+	return r
+}
+
+// goRunLog is the record of a Go load run kept next to sysbench's logs.
+func goRunLog(c Case, t Target, lr LoadResult, s SysbenchResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Go load generator: %s against %s (%s)\n", CaseLabel(c.Scenario.Name, c.Threads, c.Idle), t.Name, t.Addr)
+	fmt.Fprintf(&b, "events: %d (%.2f per sec.)\nqueries: %d (%.2f per sec.)\nerrors: %d\n", lr.Events, s.TPS, lr.Queries, s.QPS, lr.Errors)
+	if lr.FirstError != "" {
+		fmt.Fprintf(&b, "first error: %s\n", lr.FirstError)
+	}
+	fmt.Fprintf(&b, "elapsed: %.3fs\nlatency ms: avg %.3f p50 %.3f p95 %.3f p99 %.3f max %.3f\n", lr.Elapsed.Seconds(), s.AvgMs, s.P50Ms, s.P95Ms, s.P99Ms, s.MaxMs)
+	return b.String()
+}
+
+// derive fills the per-query costs of a run from the samples around it;
+// clientCPU is the client's CPU seconds, if known.
+func (e *env) derive(r *Measurement, t Target, before, after sample, clientCPU *float64) {
 	q := float64(r.Sysbench.Queries)
 	if q == 0 {
-		return r
+		return
 	}
 	perQuery := func(seconds float64) *float64 { return ptr(seconds * 1e6 / q) }
 	if t.PID != 0 && before.proxyOK && after.proxyOK {
@@ -122,8 +175,8 @@ func (e *env) measure(ctx context.Context, sc Scenario, t Target, threads int, d
 	if before.serversOK && after.serversOK {
 		r.ServerCPUUsPerQuery = perQuery(float64(after.servers.Ticks()-before.servers.Ticks()) / ClockTicks)
 	}
-	if ps := cmd.ProcessState; ps != nil {
-		r.ClientCPUUsPerQuery = perQuery((ps.UserTime() + ps.SystemTime()).Seconds())
+	if clientCPU != nil {
+		r.ClientCPUUsPerQuery = perQuery(*clientCPU)
 	}
 	if before.statusErr == nil && after.statusErr == nil {
 		r.ServerCounters = map[string]map[string]int64{}
@@ -140,21 +193,33 @@ func (e *env) measure(ctx context.Context, sc Scenario, t Target, threads int, d
 				onReplicas += d["Com_select"]
 			}
 		}
-		if selects > 0 {
+		if selects > 0 && selectShareMeaningful(r.ServerCounters, r.Sysbench.Queries) {
 			r.ReplicaSelectShare = ptr(float64(onReplicas) / float64(selects))
 		}
 		r.ServerStatementsPerQuery = ptr(float64(questions) / q)
 	}
-	return r
+}
+
+// threadsConnected is Threads_connected summed over the nodes.
+func (e *env) threadsConnected(ctx context.Context) (int64, error) {
+	var sum int64
+	for _, n := range e.nodes {
+		m, err := queryCounters(ctx, e.rootDBs[n], "SHOW GLOBAL STATUS WHERE Variable_name = 'Threads_connected'")
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", n, err)
+		}
+		sum += m["Threads_connected"]
+	}
+	return sum, nil
 }
 
 // runSysbench runs sysbench in its own process group, so a Ctrl-C reaches
 // it only through ctx, and returns its combined output.
-func runSysbench(ctx context.Context, timeout time.Duration, args []string) (*exec.Cmd, []byte, error) {
+func runSysbench(ctx context.Context, timeout time.Duration, bin string, args []string) (*exec.Cmd, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var buf bytes.Buffer
-	cmd := exec.CommandContext(ctx, "sysbench", args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/config"
@@ -19,6 +21,22 @@ const TargetVigilRules = "vigil+rules"
 // ProcessingRules is how many rules the processing target runs.
 const ProcessingRules = 100
 
+// RulesTarget names the Vigil of the rules_scaling scenario with n rules.
+// The one without rules is a fresh Vigil too, not the plain target, so
+// that the three differ only in their rules (the plain one has served
+// thousands of clients by then, and its heap shows it).
+func RulesTarget(n int) string { return fmt.Sprintf("vigil+%drules", n) }
+
+// RuleCountOf is the inverse of RulesTarget: the rules of a target of the
+// rules_scaling scenario, false for other targets.
+func RuleCountOf(target string) (int, bool) {
+	var n int
+	if _, err := fmt.Sscanf(target, "vigil+%drules", &n); err != nil || RulesTarget(n) != target {
+		return 0, false
+	}
+	return n, true
+}
+
 // processingRules are rules a real deployment might have that do not match
 // sysbench's statements, so every statement is checked against all of
 // them: digest patterns (one cached lookup per statement), user and schema
@@ -26,7 +44,7 @@ const ProcessingRules = 100
 func processingRules(n int) []config.Rule {
 	var out []config.Rule
 	for i := range n {
-		r := config.Rule{Name: fmt.Sprintf("bench-%03d", i+1), Route: "writer"}
+		r := config.Rule{Name: fmt.Sprintf("bench-%04d", i+1), Route: "writer"}
 		switch i % 4 {
 		case 0, 1:
 			r.Match.Digest = fmt.Sprintf(`^SELECT report_%d FROM`, i)
@@ -41,36 +59,40 @@ func processingRules(n int) []config.Rule {
 	return out
 }
 
-// writeVigilConfigs writes the plain Vigil's config (query processing off)
-// and, with Processing, the second Vigil's (everything on, its own ports).
-func (e *env) writeVigilConfigs() (plain, rules string, err error) {
+// writeVigilConfig writes the plain Vigil's configuration: the sandbox's
+// and, with Processing, digests off so that vigil+rules measures the
+// whole cost of processing.
+func (e *env) writeVigilConfig() (string, error) {
 	cfg, err := config.Load(e.sb.ConfigPath())
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
-	if !e.o.Processing {
-		return e.sb.ConfigPath(), "", nil
+	if e.o.Processing {
+		off := false
+		cfg.Digests.Enabled = &off
 	}
-	off := false
-	cfg.Digests.Enabled = &off
-	plain = filepath.Join(e.work, "vigil-plain.yaml")
-	if err := writeConfig(cfg, plain); err != nil {
-		return "", "", err
+	path := filepath.Join(e.work, "vigil.yaml")
+	return path, writeConfig(cfg, path)
+}
+
+// derivedVigilConfig writes the configuration of another Vigil on the
+// same servers: the plain one changed by mutate, with its own listen and
+// admin ports and state directory.
+func (e *env) derivedVigilConfig(name string, mutate func(*config.Config)) (string, error) {
+	cfg, err := config.Load(e.vigilCfg)
+	if err != nil {
+		return "", err
 	}
-	on := true
-	cfg.Digests.Enabled = &on
-	cfg.Log.Queries = true
-	cfg.Log.File = &config.LogFile{Path: filepath.Join(e.work, "queries.jsonl"), MaxSize: 256 << 20, Keep: 1}
-	cfg.Clusters[0].Rules = processingRules(ProcessingRules)
+	mutate(cfg)
 	if cfg.Clusters[0].Listen, err = freeLoopbackAddr(); err != nil {
-		return "", "", err
+		return "", err
 	}
 	if cfg.Admin.Listen, err = freeLoopbackAddr(); err != nil {
-		return "", "", err
+		return "", err
 	}
-	cfg.StateDir = filepath.Join(e.work, "state-rules")
-	rules = filepath.Join(e.work, "vigil-rules.yaml")
-	return plain, rules, writeConfig(cfg, rules)
+	cfg.StateDir = filepath.Join(e.work, "state-"+name)
+	path := filepath.Join(e.work, "vigil-"+name+".yaml")
+	return path, writeConfig(cfg, path)
 }
 
 func writeConfig(cfg *config.Config, path string) error {
@@ -81,25 +103,98 @@ func writeConfig(cfg *config.Config, path string) error {
 	return os.WriteFile(path, data, 0o644)
 }
 
-// startVigilRules runs the second Vigil.
-func (e *env) startVigilRules(ctx context.Context, cfgPath string) error {
+// logName is a child's log file name: vigil+100rules → vigil-100rules.log.
+func logName(name string) string {
+	return strings.NewReplacer("+", "-", "=", "-").Replace(name) + ".log"
+}
+
+// startExtraVigil runs another Vigil with the configuration at cfgPath
+// and returns it as a target.
+func (e *env) startExtraVigil(ctx context.Context, name, cfgPath, description string) (*child, Target, error) {
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
-		return err
+		return nil, Target{}, err
 	}
 	addr := cfg.Clusters[0].Listen
-	e.vigilRules, err = startChild("vigil+rules", filepath.Join(e.work, "vigil-rules.log"), e.o.VigilBin, "run", "--config", cfgPath)
+	bin, args := e.proxyCommand(e.o.VigilBin, "run", "--config", cfgPath)
+	c, err := startChild(name, filepath.Join(e.work, logName(name)), bin, args...)
+	if err != nil {
+		return nil, Target{}, err
+	}
+	e.extra = append(e.extra, c)
+	if err := c.waitListening(ctx, addr, 30*time.Second); err != nil {
+		return c, Target{}, err
+	}
+	if err := e.waitSQL(ctx, name, addr); err != nil {
+		return c, Target{}, err
+	}
+	e.progress("%s (pid %d) serves %s", name, c.PID(), addr)
+	return c, Target{Name: name, Addr: addr, PID: c.PID(), Description: description}, nil
+}
+
+// startVigilRules runs the processing Vigil (--processing).
+func (e *env) startVigilRules(ctx context.Context) error {
+	path, err := e.derivedVigilConfig("rules", func(cfg *config.Config) {
+		on := true
+		cfg.Digests.Enabled = &on
+		cfg.Log.Queries = true
+		cfg.Log.File = &config.LogFile{Path: filepath.Join(e.work, "queries.jsonl"), MaxSize: 256 << 20, Keep: 1}
+		cfg.Clusters[0].Rules = processingRules(ProcessingRules)
+	})
 	if err != nil {
 		return err
 	}
-	if err := e.vigilRules.waitListening(ctx, addr, 30*time.Second); err != nil {
+	c, t, err := e.startExtraVigil(ctx, TargetVigilRules, path,
+		fmt.Sprintf("Vigil with digests, %d query rules and a file query log of every statement", ProcessingRules))
+	e.vigilRules = c
+	if err != nil {
 		return err
 	}
-	if err := e.waitSQL(ctx, "vigil+rules", addr); err != nil {
-		return err
-	}
-	e.targets = append(e.targets, Target{Name: TargetVigilRules, Addr: addr, PID: e.vigilRules.PID(),
-		Description: fmt.Sprintf("Vigil with digests, %d query rules and a file query log of every statement", ProcessingRules)})
-	e.progress("vigil+rules (pid %d) serves %s", e.vigilRules.PID(), addr)
+	e.targets = append(e.targets, t)
 	return nil
+}
+
+// runRules measures Vigils that differ only in their number of rules:
+// none and Options.RuleCounts, started for this case and stopped after
+// it.
+func (e *env) runRules(ctx context.Context, c Case, res *Results) error {
+	var targets []Target
+	var started []*child
+	defer func() {
+		for _, ch := range started {
+			if err := ch.stop(15 * time.Second); err != nil {
+				e.note("%v", err)
+			}
+		}
+	}()
+	for _, n := range ruleCounts(e.o.RuleCounts) {
+		name := RulesTarget(n)
+		path, err := e.derivedVigilConfig(fmt.Sprintf("%drules", n), func(cfg *config.Config) {
+			cfg.Clusters[0].Rules = processingRules(n)
+		})
+		if err != nil {
+			return err
+		}
+		ch, t, err := e.startExtraVigil(ctx, name, path, fmt.Sprintf("Vigil with %d query rules that match no statement of the workload", n))
+		if ch != nil {
+			started = append(started, ch)
+		}
+		if err != nil {
+			return err
+		}
+		targets = append(targets, t)
+	}
+	return e.runCase(ctx, c, targets, res)
+}
+
+// ruleCounts are the rule counts of the rules_scaling case: none, then
+// the positive counts asked for, without repeats.
+func ruleCounts(asked []int) []int {
+	out := []int{0}
+	for _, n := range asked {
+		if n > 0 && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }

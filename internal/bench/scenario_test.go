@@ -16,7 +16,8 @@ func TestParseScenarios(t *testing.T) {
 	tests := []struct {
 		in, want, err string
 	}{
-		{"", "oltp_point_select,oltp_read_only", ""},
+		{"", "oltp_point_select,oltp_read_only,oltp_read_write,oltp_insert,conn_churn,many_clients,rules_scaling,failover", ""},
+		{"churn,clients,rules,failover", "conn_churn,many_clients,rules_scaling,failover", ""},
 		{"point_select,read_only", "oltp_point_select,oltp_read_only", ""},
 		{" read_only , oltp_point_select,read_only", "oltp_read_only,oltp_point_select", ""},
 		{"read_write", "oltp_read_write", ""},
@@ -38,6 +39,9 @@ func TestParseScenarios(t *testing.T) {
 	ro, _ := ParseScenarios("read_only")
 	if strings.Join(ro[0].Args, " ") != "--skip_trx=on" {
 		t.Errorf("read_only args %q", ro[0].Args)
+	}
+	if got := names(QuickScenarios()); got != "oltp_point_select,oltp_read_only,conn_churn,many_clients,failover" {
+		t.Errorf("quick scenarios %s", got)
 	}
 	// Scenarios returns a fresh list: changing it changes nothing else.
 	s := Scenarios()

@@ -54,17 +54,26 @@ func maxOf(v []float64) float64 {
 	return m
 }
 
-// TargetSummary is one target in one scenario over all repetitions.
+// TargetSummary is one target in one case over all repetitions.
 type TargetSummary struct {
 	Target     string `json:"target"`
 	Runs       int    `json:"runs"`
 	FailedRuns int    `json:"failed_runs"`
+	// Skipped says why the target did not run in this case (HAProxy
+	// cannot hold 10,000 connections under the open-file limit, say).
+	Skipped string `json:"skipped,omitempty"`
 	// QPS counts a failed run as 0 queries per second, so a target that
 	// fails looks as bad as it is; the latencies come from complete runs.
-	QPS                 *Stat `json:"qps"`
-	TPS                 *Stat `json:"tps"`
-	P95Ms               *Stat `json:"p95_ms"`
+	QPS   *Stat `json:"qps"`
+	TPS   *Stat `json:"tps"`
+	P50Ms *Stat `json:"p50_ms"`
+	P95Ms *Stat `json:"p95_ms"`
+	P99Ms *Stat `json:"p99_ms"`
+	// Errors are all errors; HardErrors leave out what sysbench ignored
+	// and retried (its --mysql-ignore-errors: deadlocks and lock wait
+	// timeouts, which the workload causes whatever the target).
 	Errors              int64 `json:"errors"`
+	HardErrors          int64 `json:"hard_errors"`
 	ProxyCPUUsPerQuery  *Stat `json:"proxy_cpu_us_per_query"`
 	ProxyRSSMiB         *Stat `json:"proxy_rss_mib"`
 	ServerCPUUsPerQuery *Stat `json:"server_cpu_us_per_query"`
@@ -72,6 +81,9 @@ type TargetSummary struct {
 	ReplicaSelectShare  *Stat `json:"replica_select_share"`
 	// ServerStatementsPerQuery: see Measurement.
 	ServerStatementsPerQuery *Stat `json:"server_statements_per_query"`
+	// ServerConnections and OpenSeconds: many_clients only.
+	ServerConnections *Stat `json:"server_connections,omitempty"`
+	OpenSeconds       *Stat `json:"open_seconds,omitempty"`
 }
 
 // Ratio compares one metric of two targets, medians over medians.
@@ -91,12 +103,21 @@ func (r Ratio) Name() string {
 	return "cpu " + r.Num + "/" + r.Den
 }
 
-// ScenarioSummary is every target of one scenario.
+// ScenarioSummary is every target of one case (a scenario at one thread
+// count).
 type ScenarioSummary struct {
+	// Case is the key (CaseKey); Scenario, Threads and Idle its parts.
+	Case     string          `json:"case"`
 	Scenario string          `json:"scenario"`
+	Kind     Kind            `json:"kind"`
+	Threads  int             `json:"threads"`
+	Idle     int             `json:"idle,omitempty"`
 	Targets  []TargetSummary `json:"targets"`
 	Ratios   []Ratio         `json:"ratios"`
 }
+
+// Label is the case for people.
+func (s ScenarioSummary) Label() string { return CaseLabel(s.Scenario, s.Threads, s.Idle) }
 
 // Target returns the summary of the named target.
 func (s ScenarioSummary) Target(name string) (TargetSummary, bool) {
@@ -118,11 +139,11 @@ func (s ScenarioSummary) Ratio(metric, num, den string) (float64, bool) {
 	return 0, false
 }
 
-// Check is one target of the data path stated as pass or miss.
+// Check is one acceptance target stated as pass or miss.
 type Check struct {
 	Name string `json:"name"`
 	Pass bool   `json:"pass"`
-	// Value is the ratio the check looked at, null when it could not be
+	// Value is the number the check looked at, null when it could not be
 	// measured (which is a miss).
 	Value  *float64 `json:"value"`
 	Detail string   `json:"detail"`
@@ -131,98 +152,170 @@ type Check struct {
 // Summary is the digest of all runs: what the report prints.
 type Summary struct {
 	Scenarios []ScenarioSummary `json:"scenarios"`
+	Failover  *FailoverSummary  `json:"failover,omitempty"`
 	Checks    []Check           `json:"checks"`
 }
 
-// ratioPairs are the comparisons every scenario reports, when both sides
-// ran.
-func ratioPairs() []Ratio {
-	return []Ratio{
+// Case returns the summary of a case by key.
+func (s Summary) Case(key string) (ScenarioSummary, bool) {
+	for _, ss := range s.Scenarios {
+		if ss.Case == key {
+			return ss, true
+		}
+	}
+	return ScenarioSummary{}, false
+}
+
+// baseTargets are the three targets every comparison is about.
+func isBaseTarget(name string) bool {
+	return name == TargetDirect || name == TargetVigil || name == TargetHAProxy
+}
+
+// ratioPairs are the comparisons a case reports, when both sides ran:
+// the three base targets against each other, and every other Vigil
+// against the plain one (query processing) or the one without rules
+// (rules scaling).
+func ratioPairs(targets []TargetSummary) []Ratio {
+	out := []Ratio{
 		{Metric: "qps", Num: TargetVigil, Den: TargetDirect},
 		{Metric: "qps", Num: TargetVigil, Den: TargetHAProxy},
 		{Metric: "qps", Num: TargetHAProxy, Den: TargetDirect},
 		{Metric: "proxy_cpu_us_per_query", Num: TargetVigil, Den: TargetHAProxy},
-		{Metric: "qps", Num: TargetVigilRules, Den: TargetVigil},
-		{Metric: "proxy_cpu_us_per_query", Num: TargetVigilRules, Den: TargetVigil},
 	}
+	base := TargetVigil
+	for _, t := range targets {
+		if t.Target == RulesTarget(0) {
+			base = t.Target
+		}
+	}
+	for _, t := range targets {
+		if !isBaseTarget(t.Target) && t.Target != base {
+			out = append(out,
+				Ratio{Metric: "qps", Num: t.Target, Den: base},
+				Ratio{Metric: "proxy_cpu_us_per_query", Num: t.Target, Den: base})
+		}
+	}
+	return out
 }
 
-// Summarize digests runs, scenarios and targets in the order given; a
-// scenario without runs is left out.
-func Summarize(scenarios, targets []string, runs []Measurement) Summary {
+// kindOf is the kind of a known scenario; sysbench for others.
+func kindOf(scenario string) Kind {
+	for _, s := range Scenarios() {
+		if s.Name == scenario {
+			return s.kind()
+		}
+	}
+	return KindSysbench
+}
+
+// RunKey is the case of a run.
+func (r Measurement) Key() string { return CaseKey(r.Scenario, r.Threads, r.Idle) }
+
+// Summarize digests runs: cases (CaseKey) and targets in the order given;
+// a case without runs is left out. failover are the failover runs, if
+// any. The checks are computed last, from the whole summary.
+func Summarize(cases, targets []string, runs []Measurement, failover []FailoverRun) Summary {
 	var sum Summary
-	for _, sc := range scenarios {
-		ss := ScenarioSummary{Scenario: sc}
+	for _, key := range cases {
+		var ss ScenarioSummary
 		for _, tg := range targets {
 			var mine []Measurement
 			for _, r := range runs {
-				if r.Scenario == sc && r.Target == tg {
+				if r.Key() == key && r.Target == tg {
 					mine = append(mine, r)
 				}
 			}
-			if len(mine) > 0 {
-				ss.Targets = append(ss.Targets, summarizeTarget(tg, mine))
+			if len(mine) == 0 {
+				continue
 			}
+			if ss.Case == "" {
+				r := mine[0]
+				ss = ScenarioSummary{Case: key, Scenario: r.Scenario, Kind: kindOf(r.Scenario), Threads: r.Threads, Idle: r.Idle}
+			}
+			ss.Targets = append(ss.Targets, summarizeTarget(tg, mine))
 		}
 		if len(ss.Targets) == 0 {
 			continue // not reached (an interrupted bench)
 		}
-		for _, p := range ratioPairs() {
+		for _, p := range ratioPairs(ss.Targets) {
 			r := p
+			// A target that did not run (skipped) has no ratios.
+			if t, ok := ss.Target(p.Num); !ok || t.Runs == 0 {
+				continue
+			}
+			if t, ok := ss.Target(p.Den); !ok || t.Runs == 0 {
+				continue
+			}
 			r.Value = ratioOf(ss, p.Metric, p.Num, p.Den)
-			if _, ok := ss.Target(p.Num); !ok {
-				continue
-			}
-			if _, ok := ss.Target(p.Den); !ok {
-				continue
-			}
 			ss.Ratios = append(ss.Ratios, r)
 		}
 		sum.Scenarios = append(sum.Scenarios, ss)
 	}
+	sum.Failover = SummarizeFailover(failover)
 	sum.Checks = checks(sum)
 	return sum
 }
 
 func summarizeTarget(name string, runs []Measurement) TargetSummary {
-	t := TargetSummary{Target: name, Runs: len(runs)}
-	var qps, tps, p95, cpu, rss, server, client, share, stmts []float64
+	t := TargetSummary{Target: name}
+	var qps, tps, p50, p95, p99, cpu, rss, server, client, share, stmts, conns, open []float64
 	for _, r := range runs {
+		if r.Skipped != "" {
+			t.Skipped = r.Skipped
+			continue
+		}
+		t.Runs++
 		t.Errors += r.Sysbench.Errors()
+		if r.Generator == "go" {
+			t.HardErrors += r.Sysbench.Errors()
+		} else {
+			t.HardErrors += int64(len(r.Sysbench.Fatal))
+		}
 		if r.Failed() {
 			t.FailedRuns++
 			if r.Error != "" && len(r.Sysbench.Fatal) == 0 {
 				t.Errors++ // sysbench could not run or exited non-zero
+				t.HardErrors++
 			}
 		}
 		qps = append(qps, r.Sysbench.QPS)
 		tps = append(tps, r.Sysbench.TPS)
 		if r.Sysbench.Complete {
-			p95 = append(p95, r.Sysbench.PercentileMs)
+			if r.Sysbench.P50Ms > 0 {
+				p50 = append(p50, r.Sysbench.P50Ms)
+			}
+			p95 = append(p95, r.Sysbench.P95())
+			if r.Sysbench.P99Ms > 0 {
+				p99 = append(p99, r.Sysbench.P99Ms)
+			}
 		}
-		if r.ProxyCPUUsPerQuery != nil {
-			cpu = append(cpu, *r.ProxyCPUUsPerQuery)
+		add := func(dst *[]float64, v *float64) {
+			if v != nil {
+				*dst = append(*dst, *v)
+			}
 		}
+		add(&cpu, r.ProxyCPUUsPerQuery)
 		if r.ProxyRSSKiB != nil {
 			rss = append(rss, float64(*r.ProxyRSSKiB)/1024)
 		}
-		if r.ServerCPUUsPerQuery != nil {
-			server = append(server, *r.ServerCPUUsPerQuery)
+		add(&server, r.ServerCPUUsPerQuery)
+		add(&client, r.ClientCPUUsPerQuery)
+		add(&share, r.ReplicaSelectShare)
+		add(&stmts, r.ServerStatementsPerQuery)
+		if r.ServerConnections != nil {
+			conns = append(conns, float64(*r.ServerConnections))
 		}
-		if r.ClientCPUUsPerQuery != nil {
-			client = append(client, *r.ClientCPUUsPerQuery)
-		}
-		if r.ReplicaSelectShare != nil {
-			share = append(share, *r.ReplicaSelectShare)
-		}
-		if r.ServerStatementsPerQuery != nil {
-			stmts = append(stmts, *r.ServerStatementsPerQuery)
-		}
+		add(&open, r.OpenSeconds)
 	}
-	t.QPS, t.TPS, t.P95Ms = NewStat(qps), NewStat(tps), NewStat(p95)
+	if t.Runs > 0 {
+		t.Skipped = ""
+	}
+	t.QPS, t.TPS = NewStat(qps), NewStat(tps)
+	t.P50Ms, t.P95Ms, t.P99Ms = NewStat(p50), NewStat(p95), NewStat(p99)
 	t.ProxyCPUUsPerQuery, t.ProxyRSSMiB = NewStat(cpu), NewStat(rss)
 	t.ServerCPUUsPerQuery, t.ClientCPUUsPerQuery = NewStat(server), NewStat(client)
 	t.ReplicaSelectShare, t.ServerStatementsPerQuery = NewStat(share), NewStat(stmts)
+	t.ServerConnections, t.OpenSeconds = NewStat(conns), NewStat(open)
 	return t
 }
 
@@ -245,25 +338,46 @@ func ratioOf(ss ScenarioSummary, metric, num, den string) *float64 {
 	return ptr(a.Median / b.Median)
 }
 
-// checks are the targets of the data path: Vigil at least as fast as
-// HAProxy, at most as much CPU per query, and no errors anywhere.
+// Acceptance targets of the failover checks.
+const (
+	FailoverTargetSeconds   = 3.0
+	SwitchoverTargetSeconds = 0.5
+)
+
+// checks are the acceptance targets: Vigil at least as fast as HAProxy
+// and at most as much CPU per query on point selects and read-only at 32
+// threads, connection churn through Vigil at least as fast as direct,
+// failover and switchover within their times, no errors anywhere. A check
+// whose case did not run is left out; one whose numbers are missing is a
+// miss.
 func checks(sum Summary) []Check {
 	var out []Check
+	var cells []ScenarioSummary
 	for _, ss := range sum.Scenarios {
-		_, hasV := ss.Target(TargetVigil)
-		_, hasH := ss.Target(TargetHAProxy)
-		if !hasV || !hasH {
-			continue
+		if isCheckCell(ss.Scenario, ss.Threads) && ss.Idle == 0 {
+			if _, ok := ss.Target(TargetVigil); !ok {
+				continue
+			}
+			if _, ok := ss.Target(TargetHAProxy); !ok {
+				continue
+			}
+			cells = append(cells, ss)
 		}
-		c := Check{Name: fmt.Sprintf("Vigil qps ≥ HAProxy qps on %s", ss.Scenario)}
+	}
+	for _, ss := range cells {
+		c := Check{Name: fmt.Sprintf("Vigil qps ≥ HAProxy qps on %s", ss.Label())}
 		if v, ok := ss.Ratio("qps", TargetVigil, TargetHAProxy); ok {
+			vt, _ := ss.Target(TargetVigil)
+			ht, _ := ss.Target(TargetHAProxy)
 			c.Value, c.Pass = ptr(v), v >= 1
-			c.Detail = fmt.Sprintf("vigil/haproxy %.2f", v)
+			c.Detail = fmt.Sprintf("%.0f vs %.0f qps, vigil/haproxy %.2f", vt.QPS.Median, ht.QPS.Median, v)
 		} else {
 			c.Detail = "not measured"
 		}
 		out = append(out, c)
-		c = Check{Name: fmt.Sprintf("Vigil CPU per query ≤ HAProxy's on %s", ss.Scenario)}
+	}
+	for _, ss := range cells {
+		c := Check{Name: fmt.Sprintf("Vigil CPU per query ≤ HAProxy's on %s", ss.Label())}
 		if v, ok := ss.Ratio("proxy_cpu_us_per_query", TargetVigil, TargetHAProxy); ok {
 			vt, _ := ss.Target(TargetVigil)
 			ht, _ := ss.Target(TargetHAProxy)
@@ -275,12 +389,42 @@ func checks(sum Summary) []Check {
 		out = append(out, c)
 	}
 	for _, ss := range sum.Scenarios {
+		if ss.Kind != KindChurn {
+			continue
+		}
+		_, hasV := ss.Target(TargetVigil)
+		_, hasD := ss.Target(TargetDirect)
+		if !hasV || !hasD {
+			continue
+		}
+		c := Check{Name: fmt.Sprintf("Connection churn through Vigil ≥ direct (%s)", ss.Label())}
+		if v, ok := ss.Ratio("qps", TargetVigil, TargetDirect); ok {
+			vt, _ := ss.Target(TargetVigil)
+			dt, _ := ss.Target(TargetDirect)
+			c.Value, c.Pass = ptr(v), v >= 1
+			c.Detail = fmt.Sprintf("%.0f vs %.0f connections/s, vigil/direct %.2f", vt.QPS.Median, dt.QPS.Median, v)
+		} else {
+			c.Detail = "not measured"
+		}
+		out = append(out, c)
+	}
+	if f := sum.Failover; f != nil {
+		if f.KillRuns > 0 {
+			out = append(out, secondsCheck(fmt.Sprintf("Failover: median kill -9 → first acknowledged write ≤ %gs", FailoverTargetSeconds),
+				f.Kill, FailoverTargetSeconds, f.KillRuns, f.KillFailed))
+		}
+		if f.SwitchoverRuns > 0 {
+			out = append(out, secondsCheck(fmt.Sprintf("Switchover: median write pause ≤ %gs", SwitchoverTargetSeconds),
+				f.Switchover, SwitchoverTargetSeconds, f.SwitchoverRuns, f.SwitchoverFailed))
+		}
+	}
+	for _, ss := range sum.Scenarios {
 		_, hasV := ss.Target(TargetVigil)
 		_, hasR := ss.Target(TargetVigilRules)
 		if !hasV || !hasR {
 			continue
 		}
-		c := Check{Name: fmt.Sprintf("Query processing (digests, %d rules, query log) costs ≤ 10%% qps on %s", ProcessingRules, ss.Scenario)}
+		c := Check{Name: fmt.Sprintf("Query processing (digests, %d rules, query log) costs ≤ 10%% qps on %s", ProcessingRules, ss.Label())}
 		if v, ok := ss.Ratio("qps", TargetVigilRules, TargetVigil); ok {
 			c.Value, c.Pass = ptr(v), v >= 0.90
 			c.Detail = fmt.Sprintf("vigil+rules/vigil %.2f (overhead %.1f%%)", v, 100*(1-v))
@@ -292,16 +436,41 @@ func checks(sum Summary) []Check {
 	var bad []string
 	for _, ss := range sum.Scenarios {
 		for _, t := range ss.Targets {
-			if t.Errors > 0 || t.FailedRuns > 0 {
-				bad = append(bad, fmt.Sprintf("%s %s: %d errors, %d failed runs", ss.Scenario, t.Target, t.Errors, t.FailedRuns))
+			if t.HardErrors > 0 || t.FailedRuns > 0 {
+				bad = append(bad, fmt.Sprintf("%s %s: %d errors, %d failed runs", ss.Label(), t.Target, t.HardErrors, t.FailedRuns))
 			}
 		}
 	}
-	c := Check{Name: "No errors on any target", Pass: len(bad) == 0, Detail: "none"}
+	c := Check{Name: "No errors on any target (deadlocks sysbench retried aside)", Pass: len(bad) == 0, Detail: "none"}
 	if len(bad) > 0 {
 		c.Detail = strings.Join(bad, "; ")
 	}
 	return append(out, c)
+}
+
+// secondsCheck passes when the median of st is at most limit seconds and
+// every run measured something.
+func secondsCheck(name string, st *Stat, limit float64, runs, failed int) Check {
+	c := Check{Name: name}
+	if st == nil {
+		c.Detail = fmt.Sprintf("not measured (%d of %d runs failed)", failed, runs)
+		return c
+	}
+	c.Value, c.Pass = ptr(st.Median), st.Median <= limit
+	c.Detail = fmt.Sprintf("median %s, min %s, max %s over %d runs", fmtSeconds(st.Median), fmtSeconds(st.Min), fmtSeconds(st.Max), st.N)
+	if failed > 0 {
+		c.Pass = false
+		c.Detail += fmt.Sprintf("; %d of %d runs failed", failed, runs)
+	}
+	return c
+}
+
+// fmtSeconds prints seconds as "2.93 s" or, under one, "54 ms".
+func fmtSeconds(s float64) string {
+	if s < 1 {
+		return fmt.Sprintf("%.0f ms", s*1000)
+	}
+	return fmt.Sprintf("%.2f s", s)
 }
 
 // AllPass reports whether every check passed.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -22,11 +23,29 @@ type SysbenchResult struct {
 	MaxMs     float64 `json:"latency_max_ms"`
 	// Percentile is the latency percentile sysbench was asked for
 	// (--percentile) and PercentileMs its value.
-	Percentile   int      `json:"percentile"`
-	PercentileMs float64  `json:"latency_percentile_ms"`
-	Fatal        []string `json:"fatal,omitempty"`
+	Percentile   int     `json:"percentile"`
+	PercentileMs float64 `json:"latency_percentile_ms"`
+	// P50Ms, P95Ms and P99Ms come from sysbench's latency histogram
+	// (--histogram=on) of events, or from the Go load generator's
+	// samples; 0 when there was none.
+	P50Ms float64  `json:"latency_p50_ms"`
+	P95Ms float64  `json:"latency_p95_ms"`
+	P99Ms float64  `json:"latency_p99_ms"`
+	Fatal []string `json:"fatal,omitempty"`
+	// FirstError is the first error the Go load generator saw (its
+	// errors are counted in IgnoredErrors).
+	FirstError string `json:"first_error,omitempty"`
 	// Complete is true when the statistics were printed.
 	Complete bool `json:"complete"`
+}
+
+// P95 is the 95th percentile from the histogram, or sysbench's own when
+// it printed no histogram (runs of schema 1).
+func (r SysbenchResult) P95() float64 {
+	if r.P95Ms == 0 && r.Percentile == 95 {
+		return r.PercentileMs
+	}
+	return r.P95Ms
 }
 
 // Failed reports a run that aborted: FATAL lines or no statistics.
@@ -43,14 +62,48 @@ var (
 	reTotalTime  = regexp.MustCompile(`^\s*total time:\s+([\d.]+)s`)
 	reLatency    = regexp.MustCompile(`^\s*(min|avg|max|sum):\s+([\d.]+)\s*$`)
 	rePercentile = regexp.MustCompile(`^\s*(\d+)th percentile:\s+([\d.]+)\s*$`)
+	// "       0.069 |**************************               7784"
+	reHistogram = regexp.MustCompile(`^\s*([\d.]+) \|[* ]*?\s(\d+)\s*$`)
 )
+
+// Bucket is one line of sysbench's latency histogram: a latency in
+// milliseconds and how many events took about that long.
+type Bucket struct {
+	Ms    float64
+	Count int64
+}
+
+// HistogramPercentile is the latency under which p percent of the events
+// fall, the way sysbench computes its own --percentile: the first bucket
+// whose running count reaches ceil(total × p / 100). Buckets must be in
+// increasing order of latency, as sysbench prints them; 0 for none.
+func HistogramPercentile(buckets []Bucket, p float64) float64 {
+	var total int64
+	for _, b := range buckets {
+		total += b.Count
+	}
+	if total == 0 {
+		return 0
+	}
+	want := int64(math.Ceil(float64(total) * p / 100))
+	want = max(want, 1)
+	var run int64
+	for _, b := range buckets {
+		run += b.Count
+		if run >= want {
+			return b.Ms
+		}
+	}
+	return buckets[len(buckets)-1].Ms
+}
 
 // ParseSysbench reads the output of a sysbench 1.0.20 OLTP run.
 func ParseSysbench(out string) SysbenchResult {
 	var r SysbenchResult
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	inLatency := false
+	inLatency, inHistogram := false, false
+	var hist []Bucket
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.HasPrefix(line, "FATAL:") {
@@ -60,6 +113,21 @@ func ParseSysbench(out string) SysbenchResult {
 		if strings.HasPrefix(line, "Latency (ms):") {
 			inLatency = true
 			continue
+		}
+		if strings.HasPrefix(line, "Latency histogram") {
+			inHistogram = true
+			continue
+		}
+		if inHistogram {
+			if m := reHistogram.FindStringSubmatch(line); m != nil {
+				v, _ := strconv.ParseFloat(m[1], 64)
+				n, _ := strconv.ParseInt(m[2], 10, 64)
+				hist = append(hist, Bucket{Ms: v, Count: n})
+				continue
+			}
+			if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "SQL statistics") {
+				inHistogram = false
+			}
 		}
 		if line != "" && line[0] != ' ' {
 			inLatency = false
@@ -102,6 +170,11 @@ func ParseSysbench(out string) SysbenchResult {
 			r.PercentileMs, _ = strconv.ParseFloat(m[2], 64)
 		}
 	}
+	if len(hist) > 0 {
+		r.P50Ms = HistogramPercentile(hist, 50)
+		r.P95Ms = HistogramPercentile(hist, 95)
+		r.P99Ms = HistogramPercentile(hist, 99)
+	}
 	return r
 }
 
@@ -129,7 +202,8 @@ func (c SysbenchConn) Args() []string {
 
 // RunArgs is the full argument list of one measured run of s against c.
 // --db-ps-mode stays at its default (auto: server-side prepared
-// statements), so the proxies carry the binary protocol.
+// statements), so the proxies carry the binary protocol. The histogram
+// gives the 50th, 95th and 99th percentiles of one run.
 func RunArgs(s Scenario, c SysbenchConn, threads int, seconds int) []string {
 	args := []string{s.Workload}
 	args = append(args, c.Args()...)
@@ -138,7 +212,7 @@ func RunArgs(s Scenario, c SysbenchConn, threads int, seconds int) []string {
 		"--threads="+strconv.Itoa(threads),
 		"--time="+strconv.Itoa(seconds),
 		"--report-interval=0",
-		"--histogram=off",
+		"--histogram=on",
 		"--percentile=95",
 		"run",
 	)
