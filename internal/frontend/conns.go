@@ -347,7 +347,31 @@ func lowerASCII(b []byte) string {
 	return string(b)
 }
 
+// schemaCheckTTL is how long a default schema that a login checked is
+// trusted for later logins of the same user without asking a server
+// again (connection churn would otherwise pay a server round trip per
+// login). A schema dropped meanwhile is reported by the first statement.
+const schemaCheckTTL = 10 * time.Second
+
 func (s *Session) checkSchema(ctx context.Context, db string) error {
+	key := s.key.User + "\x00" + db
+	now := time.Now()
+	if exp, ok := s.srv.schemas.Load(key); ok && now.UnixNano() < exp.(int64) {
+		return nil
+	}
+	if err := s.checkSchemaOnServer(ctx, db); err != nil {
+		return err
+	}
+	if s.srv.schemaCount.Add(1) > 10000 {
+		// Bound the cache: start over rather than grow without limit.
+		s.srv.schemas.Clear()
+		s.srv.schemaCount.Store(0)
+	}
+	s.srv.schemas.Store(key, now.Add(schemaCheckTTL).UnixNano())
+	return nil
+}
+
+func (s *Session) checkSchemaOnServer(ctx context.Context, db string) error {
 	c, err := s.acquire(ctx, router.Writer, -1)
 	if err != nil {
 		// Unknown writer state: accept; the first statement will tell.

@@ -58,6 +58,10 @@ type Server struct {
 	nextID atomic.Uint32
 
 	proc   atomic.Pointer[Processing]
+	// schemas remembers default schemas logins checked recently
+	// (user NUL schema -> expiry in Unix nanoseconds).
+	schemas     sync.Map
+	schemaCount atomic.Int64
 	mirror *mirrorer
 
 	gate        atomic.Pointer[gate]
