@@ -158,7 +158,12 @@ func (s *Session) userName() string {
 func (s *Session) opts() *Options { return s.srv.opts.Load() }
 
 func (s *Session) run(ctx context.Context) {
-	defer s.client.Close()
+	defer func() {
+		s.client.Close()
+		// Nothing reads or writes the client any more (a watcher only runs
+		// during a statement): its buffers can serve the next client.
+		s.client.Release()
+	}()
 	defer func() {
 		if s.watch != nil {
 			s.watch.Stop()
