@@ -144,10 +144,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return fmt.Errorf("accept on %s: %w", ln.Addr(), err)
 		}
 		tempDelay = 0
-		if tc, ok := nc.(*net.TCPConn); ok {
-			_ = tc.SetNoDelay(true)
-			_ = tc.SetKeepAlive(true)
-		}
+		// Go's TCP connections have TCP_NODELAY and keep-alives on
+		// already (net.Listen's defaults): no system calls here.
 		id := s.nextID.Add(1)
 		sess := newSession(s, id, nc)
 		s.mu.Lock()
