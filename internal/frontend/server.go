@@ -57,12 +57,12 @@ type Server struct {
 	Stats  *Stats
 	nextID atomic.Uint32
 
-	proc   atomic.Pointer[Processing]
+	proc atomic.Pointer[Processing]
 	// schemas remembers default schemas logins checked recently
 	// (user NUL schema -> expiry in Unix nanoseconds).
 	schemas     sync.Map
 	schemaCount atomic.Int64
-	mirror *mirrorer
+	mirror      *mirrorer
 
 	gate        atomic.Pointer[gate]
 	fenced      []atomic.Bool
