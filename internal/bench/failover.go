@@ -393,26 +393,36 @@ func (e *env) tearDownFailover(fe *failoverEnv) {
 	}
 }
 
+// startRun records the current writer, starts the writers and lets them
+// run for a second; r.At is the moment the measured action starts.
+func (e *env) startRun(ctx context.Context, fe *failoverEnv, r *FailoverRun) (old string, w *writers, ok bool) {
+	old, err := fe.api.writer(ctx)
+	if err != nil {
+		r.Error = err.Error()
+		return "", nil, false
+	}
+	r.Old = old
+	w = startWriters(ctx, fe.db, failoverWriters)
+	sleepCtx(ctx, time.Second)
+	r.At = time.Now()
+	return old, w, true
+}
+
 // killRun kills the primary under the writers and waits for the first
 // acknowledged write on the new one.
 func (e *env) killRun(ctx context.Context, fe *failoverEnv, i int) FailoverRun {
 	r := FailoverRun{Kind: FailoverKill, Run: i}
-	old, err := fe.api.writer(ctx)
-	if err != nil {
-		r.Error = err.Error()
+	old, w, ok := e.startRun(ctx, fe, &r)
+	if !ok {
 		return r
 	}
-	r.Old = old
-	w := startWriters(ctx, fe.db, failoverWriters)
-	sleepCtx(ctx, time.Second)
-	t0 := time.Now()
-	r.At = t0
+	t0 := r.At
 	if err := fe.sb.Kill(ctx, old); err != nil {
 		w.stop()
 		r.Error = fmt.Sprintf("kill %s: %v", old, err)
 		return r
 	}
-	err = waitFor(ctx, 30*time.Second, "a new writer", func() error {
+	err := waitFor(ctx, 30*time.Second, "a new writer", func() error {
 		nw, err := fe.api.writer(ctx)
 		if err != nil {
 			return err
@@ -489,16 +499,11 @@ func (e *env) settle(ctx context.Context, fe *failoverEnv) error {
 // switchoverRun asks Vigil for a switchover under the writers.
 func (e *env) switchoverRun(ctx context.Context, fe *failoverEnv, i int) FailoverRun {
 	r := FailoverRun{Kind: FailoverSwitchover, Run: i}
-	old, err := fe.api.writer(ctx)
-	if err != nil {
-		r.Error = err.Error()
+	_, w, ok := e.startRun(ctx, fe, &r)
+	if !ok {
 		return r
 	}
-	r.Old = old
-	w := startWriters(ctx, fe.db, failoverWriters)
-	sleepCtx(ctx, time.Second)
-	t0 := time.Now()
-	r.At = t0
+	t0 := r.At
 	op, err := fe.api.switchover(ctx)
 	t1 := time.Now()
 	sleepCtx(ctx, time.Second)
