@@ -91,7 +91,7 @@ func (c *Conn) handshakeClient(ctx context.Context, cfg *DialConfig) (*Greeting,
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return nil, fmt.Errorf("TLS to %s: %w", cfg.Addr, err)
 		}
-		c.nc = tc
+		c.SetNetConn(tc)
 		tlsOn = true
 	}
 	plugin := g.Plugin

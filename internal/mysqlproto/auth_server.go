@@ -104,7 +104,7 @@ func (c *Conn) Accept(ctx context.Context, cfg *ServerConfig, connID uint32, rem
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return nil, fmt.Errorf("TLS handshake: %w", err)
 		}
-		c.nc = tc
+		c.SetNetConn(tc)
 		tlsOn = true
 		if p, err = c.ReadPacket(); err != nil {
 			return nil, fmt.Errorf("reading handshake response: %w", err)

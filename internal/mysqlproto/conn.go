@@ -43,6 +43,10 @@ var ErrPacketTooLarge = errors.New("packet larger than max_allowed_packet")
 // owns it, or the pool while it validates it).
 type Conn struct {
 	nc net.Conn
+	// raw does the socket I/O of a plain TCP or Unix connection without
+	// the scheduler's system-call bookkeeping (rawio_linux.go); nil for
+	// TLS and other transports.
+	raw *rawIO
 
 	rbuf []byte
 	r, w int // unread bytes are rbuf[r:w]
@@ -73,7 +77,7 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, defaultReadBuf); ret
 func NewConn(nc net.Conn) *Conn {
 	r := bufPool.Get().(*[]byte)
 	w := bufPool.Get().(*[]byte)
-	return &Conn{nc: nc, rbuf: (*r)[:defaultReadBuf], wbuf: (*w)[:0]}
+	return &Conn{nc: nc, raw: newRawIO(nc), rbuf: (*r)[:defaultReadBuf], wbuf: (*w)[:0]}
 }
 
 // Release gives the connection's buffers back for reuse by later
@@ -96,7 +100,33 @@ func (c *Conn) NetConn() net.Conn { return c.nc }
 
 // SetNetConn replaces the transport, for the switch to TLS. Nothing may be
 // buffered when it is called.
-func (c *Conn) SetNetConn(nc net.Conn) { c.nc = nc }
+func (c *Conn) SetNetConn(nc net.Conn) { c.nc, c.raw = nc, newRawIO(nc) }
+
+// read reads the transport once.
+func (c *Conn) read(b []byte) (int, error) {
+	if c.raw != nil {
+		return c.raw.read(b)
+	}
+	return c.nc.Read(b)
+}
+
+// readFull reads exactly len(b) bytes.
+func (c *Conn) readFull(b []byte) error {
+	for len(b) > 0 {
+		n, err := c.read(b)
+		b = b[n:]
+		if err != nil {
+			if len(b) == 0 {
+				return nil
+			}
+			if errors.Is(err, io.EOF) {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
 
 // Close closes the transport.
 func (c *Conn) Close() error { return c.nc.Close() }
@@ -118,7 +148,7 @@ func (c *Conn) fill(n int) error {
 		c.r = 0
 	}
 	for c.w-c.r < n {
-		m, err := c.nc.Read(c.rbuf[c.w:])
+		m, err := c.read(c.rbuf[c.w:])
 		c.w += m
 		if err != nil {
 			if c.w-c.r >= n {
@@ -162,7 +192,7 @@ func (c *Conn) ReadFrame() ([]byte, error) {
 	f := c.big[:total]
 	k := copy(f, c.rbuf[c.r:c.w])
 	c.r += k
-	if _, err := io.ReadFull(c.nc, f[k:]); err != nil {
+	if err := c.readFull(f[k:]); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -265,7 +295,12 @@ func (c *Conn) Flush() error {
 	if len(c.wbuf) == 0 {
 		return nil
 	}
-	_, err := c.nc.Write(c.wbuf)
+	var err error
+	if c.raw != nil {
+		_, err = c.raw.write(c.wbuf)
+	} else {
+		_, err = c.nc.Write(c.wbuf)
+	}
 	if cap(c.wbuf) > 4*flushAt {
 		c.wbuf = make([]byte, 0, defaultWriteBuf) // the big one goes to the GC
 	} else {
@@ -320,7 +355,7 @@ func (c *Conn) ReadAhead() error {
 		c.w -= c.r
 		c.r = 0
 	}
-	n, err := c.nc.Read(c.rbuf[c.w:])
+	n, err := c.read(c.rbuf[c.w:])
 	c.w += n
 	return err
 }

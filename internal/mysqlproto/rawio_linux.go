@@ -1,0 +1,132 @@
+package mysqlproto
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// rawIO reads and writes a plain TCP or Unix socket with raw system calls
+// from inside syscall.RawConn's Read and Write, which keep the poller's
+// semantics (readiness waits, deadlines, Close waking a blocked call).
+//
+// Why: net.Conn's Read and Write enter the scheduler's "in system call"
+// state around every call (entersyscall/exitsyscall). On loopback a small
+// write carries the receiver's whole TCP receive path and, on the
+// virtualised 2-core machines we measure on, takes 10–20 µs, long enough
+// for the runtime's monitor thread to take the P away and hand it to
+// another thread (a futex wake-up), after which the writer must find a P
+// again. Under sysbench point selects that cost showed as ~10 % of Vigil's
+// CPU (sysmon's nanosleep, futex, exitsyscall). The sockets are
+// non-blocking, so these calls never block: a raw call keeps the P for its
+// few microseconds and nobody is woken. docs/design.md ("raw socket I/O")
+// has the measurements.
+type rawIO struct {
+	rc syscall.RawConn
+	nc net.Conn // for error reporting
+
+	rb    []byte // read: the destination, then the result
+	rn    int
+	rerr  syscall.Errno
+	rfunc func(fd uintptr) bool
+
+	wb    []byte // write: what is left to send
+	werr  syscall.Errno
+	wfunc func(fd uintptr) bool
+}
+
+// newRawIO returns raw I/O for nc, or nil when nc is not a plain socket
+// (TLS, test pipes).
+func newRawIO(nc net.Conn) *rawIO {
+	var sc syscall.Conn
+	switch c := nc.(type) {
+	case *net.TCPConn:
+		sc = c
+	case *net.UnixConn:
+		sc = c
+	default:
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	r := &rawIO{rc: rc, nc: nc}
+	r.rfunc = r.readFD
+	r.wfunc = r.writeFD
+	return r
+}
+
+func (r *rawIO) readFD(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.rb))), uintptr(len(r.rb)))
+		switch e {
+		case 0:
+			r.rn, r.rerr = int(n), 0
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // wait for readiness, then try again
+		default:
+			r.rn, r.rerr = 0, e
+			return true
+		}
+	}
+}
+
+func (r *rawIO) writeFD(fd uintptr) bool {
+	for len(r.wb) > 0 {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.wb))), uintptr(len(r.wb)))
+		switch e {
+		case 0:
+			r.wb = r.wb[n:]
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false // the send buffer is full: wait until writable
+		default:
+			r.werr = e
+			return true
+		}
+	}
+	return true
+}
+
+// read is net.Conn.Read: at least one byte, or an error (io.EOF at the
+// end of the stream).
+func (r *rawIO) read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	r.rb = b
+	err := r.rc.Read(r.rfunc)
+	r.rb = nil
+	if err != nil {
+		return 0, err // deadline, closed
+	}
+	if r.rerr != 0 {
+		return 0, r.opError("read", r.rerr)
+	}
+	if r.rn == 0 {
+		return 0, io.EOF
+	}
+	return r.rn, nil
+}
+
+// write is net.Conn.Write: all of b, or an error.
+func (r *rawIO) write(b []byte) (int, error) {
+	r.wb, r.werr = b, 0
+	err := r.rc.Write(r.wfunc)
+	left := len(r.wb)
+	r.wb = nil
+	if err == nil && r.werr != 0 {
+		err = r.opError("write", r.werr)
+	}
+	return len(b) - left, err
+}
+
+func (r *rawIO) opError(op string, e syscall.Errno) error {
+	return &net.OpError{Op: op, Net: r.nc.LocalAddr().Network(), Source: r.nc.LocalAddr(), Addr: r.nc.RemoteAddr(), Err: os.NewSyscallError(op, e)}
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package mysqlproto
+
+import "net"
+
+// rawIO exists on Linux only (rawio_linux.go); elsewhere connections use
+// net.Conn's Read and Write.
+type rawIO struct{}
+
+func newRawIO(net.Conn) *rawIO { return nil }
+
+func (*rawIO) read([]byte) (int, error)  { panic("unreachable") }
+func (*rawIO) write([]byte) (int, error) { panic("unreachable") }
