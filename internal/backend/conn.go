@@ -41,6 +41,8 @@ type Conn struct {
 	// SessionTrack: CLIENT_SESSION_TRACK was negotiated.
 	SessionTrack bool
 	DeprecateEOF bool
+	// MySQL: the server is MySQL (or Percona Server), not MariaDB.
+	MySQL bool
 }
 
 // ServerStmt is a statement prepared on one server connection.

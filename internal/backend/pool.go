@@ -282,6 +282,7 @@ func (p *Pool) dial(ctx context.Context, key Key) (*Conn, error) {
 		created: time.Now(), lastUsed: time.Now(),
 		SessionTrack: g.Capabilities&mysqlproto.CapabilityClientSessionTrack != 0,
 		DeprecateEOF: g.Capabilities&mysqlproto.CapabilityClientDeprecateEOF != 0,
+		MySQL:        IsMySQL(g.ServerVersion),
 	}
 	if err := c.init(ctx); err != nil {
 		c.Close()
@@ -292,12 +293,28 @@ func (p *Pool) dial(ctx context.Context, key Key) (*Conn, error) {
 }
 
 // initSQL turns on the session tracking Vigil relies on and reads the
-// character-set variables the handshake set.
+// character-set variables the handshake set. MariaDB reports a session's
+// last write through the last_gtid variable (tracked with '*'); MySQL has
+// no such variable and reports the GTID of each of the session's own
+// transactions when session_track_gtids=OWN_GTID (initSQLMySQL).
 const initSQL = "SET SESSION session_track_system_variables='*', session_track_schema=ON, session_track_state_change=ON;" +
 	"SELECT @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection"
 
+const initSQLMySQL = "SET SESSION session_track_system_variables='*', session_track_schema=ON, session_track_state_change=ON, session_track_gtids=OWN_GTID;" +
+	"SELECT @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection"
+
+// IsMySQL tells MySQL (and Percona Server) from MariaDB by the version
+// string of the server's greeting: MariaDB's always says "MariaDB".
+func IsMySQL(version string) bool {
+	return version != "" && !strings.Contains(strings.ToLower(version), "mariadb")
+}
+
 func (c *Conn) init(ctx context.Context) error {
-	res, err := c.Exec(ctx, initSQL)
+	q := initSQL
+	if c.MySQL {
+		q = initSQLMySQL
+	}
+	res, err := c.Exec(ctx, q)
 	if err != nil {
 		return err
 	}

@@ -62,3 +62,18 @@ func TestReplayQuotes(t *testing.T) {
 		t.Fatalf("quoting: %q", q)
 	}
 }
+
+func TestIsMySQL(t *testing.T) {
+	for v, want := range map[string]bool{
+		"5.5.5-10.11.19-MariaDB-0+deb12u1": false,
+		"11.4.2-MariaDB-log":               false,
+		"8.0.36":                           true,
+		"8.4.0-commercial":                 true,
+		"5.7.44-48-log":                    true, // Percona Server
+		"":                                 false,
+	} {
+		if got := IsMySQL(v); got != want {
+			t.Errorf("IsMySQL(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

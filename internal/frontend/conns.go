@@ -321,6 +321,14 @@ func (s *Session) applySessionState(c *backend.Conn, ok *mysqlproto.OK) {
 			v := string(ch.Value)
 			c.State.Set(name, v)
 			s.state.Set(name, v)
+		case mysqlproto.SessionTrackGTIDs:
+			// MySQL with session_track_gtids=OWN_GTID: the GTID(s) of the
+			// transaction this session just committed.
+			if len(ch.Name) > 0 {
+				s.lastGTID = string(ch.Name)
+				s.lastGTIDFresh = true
+				s.gtidSeen = 1 << uint(c.Index)
+			}
 		case mysqlproto.SessionTrackSchema:
 			db := string(ch.Name)
 			c.State.SetSchema(db)

@@ -35,6 +35,12 @@ type fakeBackend struct {
 	ln net.Listener
 	wg sync.WaitGroup
 
+	// version is the greeting's server version; insertState, when set,
+	// is the session state block an INSERT's OK carries (last_gtid or
+	// OWN_GTID tracking). Both are set before the first connection.
+	version     string
+	insertState []byte
+
 	mu      sync.Mutex
 	queries []string
 	conns   map[uint32]*fakeConn
@@ -49,12 +55,16 @@ type fakeConn struct {
 }
 
 func newFakeBackend(t *testing.T) *fakeBackend {
+	return newFakeServer(t, "5.5.5-10.11.19-MariaDB-fake", nil)
+}
+
+func newFakeServer(t *testing.T, version string, insertState []byte) *fakeBackend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeBackend{ln: ln, conns: map[uint32]*fakeConn{}}
+	f := &fakeBackend{ln: ln, conns: map[uint32]*fakeConn{}, version: version, insertState: insertState}
 	f.wg.Go(func() {
 		for {
 			nc, err := ln.Accept()
@@ -99,7 +109,7 @@ func (f *fakeBackend) serve(id uint32, fc *fakeConn) {
 	defer fc.nc.Close()
 	c := mysqlproto.NewConn(fc.nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	hello, err := c.Accept(ctx, &mysqlproto.ServerConfig{ServerVersion: "5.5.5-10.11.19-MariaDB-fake",
+	hello, err := c.Accept(ctx, &mysqlproto.ServerConfig{ServerVersion: f.version,
 		Lookup: func(string) (mysqlproto.Credentials, bool) { return mysqlproto.Credentials{Plain: "pw"}, true }}, id, "127.0.0.1")
 	cancel()
 	if err != nil {
@@ -171,8 +181,15 @@ func (f *fakeBackend) answer(c *mysqlproto.Conn, fc *fakeConn, q string, depreca
 		f.mu.Unlock()
 		v := strings.TrimSuffix(strings.TrimPrefix(q, "SELECT '"), "'")
 		writeRows(c, []string{"v", "n"}, [][]string{{v, strconv.Itoa(n)}}, st, deprecateEOF)
+	case strings.HasPrefix(q, "INSERT") && f.insertState != nil:
+		p := mysqlproto.AppendOK(nil, 1, 0, st|mysqlproto.ServerSessionStateChanged, 0)
+		p = mysqlproto.AppendLenEncString(p, nil) // info
+		p = mysqlproto.AppendLenEncString(p, f.insertState)
+		_ = c.WritePacket(p)
 	case strings.HasPrefix(q, "DROP"), strings.HasPrefix(q, "INSERT"):
 		_ = c.WritePacket(ok(st))
+	case strings.HasPrefix(q, "SELECT MASTER_GTID_WAIT("), strings.HasPrefix(q, "SELECT WAIT_FOR_EXECUTED_GTID_SET("):
+		writeRows(c, []string{"w"}, [][]string{{"0"}}, st, deprecateEOF)
 	default:
 		_ = c.WritePacket(mysqlproto.AppendErr(nil, mysqlproto.NewError(1064, "42000", "fake backend: unexpected %q", q)))
 	}
@@ -232,11 +249,18 @@ func newTestProxy(t *testing.T, specs []rules.Spec) *testProxy {
 	}
 	tp := &testProxy{srv: srv, be: be, log: &memLog{}, dig: qstats.New(1000)}
 	srv.SetProcessing(Processing{Rules: set, Digests: tp.dig, Cache: qcache.New(1<<20, 1<<16), Log: tp.log, LogQueries: true, LogAuth: true})
+	tp.addr = serveTest(t, srv, pool)
+	return tp
+}
+
+// serveTest serves srv on a fresh loopback port until the test ends, then
+// closes the pools; it returns the address.
+func serveTest(t *testing.T, srv *Server, pools ...*backend.Pool) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp.addr = ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -246,9 +270,11 @@ func newTestProxy(t *testing.T, specs []rules.Spec) *testProxy {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		pool.Close()
+		for _, p := range pools {
+			p.Close()
+		}
 	})
-	return tp
+	return ln.Addr().String()
 }
 
 func (tp *testProxy) db(t *testing.T, password string) *sql.DB {
@@ -432,5 +458,93 @@ func TestSessionListingShowsRunningStatement(t *testing.T) {
 	}
 	if err := tp.srv.KillSession(context.Background(), 99999, false); !errors.Is(err, ErrNoSession) {
 		t.Errorf("unknown session: %v", err)
+	}
+}
+
+// sessionState builds an OK packet's session state block of one entry.
+func sessionState(typ byte, data []byte) []byte {
+	return mysqlproto.AppendLenEncString([]byte{typ}, data)
+}
+
+// TestReadYourWritesGTIDFlavours: after a write, a read on a replica waits
+// for the write's GTID with the server's own function. MariaDB reports the
+// GTID in the last_gtid variable, MySQL through session_track_gtids =
+// OWN_GTID, which Vigil switches on for MySQL servers only.
+func TestReadYourWritesGTIDFlavours(t *testing.T) {
+	for _, tc := range []struct {
+		name, version string
+		state         []byte
+		wantInit      bool // session_track_gtids=OWN_GTID in the connection set-up
+		wantWait      string
+	}{
+		{"mariadb", "5.5.5-10.11.19-MariaDB-fake",
+			sessionState(mysqlproto.SessionTrackSystemVariables,
+				mysqlproto.AppendLenEncString(mysqlproto.AppendLenEncString(nil, []byte("last_gtid")), []byte("0-1-42"))),
+			false, "SELECT MASTER_GTID_WAIT('0-1-42', 1.000)"},
+		{"mysql", "8.0.36",
+			sessionState(mysqlproto.SessionTrackGTIDs,
+				mysqlproto.AppendLenEncString([]byte{0}, []byte("3e11fa47-71ca-11e1-9e33-c80aa9429562:23"))),
+			true, "SELECT WAIT_FOR_EXECUTED_GTID_SET('3e11fa47-71ca-11e1-9e33-c80aa9429562:23', 1.000)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			primary := newFakeServer(t, tc.version, tc.state)
+			replica := newFakeServer(t, tc.version, nil)
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			var pools []*backend.Pool
+			var servers []topology.Server
+			for i, f := range []*fakeBackend{primary, replica} {
+				addr := f.ln.Addr().String()
+				name := fmt.Sprintf("fake%d", i+1)
+				pools = append(pools, backend.NewPool(name, addr, i, backend.Options{MaxOpen: 10,
+					Credentials: func(u string) (string, string, bool) { return u, "pw", true }}, log))
+				role := topology.RoleReplica
+				if i == 0 {
+					role = topology.RolePrimary
+				}
+				servers = append(servers, topology.Server{Name: name, Addr: addr, Weight: 1, Role: role, State: topology.Online, Readable: true, Writable: i == 0})
+			}
+			topo := &topology.Holder{}
+			topo.Publish(&topology.Snapshot{Cluster: "c1", Type: "replication", Writer: 0, Term: 1, Servers: servers})
+			srv := New(Options{Cluster: "c1", ServerVersion: "5.5.5-10.11.19-MariaDB-vigil", GTIDWaitTimeout: time.Second, ConnectTimeout: 5 * time.Second},
+				[]User{{Name: "app", Cred: mysqlproto.Credentials{Plain: "secret"}, RYW: router.RYWGTID, Multiplexing: true}},
+				topo, pools, log)
+			addr := serveTest(t, srv, pools...)
+			ctx := context.Background()
+			db, err := sql.Open("mysql", "app:secret@tcp("+addr+")/?timeout=5s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			db.SetMaxOpenConns(1)
+			conn, err := db.Conn(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
+				t.Fatal(err)
+			}
+			var v, n string
+			if err := conn.QueryRowContext(ctx, "SELECT 'after-write'").Scan(&v, &n); err != nil {
+				t.Fatal(err)
+			}
+			if got := primary.seen("INSERT INTO t"); got != 1 {
+				t.Errorf("INSERT reached the primary %d times, want 1", got)
+			}
+			if got := replica.seen("SELECT 'after-write'"); got != 1 {
+				t.Errorf("the read reached the replica %d times, want 1 (primary: %d)", got, primary.seen("SELECT 'after-write'"))
+			}
+			if got := replica.seen(tc.wantWait); got != 1 {
+				replica.mu.Lock()
+				t.Errorf("replica saw %q %d times, want 1; it saw %q", tc.wantWait, got, replica.queries)
+				replica.mu.Unlock()
+			}
+			if got := primary.seen("session_track_gtids=OWN_GTID") > 0; got != tc.wantInit {
+				t.Errorf("OWN_GTID tracking switched on: %v, want %v", got, tc.wantInit)
+			}
+			if w := srv.Stats.GTIDWaits.Load(); w != 1 {
+				t.Errorf("GTID waits %d, want 1", w)
+			}
+		})
 	}
 }
