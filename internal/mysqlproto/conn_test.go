@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-func pipe(t *testing.T) (*Conn, *Conn) {
+func pipe(t testing.TB) (*Conn, *Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

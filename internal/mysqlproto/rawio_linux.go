@@ -32,6 +32,9 @@ type rawIO struct {
 	rerr  syscall.Errno
 	rfunc func(fd uintptr) bool
 
+	idle  *Conn // readIdle's connection
+	ifunc func(fd uintptr) bool
+
 	wb    []byte // write: what is left to send
 	werr  syscall.Errno
 	wfunc func(fd uintptr) bool
@@ -55,6 +58,7 @@ func newRawIO(nc net.Conn) *rawIO {
 	}
 	r := &rawIO{rc: rc, nc: nc}
 	r.rfunc = r.readFD
+	r.ifunc = r.readIdleFD
 	r.wfunc = r.writeFD
 	return r
 }
@@ -113,6 +117,47 @@ func (r *rawIO) read(b []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return r.rn, nil
+}
+
+// readIdle reads into c's empty read buffer like read, but when nothing
+// has arrived it gives c's buffers back to the pool before waiting, and
+// takes a read buffer again when the connection becomes readable
+// (Conn.SetIdleRelease).
+func (r *rawIO) readIdle(c *Conn) (int, error) {
+	r.idle = c
+	err := r.rc.Read(r.ifunc)
+	r.idle, r.rb = nil, nil
+	if c.rbuf == nil {
+		c.getRead() // closed or deadline while waiting
+	}
+	if err != nil {
+		return 0, err
+	}
+	if r.rerr != 0 {
+		return 0, r.opError("read", r.rerr)
+	}
+	if r.rn == 0 {
+		return 0, io.EOF
+	}
+	return r.rn, nil
+}
+
+func (r *rawIO) readIdleFD(fd uintptr) bool {
+	c := r.idle
+	if c.rbuf == nil {
+		c.getRead()
+	}
+	r.rb = c.rbuf[c.w:]
+	if r.readFD(fd) {
+		return true
+	}
+	// Nothing yet: wait without buffers.
+	c.idleReleases++
+	c.putRead()
+	if len(c.wbuf) == 0 {
+		c.putWrite()
+	}
+	return false
 }
 
 // write is net.Conn.Write: all of b, or an error.
