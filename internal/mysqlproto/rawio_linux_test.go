@@ -35,7 +35,7 @@ func TestIdleRelease(t *testing.T) {
 		}
 		got <- append([]byte(nil), p...)
 	}()
-	time.Sleep(50 * time.Millisecond) // the reader finds nothing and waits
+	time.Sleep(50 * time.Millisecond)        // the reader finds nothing and waits
 	big := bytes.Repeat([]byte("x"), 40<<10) // more than one read buffer
 	cl.Seq = 0
 	if err := cl.WritePacket(big); err != nil {
