@@ -41,8 +41,10 @@ func TestDashboard(t *testing.T) {
 	chrome := findChromium(t)
 	const token = "e2e-dashboard-token"
 	t.Setenv("VIGIL_ADMIN_TOKEN", token) // for env.ctl
+	const adminUser, adminPassword = "dba", "dba-pässword"
 	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3}, func(c *config.Config) {
 		c.Admin.Token = token
+		c.Admin.User, c.Admin.Password = adminUser, adminPassword
 	})
 	shots := screenshotDir(t)
 	stopLoad := dashboardLoad(t, fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s&readTimeout=5s&writeTimeout=5s", env.addr))
@@ -207,6 +209,33 @@ func TestDashboard(t *testing.T) {
 	} else if hash != "" {
 		t.Errorf("the token stays in the address bar: %q", hash)
 	}
+	// Basic auth with admin.user and admin.password instead of the token:
+	// a wrong password is refused on the page, the right one signs in.
+	if err := b.run(30*time.Second,
+		chromedp.Evaluate(`sessionStorage.clear()`, nil),
+		chromedp.Navigate("about:blank"),
+		chromedp.Navigate(url),
+		chromedp.WaitVisible("#login-form", chromedp.ByQuery),
+		chromedp.SendKeys("#user-input", adminUser, chromedp.ByQuery),
+		chromedp.SendKeys("#token-input", "wrong", chromedp.ByQuery),
+		chromedp.Click("#login-submit", chromedp.ByQuery),
+		chromedp.WaitVisible("#login-error", chromedp.ByQuery),
+	); err != nil {
+		t.Errorf("a wrong admin password is not refused on the page: %v", err)
+	}
+	var stored string
+	if err := b.run(30*time.Second,
+		chromedp.SendKeys("#token-input", adminPassword, chromedp.ByQuery),
+		chromedp.Click("#login-submit", chromedp.ByQuery),
+		chromedp.WaitNotVisible("#login", chromedp.ByQuery),
+		chromedp.WaitVisible(`svg.graph .node[data-server="node1"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`sessionStorage.getItem('vigil.admin.token') || ''`, &stored),
+	); err != nil {
+		t.Errorf("sign in with admin.user and admin.password: %v", err)
+	} else if !strings.HasPrefix(stored, "Basic ") {
+		t.Errorf("the page keeps %q, want basic-auth credentials", stored)
+	}
+	shot("06-basic-auth")
 	if os.Getenv(updateDocsEnv) != "" {
 		updateDocScreenshot(t, filepath.Join(shots, "05-switchover.png"))
 	}

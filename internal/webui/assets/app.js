@@ -38,7 +38,11 @@ function setAttrs(e, attrs) {
 
 const $ = (sel, root = document) => root.querySelector(sel);
 
-// ---- token
+// ---- sign-in
+//
+// sessionStorage keeps the whole Authorization value: "Bearer <token>"
+// for the admin token, "Basic <base64>" for admin.user and
+// admin.password.
 
 function getToken() {
   return sessionStorage.getItem(TOKEN_KEY) || '';
@@ -47,8 +51,16 @@ function getToken() {
 function authHeaders(extra) {
   const h = Object.assign({}, extra);
   const t = getToken();
-  if (t) h.Authorization = 'Bearer ' + t;
+  if (t) h.Authorization = t;
   return h;
+}
+
+// basicAuth is the Authorization value for a user and password (UTF-8).
+function basicAuth(user, pass) {
+  const bytes = new TextEncoder().encode(user + ':' + pass);
+  let bin = '';
+  bytes.forEach((b) => { bin += String.fromCharCode(b); });
+  return 'Basic ' + btoa(bin);
 }
 
 // A link may carry the token in the fragment (#token=...), which browsers
@@ -56,13 +68,14 @@ function authHeaders(extra) {
 function tokenFromFragment() {
   const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
   if (!m) return;
-  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+  sessionStorage.setItem(TOKEN_KEY, 'Bearer ' + decodeURIComponent(m[1]));
   history.replaceState(null, '', location.pathname + location.search);
 }
 
 let loginWaiters = [];
 
-// askToken shows the sign-in form and resolves once a token was entered.
+// askToken shows the sign-in form and resolves once credentials were
+// entered.
 function askToken(why) {
   const box = $('#login');
   const err = $('#login-error');
@@ -85,9 +98,12 @@ function tokenEntered() {
 function setupLogin() {
   $('#login-form').addEventListener('submit', (ev) => {
     ev.preventDefault();
-    const v = $('#token-input').value.trim();
+    // With a user name the secret is admin.password (basic auth),
+    // without one it is the admin token.
+    const user = $('#user-input').value.trim();
+    const v = user ? $('#token-input').value : $('#token-input').value.trim();
     if (!v) return;
-    sessionStorage.setItem(TOKEN_KEY, v);
+    sessionStorage.setItem(TOKEN_KEY, user ? basicAuth(user, v) : 'Bearer ' + v);
     $('#token-input').value = '';
     tokenEntered();
   });
@@ -127,7 +143,7 @@ async function streamLoop() {
       const res = await fetch(STREAM_URL, { headers: authHeaders(), cache: 'no-store', signal: ctl.signal });
       if (res.status === 401) {
         setConn('unauthorized', 'token needed');
-        await askToken(getToken() ? 'The token was refused.' : '');
+        await askToken(getToken() ? 'Those credentials were refused.' : '');
         continue;
       }
       if (!res.ok) throw new Error('HTTP ' + res.status);
@@ -531,7 +547,7 @@ async function api(method, path, body) {
       body: body == null ? undefined : JSON.stringify(body),
     });
     if (res.status === 401) {
-      await askToken(getToken() ? 'The token was refused.' : '');
+      await askToken(getToken() ? 'Those credentials were refused.' : '');
       continue;
     }
     let data = null;
