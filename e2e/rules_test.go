@@ -168,6 +168,49 @@ func TestQueryProcessing(t *testing.T) {
 		if cs.Hits < 1 || cs.Stores < 1 {
 			t.Errorf("query cache stats %+v", cs)
 		}
+		// Prepared statements (go-sql-driver sends a query with arguments
+		// as COM_STMT_PREPARE + COM_STMT_EXECUTE) are cached too, per
+		// parameter values, apart from the text protocol's entries.
+		qb := "SELECT v, NOW(6) FROM vigil_test.cached_tbl WHERE id = ?"
+		readB := func(id int) (string, string, error) {
+			var v, now string
+			err := db.QueryRow(qb, id).Scan(&v, &now)
+			return v, now, err
+		}
+		bv1, bt1, err := readB(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = readCounters(t, env.sb, nodes)
+		time.Sleep(10 * time.Millisecond)
+		bv2, bt2, err := readB(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after = readCounters(t, env.sb, nodes)
+		if bv1 != "cached" || bv1 != bv2 || bt1 != bt2 {
+			t.Errorf("cached binary reply differs: (%s %s) then (%s %s)", bv1, bt1, bv2, bt2)
+		}
+		if bt1 == t1 {
+			t.Errorf("the prepared statement was answered from the text protocol's entry")
+		}
+		for _, n := range nodes {
+			if d := after.delta(before, n, "select"); d != 0 {
+				t.Errorf("the cached execute reached %s (%d selects)", n, d)
+			}
+		}
+		before = readCounters(t, env.sb, nodes)
+		if _, _, err := readB(2); !errors.Is(err, sql.ErrNoRows) {
+			t.Errorf("id 2: %v, want no rows", err)
+		}
+		after = readCounters(t, env.sb, nodes)
+		sum := 0
+		for _, n := range nodes {
+			sum += int(after.delta(before, n, "select"))
+		}
+		if sum != 1 {
+			t.Errorf("an execute with other parameter values reached the servers %d times, want 1", sum)
+		}
 		// Inside a transaction the cache is never used.
 		tx, err := db.Begin()
 		if err != nil {

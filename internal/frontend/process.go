@@ -215,10 +215,26 @@ func cacheable(info sqlscan.Info) bool {
 	return info.Class == sqlscan.ClassRead && info.Flags&unsafe == 0
 }
 
+// Protocols of a cached reply: text (COM_QUERY) or binary rows
+// (COM_STMT_EXECUTE) never share an entry.
+const (
+	protoText   = 0
+	protoBinary = 2
+)
+
 // cacheKey is everything that changes a read's result: cluster, user,
 // schema, every session variable (by hash), the protocol flavour the
 // reply is encoded for, and the statement.
 func (s *Session) cacheKey(q []byte) []byte {
+	k := s.cacheKeyFor(protoText, "")
+	k = append(k, q...)
+	s.cacheKeyBuf = k
+	return k
+}
+
+// cacheKeyFor starts a key in cacheKeyBuf: the session's part, the
+// protocol, and text.
+func (s *Session) cacheKeyFor(proto byte, text string) []byte {
 	k := s.cacheKeyBuf[:0]
 	k = append(k, s.opts().Cluster...)
 	k = append(k, 0)
@@ -233,13 +249,31 @@ func (s *Session) cacheKey(q []byte) []byte {
 	}
 	k = append(k, byte(f), byte(f>>8), byte(f>>16), byte(f>>24), s.key.Collation)
 	if s.sessionTrack {
-		k = append(k, 1)
-	} else {
-		k = append(k, 0)
+		proto |= 1
 	}
-	k = append(k, q...)
+	k = append(k, proto)
+	k = append(k, text...)
 	s.cacheKeyBuf = k
 	return k
+}
+
+// startCapture begins capturing the reply about to be forwarded.
+func (s *Session) startCapture(p *Processing) {
+	s.capture = s.capture[:0]
+	s.capturing = true
+	s.captureMax = int(p.Cache.MaxEntry())
+}
+
+// storeCapture ends a capture and stores the reply under key when the
+// statement succeeded and the whole reply was captured.
+func (s *Session) storeCapture(p *Processing, key []byte, ttl time.Duration) {
+	if s.capturing && s.stmtErr == 0 && len(s.capture) > 0 {
+		p.Cache.Put(key, s.capture, ttl, time.Now())
+	}
+	s.capturing = false
+	if cap(s.capture) > 256<<10 {
+		s.capture = nil // do not keep a big buffer per idle session
+	}
 }
 
 // captureFrame appends one frame to the reply being captured for the

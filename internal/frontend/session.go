@@ -365,22 +365,17 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 			s.finishStmt(p, &run)
 			return nil
 		}
-		s.capture = s.capture[:0]
-		s.capturing = true
-		s.captureMax = int(p.Cache.MaxEntry())
+		s.startCapture(p)
 	}
 	s.stmtTimeout, s.timeoutRule = res.Timeout, res.Rule
 	run.mirror = res.Mirror
 	err := s.execute(ctx, pkt, info, run.target, respQuery)
 	s.stmtTimeout = 0
 	if s.capturing {
-		s.capturing = false
-		if err == nil && s.stmtErr == 0 && len(s.capture) > 0 {
-			p.Cache.Put(cacheKey, s.capture, res.CacheTTL, time.Now())
+		if err != nil {
+			s.capturing = false
 		}
-		if cap(s.capture) > 256<<10 {
-			s.capture = nil // do not keep a big buffer per idle session
-		}
+		s.storeCapture(p, cacheKey, res.CacheTTL)
 	}
 	s.finishStmt(p, &run)
 	if err != nil {

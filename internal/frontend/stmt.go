@@ -36,6 +36,9 @@ type clientStmt struct {
 	rule    string
 	log     int8
 	timeout time.Duration
+	// cacheTTL: a cache_ttl rule matched; executes are served from and
+	// stored in the query cache like text-protocol reads.
+	cacheTTL time.Duration
 }
 
 func (s *Session) unknownStmt(id uint32) error {
@@ -60,7 +63,7 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 		s.finishStmt(p, &stmtRun{start: time.Now(), digest: info.Digest, query: q, hostgroup: "blocked", rule: res.Rule, log: res.Log})
 		return err
 	}
-	st.route, st.rule, st.log, st.timeout = res.Route, res.Rule, res.Log, res.Timeout
+	st.route, st.rule, st.log, st.timeout, st.cacheTTL = res.Route, res.Rule, res.Log, res.Timeout, res.CacheTTL
 	if res.Query != nil {
 		st.query = string(res.Query)
 		ri := sqlscan.Scan(res.Query)
@@ -179,8 +182,25 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 	s.stmtTimeout, s.timeoutRule = st.timeout, st.rule
 	defer func() {
 		s.stmtTimeout = 0
+		s.capturing = false
 		s.finishStmt(p, &run)
 	}()
+	// The query cache: outside transactions and pins, without a cursor
+	// or parameters sent as long data; the key has the statement's text
+	// and the parameters' types and values.
+	var cacheKey []byte
+	if st.cacheTTL > 0 && p.Cache != nil && target != router.Keep && flags == 0 && !st.longData && cacheable(st.info) {
+		cacheKey = s.stmtCacheKey(st, pkt, boundOff, typesOff)
+		if frames := p.Cache.Get(cacheKey, run.start); frames != nil {
+			s.srv.Stats.CacheHits.Add(1)
+			run.cached, run.hostgroup = true, "cache"
+			if err := s.client.WriteFrame(frames); err != nil {
+				return errClient{err}
+			}
+			return nil
+		}
+		s.startCapture(p)
+	}
 	exclude := -1
 	for attempt := 0; ; attempt++ {
 		c, err := s.acquire(ctx, target, exclude)
@@ -217,6 +237,9 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 		st.cursor = o.cursor && flags&mysqlproto.CursorTypeReadOnly != 0
 		s.updateStmtPins()
 		s.after(c, st.info, o)
+		if cacheKey != nil {
+			s.storeCapture(p, cacheKey, st.cacheTTL)
+		}
 		return nil
 	}
 }
@@ -363,4 +386,25 @@ func (s *Session) comStmtFetch(ctx context.Context, pkt []byte) error {
 	s.updateStmtPins()
 	s.after(c, sqlscan.Info{Class: sqlscan.ClassRead}, out)
 	return nil
+}
+
+// stmtCacheKey is the query-cache key of an execute: the session's part
+// (cacheKey), then the prepared text, the parameter types and the null
+// bitmap and values, without the statement id and the new-params-bound
+// flag, which differ between executes of the same thing.
+func (s *Session) stmtCacheKey(st *clientStmt, pkt []byte, boundOff, typesOff int) []byte {
+	k := s.cacheKeyFor(protoBinary, st.query)
+	if st.params == 0 {
+		return k
+	}
+	k = append(k, 0)
+	k = append(k, pkt[10:boundOff]...) // null bitmap
+	k = append(k, st.types...)
+	values := boundOff + 1
+	if typesOff > 0 {
+		values = typesOff + 2*int(st.params)
+	}
+	k = append(k, pkt[values:]...)
+	s.cacheKeyBuf = k
+	return k
 }
