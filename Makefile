@@ -21,8 +21,11 @@ deps:
 vet:
 	$(GO) vet ./...
 
+# Raw socket I/O is not built with the race detector (rawio_linux.go):
+# its tests run once more without it.
 unit:
 	$(GO) test -race -short -count=1 ./...
+	$(GO) test -short -count=1 ./internal/mysqlproto/
 
 # Short fuzz runs of the parsers that face untrusted bytes. Budgets are
 # execution counts (about 10 s each here), not durations: with a duration,

@@ -199,12 +199,11 @@ func (s *Session) run(ctx context.Context) {
 		}
 		return
 	}
-	// Between commands the client holds no buffers (10,000 idle clients
-	// would otherwise pin 320 MiB of them).
-	s.client.SetIdleRelease(true)
 	for {
 		s.client.Seq = 0
-		pkt, err := s.client.ReadPacket()
+		// Waiting for the next command the client holds no buffers
+		// (10,000 idle clients would otherwise pin 320 MiB of them).
+		pkt, err := s.client.ReadCommand()
 		if err != nil {
 			if errors.Is(err, mysqlproto.ErrPacketTooLarge) {
 				s.sendError(mysqlproto.NewError(mysqlproto.ERNetPacketTooLarge, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes"))
@@ -319,6 +318,11 @@ func (s *Session) bound() bool {
 func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	q := pkt[1:]
 	info := sqlscan.Scan(q)
+	if info.Flags&sqlscan.FlagLoadLocal != 0 {
+		// The file's packets arrive in the read buffer that holds the
+		// statement: keep a copy for the log and the digest.
+		q = append([]byte(nil), q...)
+	}
 	s.srv.Stats.Queries.Add(1)
 	if info.Flags&sqlscan.FlagKill != 0 {
 		if id, query, ok := sqlscan.KillTarget(q); ok {

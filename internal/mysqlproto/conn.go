@@ -29,6 +29,10 @@ const (
 	defaultWriteBuf = 16 << 10
 	// flushAt: a pending write buffer larger than this is sent at once.
 	flushAt = 64 << 10
+	// rawMax bounds one raw system call (rawio_linux.go): a raw call keeps
+	// its P and cannot be preempted, so bigger writes go through net.Conn
+	// and reads are cut to this size.
+	rawMax = 256 << 10
 )
 
 // ErrMalformed marks bytes that are not a valid packet.
@@ -47,7 +51,7 @@ type Conn struct {
 	// the scheduler's system-call bookkeeping (rawio_linux.go); nil for
 	// TLS and other transports.
 	raw *rawIO
-	// idleRelease: see SetIdleRelease; idleReleases counts the waits
+	// idleRelease: inside ReadCommand; idleReleases counts the waits
 	// that gave the buffers back (tests).
 	idleRelease  bool
 	idleReleases int
@@ -127,25 +131,38 @@ func (c *Conn) Release() {
 	c.big = nil
 }
 
-// SetIdleRelease makes the connection give both buffers back whenever a
-// read finds nothing to read and must wait for the peer, and take them
-// again when bytes arrive: an idle client then holds no buffers (32 KiB
-// less per idle client). It costs nothing per statement beyond two pool
-// operations, because the read that finds nothing is one Vigil makes
-// anyway. Only for plain sockets (raw I/O), and only when no other
-// goroutine writes to the connection while one waits to read it.
-func (c *Conn) SetIdleRelease(on bool) { c.idleRelease = on && c.raw != nil }
+// ReadCommand is ReadPacket for a server reading its peer's next command:
+// while it waits for the command to arrive the connection gives both
+// buffers back to the pool, and takes a read buffer again when bytes
+// arrive, so an idle client holds no buffers (32 KiB less per idle
+// client). It costs nothing per command beyond pool operations: the read
+// that finds nothing is one the connection makes anyway. Only reads inside
+// ReadCommand release buffers: a packet being worked on is never given
+// away. Plain sockets only (raw I/O); otherwise it is ReadPacket. No other
+// goroutine may use the connection during the call.
+func (c *Conn) ReadCommand() ([]byte, error) {
+	c.idleRelease = c.raw != nil
+	p, err := c.ReadPacket()
+	c.idleRelease = false
+	return p, err
+}
 
 // NetConn is the underlying connection.
 func (c *Conn) NetConn() net.Conn { return c.nc }
 
 // SetNetConn replaces the transport, for the switch to TLS. Nothing may be
 // buffered when it is called.
-func (c *Conn) SetNetConn(nc net.Conn) { c.nc, c.raw = nc, newRawIO(nc) }
+func (c *Conn) SetNetConn(nc net.Conn) {
+	c.nc, c.raw = nc, newRawIO(nc)
+	c.idleRelease = c.idleRelease && c.raw != nil
+}
 
 // read reads the transport once.
 func (c *Conn) read(b []byte) (int, error) {
 	if c.raw != nil {
+		if len(b) > rawMax {
+			b = b[:rawMax]
+		}
 		return c.raw.read(b)
 	}
 	return c.nc.Read(b)
@@ -353,7 +370,7 @@ func (c *Conn) Flush() error {
 		return nil
 	}
 	var err error
-	if c.raw != nil {
+	if c.raw != nil && len(c.wbuf) <= rawMax {
 		_, err = c.raw.write(c.wbuf)
 	} else {
 		_, err = c.nc.Write(c.wbuf)
@@ -408,12 +425,9 @@ func (c *Conn) ReadAhead() error {
 		c.getRead()
 	}
 	if c.w == len(c.rbuf) {
-		if c.r == 0 {
-			return nil // buffer full of unread data: the peer is alive
-		}
-		copy(c.rbuf, c.rbuf[c.r:c.w])
-		c.w -= c.r
-		c.r = 0
+		// Full to the end: the peer was alive. No compaction here: the
+		// session may still use the packet at the front of the buffer.
+		return nil
 	}
 	n, err := c.read(c.rbuf[c.w:])
 	c.w += n

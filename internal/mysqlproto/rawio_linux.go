@@ -1,3 +1,5 @@
+//go:build linux && !race && !msan && !asan
+
 package mysqlproto
 
 import (
@@ -21,7 +23,11 @@ import (
 // again. Under sysbench point selects that cost showed as ~10 % of Vigil's
 // CPU (sysmon's nanosleep, futex, exitsyscall). The sockets are
 // non-blocking, so these calls never block: a raw call keeps the P for its
-// few microseconds and nobody is woken. docs/design.md ("raw socket I/O")
+// few microseconds and nobody is woken (calls are bounded by rawMax).
+//
+// Not built with the race detector or the memory sanitizers: RawSyscall
+// is invisible to them, so those builds use net.Conn (rawio_other.go) and
+// keep checking the buffers. docs/design.md ("raw socket I/O")
 // has the measurements.
 type rawIO struct {
 	rc syscall.RawConn
@@ -37,6 +43,7 @@ type rawIO struct {
 
 	wb    []byte // write: what is left to send
 	werr  syscall.Errno
+	wzero bool // a write returned 0 without an error
 	wfunc func(fd uintptr) bool
 }
 
@@ -86,6 +93,10 @@ func (r *rawIO) writeFD(fd uintptr) bool {
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.wb))), uintptr(len(r.wb)))
 		switch e {
 		case 0:
+			if n == 0 {
+				r.wzero = true
+				return true
+			}
 			r.wb = r.wb[n:]
 		case syscall.EINTR:
 		case syscall.EAGAIN:
@@ -122,7 +133,7 @@ func (r *rawIO) read(b []byte) (int, error) {
 // readIdle reads into c's empty read buffer like read, but when nothing
 // has arrived it gives c's buffers back to the pool before waiting, and
 // takes a read buffer again when the connection becomes readable
-// (Conn.SetIdleRelease).
+// (Conn.ReadCommand).
 func (r *rawIO) readIdle(c *Conn) (int, error) {
 	r.idle = c
 	err := r.rc.Read(r.ifunc)
@@ -162,12 +173,15 @@ func (r *rawIO) readIdleFD(fd uintptr) bool {
 
 // write is net.Conn.Write: all of b, or an error.
 func (r *rawIO) write(b []byte) (int, error) {
-	r.wb, r.werr = b, 0
+	r.wb, r.werr, r.wzero = b, 0, false
 	err := r.rc.Write(r.wfunc)
 	left := len(r.wb)
 	r.wb = nil
 	if err == nil && r.werr != 0 {
 		err = r.opError("write", r.werr)
+	}
+	if err == nil && r.wzero {
+		err = io.ErrUnexpectedEOF // as internal/poll reports it
 	}
 	return len(b) - left, err
 }

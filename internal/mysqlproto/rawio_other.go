@@ -1,11 +1,11 @@
-//go:build !linux
+//go:build !linux || race || msan || asan
 
 package mysqlproto
 
 import "net"
 
-// rawIO exists on Linux only (rawio_linux.go); elsewhere connections use
-// net.Conn's Read and Write.
+// rawIO exists on Linux only, and not in race or sanitizer builds
+// (rawio_linux.go); elsewhere connections use net.Conn's Read and Write.
 type rawIO struct{}
 
 func newRawIO(net.Conn) *rawIO { return nil }
