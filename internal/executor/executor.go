@@ -153,6 +153,12 @@ func (e *Executor) Run(ctx context.Context) error {
 	defer factsTick.Stop()
 	t := time.NewTicker(e.opts.Interval)
 	defer t.Stop()
+	// recheck fires when the engine said its decision changes without new
+	// observations (detect_after running out), so a failover does not
+	// wait for the next tick or check.
+	recheck := time.NewTimer(time.Hour)
+	recheck.Stop()
+	defer recheck.Stop()
 	e.refreshFacts(ctx)
 	for {
 		select {
@@ -162,8 +168,13 @@ func (e *Executor) Run(ctx context.Context) error {
 			e.refreshFacts(ctx)
 		case <-t.C:
 		case <-e.kick:
+		case <-recheck.C:
 		}
-		e.decideAuto(ctx)
+		// Only a future time: one already past is the ticker's (no busy
+		// loop on a decision that keeps naming it).
+		if at := e.decideAuto(ctx); at.After(time.Now()) {
+			recheck.Reset(time.Until(at) + time.Millisecond)
+		}
 	}
 }
 
@@ -208,14 +219,17 @@ func (e *Executor) input(req *failover.Request) failover.Input {
 		Options: e.opts.Engine, Request: req, Running: run, Fenced: fenced}
 }
 
-func (e *Executor) decideAuto(ctx context.Context) {
+// decideAuto decides once and acts on the decision; it returns when the
+// decision would change without new observations (zero: only with them).
+func (e *Executor) decideAuto(ctx context.Context) (recheckAt time.Time) {
 	if !e.opMu.TryLock() {
-		return // an operation runs; it decides for itself
+		return time.Time{} // an operation runs; it decides for itself
 	}
 	defer e.opMu.Unlock()
 	e.keepFencedReadOnly(ctx)
 	e.checkSalvage(ctx)
 	d := failover.Decide(e.input(nil))
+	recheckAt = d.RecheckAt
 	switch d.Action {
 	case failover.ActEvent:
 		// Reasons carry durations that change on every call: one event per
@@ -245,6 +259,7 @@ func (e *Executor) decideAuto(ctx context.Context) {
 		e.lastSit = ""
 		e.mu.Unlock()
 	}
+	return recheckAt
 }
 
 // Request runs an operator's request (failover, switchover, rejoin), or
