@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,6 +61,12 @@ func (e *Executor) checkSalvage(ctx context.Context) {
 	e.salvaged[rec.Started.UnixNano()] = true
 	e.mu.Unlock()
 	extra, start := missing(oldObs.GTID.Binlog, newObs.GTID.Current)
+	if n, st, ok := missingByState(oldObs.GTID.BinlogState, newObs.GTID.BinlogState); ok && n > extra {
+		// Positions miss a last transaction that no replica received once
+		// the new primary wrote further in the domain; binlog states
+		// (per server id) do not.
+		extra, start = n, st
+	}
 	fallback := ""
 	if oldObs.SemiSync.NoTx > 0 {
 		fallback = fmt.Sprintf("; %s had committed %d transactions without a semi-sync acknowledgement (it fell back to asynchronous replication), so data could be lost", rec.OldPrimary, oldObs.SemiSync.NoTx)
@@ -100,6 +107,29 @@ func missing(old, cur topology.GTIDPos) (uint64, string) {
 		}
 	}
 	return n, strings.Join(start, ",")
+}
+
+// missingByState counts, by @@gtid_binlog_state, the transactions of
+// old's binary log that cur's lacks: for each (domain, server id) pair
+// the sequence numbers beyond cur's last of that pair (at least one when
+// cur has none). start is where to read old's binary log from: cur's
+// last GTID of each such pair. ok is false when either state is unknown.
+func missingByState(old, cur []topology.GTID) (n uint64, start string, ok bool) {
+	if len(old) == 0 || len(cur) == 0 {
+		return 0, "", false
+	}
+	var from []string
+	for _, g := range old {
+		i := slices.IndexFunc(cur, func(c topology.GTID) bool { return c.Domain == g.Domain && c.Server == g.Server })
+		switch {
+		case i < 0:
+			n++
+		case cur[i].Seq < g.Seq:
+			n += g.Seq - cur[i].Seq
+			from = append(from, cur[i].String())
+		}
+	}
+	return n, strings.Join(from, ","), true
 }
 
 func (e *Executor) writeSalvage(ctx context.Context, rec failover.Record, oldObs *topology.Observation, start string) (string, error) {

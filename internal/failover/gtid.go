@@ -241,3 +241,27 @@ func mysqlCount(s gomysql.MysqlGTIDSet) uint64 {
 }
 
 func mysqlString(s gomysql.MysqlGTIDSet) string { return s.String() }
+
+// binlogStateExtra lists what a MariaDB server's binary log holds that
+// another's lacks, by @@gtid_binlog_state: every (domain, server id) pair
+// of old whose last sequence number is beyond the other's for the same
+// pair, or that the other does not have. A position comparison misses a
+// former primary's last transaction that no replica received when the new
+// primary has since written further in the same domain (0-1-101 against
+// 0-2-500); the pairs do not. Empty when either state is unknown.
+func binlogStateExtra(old, cur []topology.GTID) string {
+	if len(old) == 0 || len(cur) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, g := range old {
+		i := slices.IndexFunc(cur, func(c topology.GTID) bool { return c.Domain == g.Domain && c.Server == g.Server })
+		switch {
+		case i < 0:
+			parts = append(parts, fmt.Sprintf("%s (the other has no transaction of server %d in domain %d)", g, g.Server, g.Domain))
+		case cur[i].Seq < g.Seq:
+			parts = append(parts, fmt.Sprintf("%s (the other's last of server %d is %s)", g, g.Server, cur[i]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

@@ -346,6 +346,13 @@ func (p *scenarioParser) observation(name string, kv map[string]string) (*topolo
 		}
 		o.GTID.Current = pos(gtid)
 		o.GTID.Binlog = pos(gtid)
+		if v, ok := kv["binlog_state"]; ok {
+			st, err := topology.ParseGTIDList(v)
+			if err != nil {
+				panic(err)
+			}
+			o.GTID.BinlogState = st
+		}
 		if v, ok := kv["binlog_pos"]; ok {
 			o.GTID.Binlog = pos(v)
 		}

@@ -2,6 +2,8 @@ package failover
 
 import (
 	"fmt"
+
+	"github.com/vigil-db/vigil/internal/topology"
 )
 
 // rejoin answers `rejoin NODE` (rule 7): NODE — a returned old primary, a
@@ -63,7 +65,11 @@ func (v *view) rejoin(node string) Decision {
 		d.Situation, d.Reason = InvalidTarget, fmt.Sprintf("rejoin %s: GTID positions cannot be read: %s", node, np.bad+pp.bad)
 		return d
 	}
-	if x := np.extra(pp); x != "" {
+	x := np.extra(pp)
+	if x == "" && no.Flavor != topology.FlavorMySQL {
+		x = binlogStateExtra(no.GTID.BinlogState, po.GTID.BinlogState)
+	}
+	if x != "" {
 		d.Situation = RejoinDiverged
 		d.Reason = fmt.Sprintf("rejoin %s refused: it holds transactions the primary %s lacks: %s. Salvage them first (mysqlbinlog on %s, or flashback), then rebuild %s from a backup of %s (or remove them), and run rejoin again",
 			node, v.name(p), x, node, node, v.name(p))

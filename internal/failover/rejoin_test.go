@@ -41,6 +41,15 @@ var rejoinRows = []row{
 				t.Errorf("steps %v", got)
 			}
 		}},
+	// A former primary whose last transaction reached no replica, while the
+	// new primary has written further in the same domain: by position it
+	// looks behind (0-1-95 < 0-1-100), by binlog state it is not.
+	{name: "rejoin diverged by binlog state", scen: returned +
+		"server node0 gtid=0-1-95 binlog_state=0-1-95\nserver node1 binlog_state=0-1-94,0-2-100\nrequest rejoin to=node0",
+		sit: RejoinDiverged, act: ActRefuse, check: reasonHas("lacks: 0-1-95 (the other's last of server 1 is 0-1-94)")},
+	{name: "rejoin compatible by binlog state", scen: returned +
+		"server node0 gtid=0-1-95 binlog_state=0-1-95\nserver node1 binlog_state=0-1-95,0-2-100\nrequest rejoin to=node0",
+		sit: Rejoin, act: ActExecute},
 	{name: "rejoin unknown", scen: returned + "request rejoin to=nodeZ", sit: InvalidTarget, act: ActRefuse},
 	{name: "rejoin the primary", scen: returned + "request rejoin to=node1", sit: InvalidTarget, act: ActRefuse},
 	{name: "rejoin an unreachable server", scen: returned + "server node0 down=refused\nrequest rejoin to=node0", sit: InvalidTarget, act: ActRefuse,

@@ -41,7 +41,7 @@ func variablesSQL(f topology.Flavor, galera bool) (string, []string) {
 	if f == topology.FlavorMySQL {
 		vars = append(vars, "super_read_only", "gtid_executed")
 	} else {
-		vars = append(vars, "gtid_current_pos", "gtid_binlog_pos", "gtid_slave_pos")
+		vars = append(vars, "gtid_current_pos", "gtid_binlog_pos", "gtid_slave_pos", "gtid_binlog_state")
 	}
 	if galera {
 		vars = append(vars, wsrepVariables...)
@@ -135,6 +135,7 @@ func collect(ctx context.Context, c *backend.Conn, flavor topology.Flavor, opts 
 		o.GTID.Current, _ = topology.ParseGTIDPos(v["gtid_current_pos"])
 		o.GTID.Binlog, _ = topology.ParseGTIDPos(v["gtid_binlog_pos"])
 		o.GTID.Slave, _ = topology.ParseGTIDPos(v["gtid_slave_pos"])
+		o.GTID.BinlogState, _ = topology.ParseGTIDList(v["gtid_binlog_state"])
 	}
 
 	res, err = c.Exec(ctx, statusSQL(galera))

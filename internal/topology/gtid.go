@@ -146,6 +146,24 @@ func MySQLGTIDSetContains(a, b string) (bool, error) {
 	return sa.Contain(sb), nil
 }
 
+// ParseGTIDList parses a comma-separated list of domain-server-seq and
+// keeps every entry (@@gtid_binlog_state has one per domain and server).
+func ParseGTIDList(s string) ([]GTID, error) {
+	var out []GTID
+	for part := range strings.SplitSeq(strings.TrimSpace(s), ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		p, err := ParseGTIDPos(part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p...)
+	}
+	return out, nil
+}
+
 // GTIDState is every GTID variable of one server.
 type GTIDState struct {
 	// MariaDB: @@gtid_current_pos (binlog or replicated, whichever is newer
@@ -153,6 +171,12 @@ type GTIDState struct {
 	Current GTIDPos
 	Binlog  GTIDPos
 	Slave   GTIDPos
+	// BinlogState is MariaDB's @@gtid_binlog_state: the last GTID of every
+	// (domain, server id) pair in the binary log. Unlike a position it
+	// tells two histories apart that share sequence numbers: a former
+	// primary's 0-1-101 is not in a new primary whose state says 0-1-100,
+	// even when its own 0-2-500 is further on.
+	BinlogState []GTID `json:",omitempty"`
 	// Executed is MySQL's @@gtid_executed, as text.
 	Executed string
 }
