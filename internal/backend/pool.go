@@ -297,11 +297,13 @@ func (p *Pool) dial(ctx context.Context, key Key) (*Conn, error) {
 // last write through the last_gtid variable (tracked with '*'); MySQL has
 // no such variable and reports the GTID of each of the session's own
 // transactions when session_track_gtids=OWN_GTID (initSQLMySQL).
-const initSQL = "SET SESSION session_track_system_variables='*', session_track_schema=ON, session_track_state_change=ON;" +
-	"SELECT @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection"
+const (
+	trackSQL   = "SET SESSION session_track_system_variables='*', session_track_schema=ON, session_track_state_change=ON"
+	charsetSQL = ";SELECT @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection"
 
-const initSQLMySQL = "SET SESSION session_track_system_variables='*', session_track_schema=ON, session_track_state_change=ON, session_track_gtids=OWN_GTID;" +
-	"SELECT @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection"
+	initSQL      = trackSQL + charsetSQL
+	initSQLMySQL = trackSQL + ", session_track_gtids=OWN_GTID" + charsetSQL
+)
 
 // IsMySQL tells MySQL (and Percona Server) from MariaDB by the version
 // string of the server's greeting: MariaDB's always says "MariaDB".

@@ -221,7 +221,7 @@ func (e *Executor) input(req *failover.Request) failover.Input {
 
 // decideAuto decides once and acts on the decision; it returns when the
 // decision would change without new observations (zero: only with them).
-func (e *Executor) decideAuto(ctx context.Context) (recheckAt time.Time) {
+func (e *Executor) decideAuto(ctx context.Context) time.Time {
 	if !e.opMu.TryLock() {
 		return time.Time{} // an operation runs; it decides for itself
 	}
@@ -229,7 +229,6 @@ func (e *Executor) decideAuto(ctx context.Context) (recheckAt time.Time) {
 	e.keepFencedReadOnly(ctx)
 	e.checkSalvage(ctx)
 	d := failover.Decide(e.input(nil))
-	recheckAt = d.RecheckAt
 	switch d.Action {
 	case failover.ActEvent:
 		// Reasons carry durations that change on every call: one event per
@@ -259,7 +258,7 @@ func (e *Executor) decideAuto(ctx context.Context) (recheckAt time.Time) {
 		e.lastSit = ""
 		e.mu.Unlock()
 	}
-	return recheckAt
+	return d.RecheckAt
 }
 
 // Request runs an operator's request (failover, switchover, rejoin), or

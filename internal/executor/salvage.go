@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -119,15 +118,13 @@ func missingByState(old, cur []topology.GTID) (n uint64, start string, ok bool) 
 		return 0, "", false
 	}
 	var from []string
-	for _, g := range old {
-		i := slices.IndexFunc(cur, func(c topology.GTID) bool { return c.Domain == g.Domain && c.Server == g.Server })
-		switch {
-		case i < 0:
+	for _, gap := range topology.StateBeyond(old, cur) {
+		if !gap.Known {
 			n++
-		case cur[i].Seq < g.Seq:
-			n += g.Seq - cur[i].Seq
-			from = append(from, cur[i].String())
+			continue
 		}
+		n += gap.Last.Seq - gap.Other.Seq
+		from = append(from, gap.Other.String())
 	}
 	return n, strings.Join(from, ","), true
 }

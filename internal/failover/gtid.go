@@ -254,13 +254,12 @@ func binlogStateExtra(old, cur []topology.GTID) string {
 		return ""
 	}
 	var parts []string
-	for _, g := range old {
-		i := slices.IndexFunc(cur, func(c topology.GTID) bool { return c.Domain == g.Domain && c.Server == g.Server })
-		switch {
-		case i < 0:
+	for _, gap := range topology.StateBeyond(old, cur) {
+		g := gap.Last
+		if gap.Known {
+			parts = append(parts, fmt.Sprintf("%s (the other's last of server %d is %s)", g, g.Server, gap.Other))
+		} else {
 			parts = append(parts, fmt.Sprintf("%s (the other has no transaction of server %d in domain %d)", g, g.Server, g.Domain))
-		case cur[i].Seq < g.Seq:
-			parts = append(parts, fmt.Sprintf("%s (the other's last of server %d is %s)", g, g.Server, cur[i]))
 		}
 	}
 	return strings.Join(parts, ", ")

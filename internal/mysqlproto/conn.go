@@ -104,6 +104,13 @@ func (c *Conn) getWrite() {
 	c.wbuf = (*c.wbox)[:0]
 }
 
+// takeWrite takes a write buffer again if an idle wait gave it back.
+func (c *Conn) takeWrite() {
+	if c.wbuf == nil {
+		c.getWrite()
+	}
+}
+
 // putRead gives the read buffer back; nothing may be unread in it.
 func (c *Conn) putRead() {
 	if c.rbox != nil && cap(c.rbuf) == defaultReadBuf {
@@ -297,9 +304,7 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 // WritePacket queues payload as one logical packet (split into frames as
 // needed) with the current sequence id. Call Flush to send.
 func (c *Conn) WritePacket(payload []byte) error {
-	if c.wbox == nil && c.wbuf == nil {
-		c.getWrite()
-	}
+	c.takeWrite()
 	for {
 		n := len(payload)
 		if n > MaxPayload {
@@ -324,9 +329,7 @@ func (c *Conn) WritePacket(payload []byte) error {
 // append the payload to; FinishPacket fills in the header. Packets built
 // this way must be shorter than MaxPayload.
 func (c *Conn) BeginPacket() (buf []byte, start int) {
-	if c.wbox == nil && c.wbuf == nil {
-		c.getWrite()
-	}
+	c.takeWrite()
 	start = len(c.wbuf)
 	c.wbuf = append(c.wbuf, 0, 0, 0, 0)
 	return c.wbuf, start
@@ -350,9 +353,7 @@ func (c *Conn) FinishPacket(buf []byte, start int) error {
 // WriteFrame queues a raw frame (header included) as is, keeping its
 // sequence id; the connection's Seq follows it.
 func (c *Conn) WriteFrame(f []byte) error {
-	if c.wbox == nil && c.wbuf == nil {
-		c.getWrite()
-	}
+	c.takeWrite()
 	c.wbuf = append(c.wbuf, f...)
 	c.Seq = f[3] + 1
 	if len(c.wbuf) >= flushAt {

@@ -118,6 +118,12 @@ func (r *rawIO) read(b []byte) (int, error) {
 	r.rb = b
 	err := r.rc.Read(r.rfunc)
 	r.rb = nil
+	return r.readResult(err)
+}
+
+// readResult is what a finished RawConn.Read of readFD means, as
+// net.Conn.Read would say it.
+func (r *rawIO) readResult(err error) (int, error) {
 	if err != nil {
 		return 0, err // deadline, closed
 	}
@@ -141,16 +147,7 @@ func (r *rawIO) readIdle(c *Conn) (int, error) {
 	if c.rbuf == nil {
 		c.getRead() // closed or deadline while waiting
 	}
-	if err != nil {
-		return 0, err
-	}
-	if r.rerr != 0 {
-		return 0, r.opError("read", r.rerr)
-	}
-	if r.rn == 0 {
-		return 0, io.EOF
-	}
-	return r.rn, nil
+	return r.readResult(err)
 }
 
 func (r *rawIO) readIdleFD(fd uintptr) bool {

@@ -164,6 +164,31 @@ func ParseGTIDList(s string) ([]GTID, error) {
 	return out, nil
 }
 
+// StateGap is a (domain, server id) pair of one @@gtid_binlog_state that
+// is beyond another's: Last is its last GTID, Other the other state's last
+// GTID of the same pair (Known false when it has none).
+type StateGap struct {
+	Last, Other GTID
+	Known       bool
+}
+
+// StateBeyond compares two @@gtid_binlog_state lists pair by pair and
+// returns the pairs of old that cur lacks, in whole or in part: the
+// transactions old's binary log holds that cur's does not.
+func StateBeyond(old, cur []GTID) []StateGap {
+	var gaps []StateGap
+	for _, g := range old {
+		i := slices.IndexFunc(cur, func(c GTID) bool { return c.Domain == g.Domain && c.Server == g.Server })
+		switch {
+		case i < 0:
+			gaps = append(gaps, StateGap{Last: g})
+		case cur[i].Seq < g.Seq:
+			gaps = append(gaps, StateGap{Last: g, Other: cur[i], Known: true})
+		}
+	}
+	return gaps
+}
+
 // GTIDState is every GTID variable of one server.
 type GTIDState struct {
 	// MariaDB: @@gtid_current_pos (binlog or replicated, whichever is newer
