@@ -42,7 +42,7 @@ func (c Class) String() string {
 }
 
 // Flags are facts about a statement that change routing or pin the session.
-type Flags uint32
+type Flags uint64
 
 // Statement flags. For a multi-statement text they are the union over all
 // statements (see the package documentation).
@@ -72,6 +72,29 @@ const (
 	FlagLoadLocal                        // LOAD DATA LOCAL INFILE, LOAD XML LOCAL INFILE
 	FlagChain                            // COMMIT/ROLLBACK AND CHAIN: a new transaction starts at once
 	FlagRelease                          // COMMIT/ROLLBACK RELEASE: the server closes the connection
+	// FlagDiagnostics: reads the diagnostics area the previous statement
+	// left on its server connection: SHOW WARNINGS|ERRORS, SHOW COUNT(*)
+	// WARNINGS|ERRORS, GET [CURRENT|STACKED] DIAGNOSTICS, @@warning_count,
+	// @@error_count.
+	FlagDiagnostics
+	FlagLastInsertID // LAST_INSERT_ID(, @@identity, @@last_insert_id, @@insert_id
+	FlagRowCount     // ROW_COUNT(
+	// FlagSessionStatus: reads or resets state of one server connection
+	// that cannot be replayed: SHOW [SESSION] STATUS, SHOW PROFILE(S),
+	// information_schema.SESSION_STATUS / SESSION_VARIABLES, FLUSH STATUS,
+	// SET profiling.
+	FlagSessionStatus
+	FlagSequence // NEXTVAL(, NEXT VALUE FOR: LASTVAL( now reads this connection's value
+	FlagRole     // SET ROLE: the connection's privileges change
+	FlagHandler  // HANDLER ... OPEN: a table handler lives on the connection
+	// FlagConnectionID: CONNECTION_ID(): a proxy answers with the id it
+	// gave the client.
+	FlagConnectionID
+	// FlagSessionTrack: SET [SESSION] session_track_system_variables,
+	// session_track_schema, session_track_state_change or
+	// session_track_gtids: the client changes what it is told; in another
+	// statement, a read of one of them.
+	FlagSessionTrack
 )
 
 var flagNames = [...]string{
@@ -79,7 +102,8 @@ var flagNames = [...]string{
 	"found-rows", "temp-table", "drop-temp", "lock-tables", "unlock-tables", "prepare",
 	"deallocate", "user-var", "autocommit-off", "autocommit-on", "sql-log-bin-off", "xa",
 	"kill", "read-only-trx", "explain-analyze", "global-set", "load-local", "chain",
-	"release",
+	"release", "diagnostics", "last-insert-id", "row-count", "session-status", "sequence",
+	"role", "handler", "connection-id", "session-track",
 }
 
 // Has reports whether all of g are set in f.

@@ -59,8 +59,11 @@ func classifyStmt(t Token, lx *headLexer, depth int) (h head) {
 		return h
 	}
 	switch t.Keyword {
-	case KwSelect, KwShow, KwTable, KwValues, KwHelp:
+	case KwSelect, KwTable, KwValues, KwHelp:
 		h.class = ClassRead
+	case KwShow:
+		h.class = ClassRead
+		h.flags = classifyShow(lx)
 	case KwWith:
 		return classifyWith(lx, depth)
 	case KwExplain, KwDescribe, KwDesc:
@@ -74,10 +77,13 @@ func classifyStmt(t Token, lx *headLexer, depth int) (h head) {
 		}
 		return classifyExplain(t, lx, depth, true)
 	case KwInsert, KwUpdate, KwDelete, KwReplace, KwMerge, KwTruncate, KwRename, KwGrant,
-		KwRevoke, KwCall, KwDo, KwHandler, KwOptimize, KwRepair, KwCheck, KwChecksum,
+		KwRevoke, KwCall, KwDo, KwOptimize, KwRepair, KwCheck, KwChecksum,
 		KwReset, KwPurge, KwInstall, KwUninstall, KwChange, KwStop, KwImport, KwCache,
 		KwBinlog, KwClone:
 		h.class = ClassWrite
+	case KwHandler:
+		h.class = ClassWrite
+		h.flags = classifyHandler(lx)
 	case KwIf, KwWhile, KwLoop, KwRepeat, KwCase:
 		// MariaDB compound statements outside stored programs.
 		h.class = ClassWrite
@@ -111,6 +117,9 @@ func classifyStmt(t Token, lx *headLexer, depth int) (h head) {
 			k := t.Keyword
 			if (k == KwLock && p1 == KwRead && p2 == KwWith) || (k == KwExport && p1 == KwFor) {
 				h.flags |= FlagLockTables
+			}
+			if k == KwStatus { // FLUSH STATUS resets this connection's counters
+				h.flags |= FlagSessionStatus
 			}
 			p2, p1 = p1, k
 		}
@@ -216,9 +225,61 @@ func classifyStmt(t Token, lx *headLexer, depth int) (h head) {
 		switch lx.next().Keyword {
 		case KwDiagnostics, KwCurrent, KwStacked:
 			h.class = ClassSession
+			h.flags = FlagDiagnostics
+			// GET DIAGNOSTICS @x = ...: the targets may be user variables.
+			for t := lx.next(); !endOfStatement(t); t = lx.next() {
+				if t.Kind == TokUserVar {
+					h.flags |= FlagUserVar
+					break
+				}
+			}
 		}
 	}
 	return h
+}
+
+// classifyShow reads what follows SHOW for the statements that read one
+// server connection's own state: SHOW WARNINGS | ERRORS, SHOW COUNT(*)
+// WARNINGS | ERRORS (the diagnostics area), SHOW [SESSION | LOCAL] STATUS
+// and SHOW PROFILE(S).
+func classifyShow(lx *headLexer) Flags {
+	t := lx.next()
+	switch t.Keyword {
+	case KwWarnings, KwErrors:
+		return FlagDiagnostics
+	case KwCount:
+		for range 4 { // ( * ) WARNINGS
+			t = lx.next()
+			if t.Keyword == KwWarnings || t.Keyword == KwErrors {
+				return FlagDiagnostics
+			}
+			if endOfStatement(t) {
+				break
+			}
+		}
+	case KwSession, KwLocal:
+		if lx.next().Keyword == KwStatus {
+			return FlagSessionStatus
+		}
+	case KwStatus, KwProfile, KwProfiles:
+		return FlagSessionStatus
+	}
+	return 0
+}
+
+// classifyHandler reads HANDLER tbl OPEN [AS alias]: the table handler
+// stays open on the server connection.
+func classifyHandler(lx *headLexer) Flags {
+	for range 5 { // tbl | db . tbl, then OPEN
+		t := lx.next()
+		if t.Keyword == KwOpen {
+			return FlagHandler
+		}
+		if endOfStatement(t) {
+			break
+		}
+	}
+	return 0
 }
 
 // chainRelease reads the rest of COMMIT/ROLLBACK for [AND [NO] CHAIN] and
@@ -338,8 +399,12 @@ func classifySet(lx *headLexer, depth int) head {
 	switch t.Keyword {
 	case KwTransaction, KwResource:
 		return h
-	case KwPassword, KwRole, KwDefault: // SET PASSWORD, SET ROLE, SET DEFAULT ROLE
+	case KwPassword, KwDefault: // SET PASSWORD, SET DEFAULT ROLE
 		h.class = ClassWrite
+		return h
+	case KwRole: // SET ROLE: the connection's privileges change
+		h.class = ClassWrite
+		h.flags = FlagRole
 		return h
 	case KwStatement: // MariaDB SET STATEMENT var=value [, ...] FOR <statement>
 		probe := *lx
@@ -367,24 +432,14 @@ func classifySet(lx *headLexer, depth int) head {
 		if t.Keyword == KwTransaction { // SET GLOBAL|SESSION TRANSACTION ...
 			return h
 		}
-		var name []byte
-		scopeGlobal := global
-		switch t.Kind {
-		case TokUserVar:
-			h.flags |= FlagUserVar
-		case TokSysVar:
-			name, scopeGlobal = sysVarName(src[t.Start:t.End])
-			if scopeGlobal {
-				h.flags |= FlagGlobalSet
-			}
-		case TokWord:
-			name = src[t.Start:t.End]
-		case TokQuotedIdent:
-			if !t.Unterminated(src) {
-				name = src[t.Start+1 : t.End-1]
-			}
-		default:
+		name, scopeGlobal, ok := setTarget(src, t, global)
+		switch {
+		case !ok:
 			return h
+		case t.Kind == TokUserVar:
+			h.flags |= FlagUserVar
+		case t.Kind == TokSysVar && scopeGlobal:
+			h.flags |= FlagGlobalSet
 		}
 		t = lx.next()
 		for t.Kind == TokDot { // SET NEW.col = ... in a trigger: not a system variable
@@ -412,6 +467,13 @@ func classifySet(lx *headLexer, depth int) head {
 					h.flags |= FlagSqlLogBinOff
 				}
 			}
+		}
+		if !scopeGlobal && name != nil && isTrackVar(name) {
+			h.flags |= FlagSessionTrack
+		}
+		if !scopeGlobal && name != nil && equalFold(name, "profiling") {
+			// Profiles are kept per server connection.
+			h.flags |= FlagSessionStatus
 		}
 		if t.Kind != TokComma {
 			return h

@@ -62,11 +62,26 @@
 //     primary: GET_LOCK(, RELEASE_LOCK(, RELEASE_ALL_LOCKS(, IS_FREE_LOCK(,
 //     IS_USED_LOCK(, LAST_INSERT_ID(, @@identity, @@last_insert_id,
 //     FOUND_ROWS(, ROW_COUNT(, NEXTVAL(, SETVAL(, LASTVAL(, NEXT/PREVIOUS
-//     VALUE FOR, @x := ..., INTO @x, INTO OUTFILE/DUMPFILE. SLEEP( and
-//     calls of stored functions are not flagged. It is cleared on SET
-//     statements, which are routed as SETs.
+//     VALUE FOR, @x := ..., INTO @x, INTO OUTFILE/DUMPFILE, and in a read
+//     the call of a function MariaDB does not know as built-in (a stored
+//     function may write: builtins.go), quoted or qualified calls
+//     included; a CTE's column list (WITH [RECURSIVE] name (...)) is not a
+//     call. SLEEP( is not flagged. It is cleared on SET statements, which
+//     are routed as SETs.
 //   - FlagGetLock, FlagReleaseLock, FlagCalcFoundRows (SQL_CALC_FOUND_ROWS),
-//     FlagFoundRows (FOUND_ROWS(), FlagUserVar (SET @x =, @x :=, INTO @x).
+//     FlagFoundRows (FOUND_ROWS(), FlagUserVar (SET @x =, @x :=, INTO @x,
+//     GET DIAGNOSTICS @x = ...).
+//   - Statements that read what one server connection keeps for its
+//     session: FlagDiagnostics (SHOW WARNINGS | ERRORS, SHOW COUNT(*)
+//     WARNINGS | ERRORS, GET [CURRENT | STACKED] DIAGNOSTICS,
+//     @@warning_count, @@error_count), FlagLastInsertID (LAST_INSERT_ID(,
+//     @@identity, @@last_insert_id), FlagRowCount (ROW_COUNT(),
+//     FlagConnectionID (CONNECTION_ID(), FlagSessionStatus (SHOW [SESSION |
+//     LOCAL] STATUS, SHOW PROFILE(S), SESSION_STATUS and SESSION_VARIABLES
+//     anywhere as a word, FLUSH ... STATUS, SET [SESSION] profiling),
+//     FlagSequence (NEXTVAL(, NEXT VALUE FOR), FlagRole (SET ROLE),
+//     FlagHandler (HANDLER t OPEN). [RewriteSessionFuncs] substitutes known
+//     values for some of them.
 //   - FlagTempTable (CREATE TEMPORARY ...), FlagDropTemp (DROP TEMPORARY
 //     ...), FlagLockTables (LOCK TABLE(S), LOCK INSTANCE FOR BACKUP, FLUSH
 //     ... WITH READ LOCK, FLUSH TABLES ... FOR EXPORT, BACKUP LOCK),

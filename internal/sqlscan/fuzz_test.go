@@ -23,12 +23,20 @@ func FuzzScan(f *testing.F) {
 		"SET STATEMENT a=1 FOR EXPLAIN ANALYZE WITH c AS (SELECT 1) UPDATE t SET a = 1",
 		"/*", "/*!", "'", "`", "\"", "@", "@@", "-- ", "#", "x'", "_utf8 '", "0x", ".", "...",
 		"SELECT -", "VALUES (", "IN (", "((((((", "))))", ";;;;",
+		"SELECT ROW_COUNT() + 1, (SELECT FOUND_ROWS()) x, LAST_INSERT_ID() AS y, @@identity, CONNECTION_ID(", "SET a = (1, b = 2",
 	} {
 		f.Add(q)
 	}
 	f.Fuzz(func(t *testing.T, q string) {
 		b := []byte(q)
 		info := Scan(b)
+		// The rewrites of client text never fail, and keep every byte
+		// outside what they replace.
+		all := FlagRowCount | FlagFoundRows | FlagLastInsertID | FlagConnectionID | FlagSessionTrack
+		if out, ok := RewriteSessionFuncs(nil, b, SessionValues{RowCount: -1, Track: map[string]string{"session_track_schema": "ON"}}, all); !ok && len(out) != 0 {
+			t.Fatalf("RewriteSessionFuncs(%q) changed nothing but wrote %q", q, out)
+		}
+		_ = SetAssignments(b)
 		norm := Normalize(nil, b)
 		if d := DigestText(norm); d != info.Digest {
 			t.Fatalf("Scan(%q).Digest = %x, DigestText(%q) = %x", q, info.Digest, norm, d)

@@ -26,8 +26,11 @@ const (
 	KwCheck
 	KwChecksum
 	KwClone
+	KwClose
 	KwCommit
 	KwConnection
+	KwConnectionID
+	KwCount
 	KwCreate
 	KwCurrent
 	KwData
@@ -43,6 +46,7 @@ const (
 	KwDumpfile
 	KwElse
 	KwEnd
+	KwErrors
 	KwEvent
 	KwExecute
 	KwExplain
@@ -92,6 +96,7 @@ const (
 	KwOff
 	KwOn
 	KwOnly
+	KwOpen
 	KwOptimize
 	KwOutfile
 	KwPackage
@@ -102,6 +107,9 @@ const (
 	KwPrepare
 	KwPrevious
 	KwProcedure
+	KwProcesslist
+	KwProfile
+	KwProfiles
 	KwPurge
 	KwQuery
 	KwRead
@@ -135,6 +143,7 @@ const (
 	KwStacked
 	KwStart
 	KwStatement
+	KwStatus
 	KwStop
 	KwTable
 	KwTables
@@ -155,6 +164,7 @@ const (
 	KwView
 	KwWhile
 	KwWith
+	KwWarnings
 	KwWork
 	KwWrite
 	KwXA
@@ -165,7 +175,9 @@ var namedKeywords = [kwNamed]string{
 	KwAlter: "ALTER", KwAnalyze: "ANALYZE", KwAtomic: "ATOMIC", KwBackup: "BACKUP",
 	KwBegin: "BEGIN", KwBinlog: "BINLOG", KwCache: "CACHE", KwCall: "CALL", KwCase: "CASE",
 	KwChain: "CHAIN", KwChange: "CHANGE", KwCharacter: "CHARACTER", KwCharset: "CHARSET",
-	KwCheck: "CHECK", KwChecksum: "CHECKSUM", KwClone: "CLONE", KwCommit: "COMMIT",
+	KwCheck: "CHECK", KwChecksum: "CHECKSUM", KwClone: "CLONE", KwClose: "CLOSE", KwCommit: "COMMIT",
+	KwConnectionID: "CONNECTION_ID", KwCount: "COUNT", KwErrors: "ERRORS", KwOpen: "OPEN",
+	KwProcesslist: "PROCESSLIST", KwProfile: "PROFILE", KwProfiles: "PROFILES", KwStatus: "STATUS", KwWarnings: "WARNINGS",
 	KwConnection: "CONNECTION", KwCreate: "CREATE", KwCurrent: "CURRENT", KwData: "DATA",
 	KwDatabase: "DATABASE", KwDeallocate: "DEALLOCATE", KwDefault: "DEFAULT",
 	KwDelete: "DELETE", KwDesc: "DESC", KwDescribe: "DESCRIBE", KwDiagnostics: "DIAGNOSTICS",

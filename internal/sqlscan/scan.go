@@ -64,6 +64,11 @@ type classifier struct {
 	prevKw    Keyword // keyword of the previous token, 0 if it was not a keyword
 	prev2Kw   Keyword
 	prevStart int
+	prevEnd   int
+	// the token before the previous one
+	prev2Kind  TokenKind
+	prev2Start int
+	prev2End   int
 }
 
 func (c *classifier) observe(t Token, lx *Lexer) {
@@ -127,10 +132,12 @@ func (c *classifier) merge(f Flags) {
 }
 
 func (c *classifier) shift(t Token) {
+	c.prev2Kind, c.prev2Start, c.prev2End = c.prevKind, c.prevStart, c.prevEnd
 	c.prev2Kw = c.prevKw
 	c.prevKw = t.Keyword
 	c.prevKind = t.Kind
 	c.prevStart = t.Start
+	c.prevEnd = t.End
 }
 
 // skipped records that the normalizer consumed tokens (a literal list or
@@ -194,13 +201,36 @@ func (c *classifier) anywhere(t Token, src []byte) {
 		case KwFor: // NEXT VALUE FOR seq, PREVIOUS VALUE FOR seq
 			if c.prevKw == KwValue && (c.prev2Kw == KwNext || c.prev2Kw == KwPrevious) {
 				f = FlagSideEffect
+				if c.prev2Kw == KwNext {
+					f |= FlagSequence
+				}
+			}
+		case kwNone:
+			// information_schema.SESSION_STATUS and SESSION_VARIABLES
+			// describe one server connection.
+			if n := t.End - t.Start; n == 14 || n == 17 {
+				if w := src[t.Start:t.End]; equalFold(w, "session_status") || equalFold(w, "session_variables") {
+					f = FlagSessionStatus
+				}
 			}
 		case KwOutfile, KwDumpfile:
 			if c.prevKw == KwInto {
 				f = FlagSideEffect
 			}
+		case KwProcesslist:
+			// SHOW PROCESSLIST, information_schema.PROCESSLIST: the
+			// writer's, where the sessions' statements run.
+			if c.cur.class == ClassRead {
+				f = FlagSideEffect
+			}
 		}
 	case TokLParen:
+		if c.cur.class == ClassRead && c.prev2Kw != KwWith && !(c.prev2Kind == TokWord && isWord(src, c.prev2Start, c.prev2End, "RECURSIVE")) &&
+			(c.prevKind == TokQuotedIdent || (c.prevKind == TokWord && c.prevKw == kwNone && !isBuiltin(src[c.prevStart:c.prevEnd]))) {
+			// A read that calls a stored function (builtins.go): it may
+			// write. (Not a CTE's column list: WITH [RECURSIVE] name (...).)
+			f = FlagSideEffect
+		}
 		switch c.prevKw {
 		case KwGetLock:
 			f = FlagGetLock | FlagSideEffect
@@ -208,7 +238,15 @@ func (c *classifier) anywhere(t Token, src []byte) {
 			f = FlagReleaseLock | FlagSideEffect
 		case KwFoundRows:
 			f = FlagFoundRows | FlagSideEffect
-		case KwIsFreeLock, KwIsUsedLock, KwLastInsertID, KwRowCount, KwNextval, KwSetval, KwLastval:
+		case KwLastInsertID:
+			f = FlagLastInsertID | FlagSideEffect
+		case KwRowCount:
+			f = FlagRowCount | FlagSideEffect
+		case KwNextval:
+			f = FlagSequence | FlagSideEffect
+		case KwConnectionID:
+			f = FlagConnectionID
+		case KwIsFreeLock, KwIsUsedLock, KwSetval, KwLastval:
 			f = FlagSideEffect
 		}
 	case TokUserVar:
@@ -220,8 +258,20 @@ func (c *classifier) anywhere(t Token, src []byte) {
 			f = FlagUserVar | FlagSideEffect
 		}
 	case TokSysVar:
-		if name, _ := sysVarName(src[t.Start:t.End]); equalFold(name, "identity") || equalFold(name, "last_insert_id") {
-			f = FlagSideEffect
+		name, _ := sysVarName(src[t.Start:t.End])
+		switch {
+		case equalFold(name, "identity") || equalFold(name, "last_insert_id"):
+			f = FlagLastInsertID | FlagSideEffect
+		case equalFold(name, "warning_count") || equalFold(name, "error_count"):
+			f = FlagDiagnostics
+		case equalFold(name, "pseudo_thread_id"):
+			if c.cur.class != ClassSet {
+				f = FlagConnectionID // the thread id, as CONNECTION_ID()
+			}
+		case isTrackVar(name):
+			if c.cur.class != ClassSet {
+				f = FlagSessionTrack // a read of the client's own tracking
+			}
 		}
 	}
 	if f != 0 {
@@ -230,4 +280,15 @@ func (c *classifier) anywhere(t Token, src []byte) {
 		}
 		c.flags |= f
 	}
+}
+
+// isWord reports whether src[start:end] is w, ignoring ASCII case.
+func isWord(src []byte, start, end int, w string) bool {
+	return end-start == len(w) && upperEqual(src[start:end], w)
+}
+
+// isTrackVar: a session_track_* variable that is a client's choice of what
+// it is told (session_track_transaction_info is an ordinary variable).
+func isTrackVar(name []byte) bool {
+	return len(name) > 14 && equalFold(name[:14], "session_track_") && !equalFold(name, "session_track_transaction_info")
 }
