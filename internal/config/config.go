@@ -161,7 +161,7 @@ type User struct {
 	BackendUser     string `yaml:"backend_user"`
 	BackendPassword string `yaml:"backend_password"`
 	DefaultSchema   string `yaml:"default_schema"`
-	// ReadYourWrites is none, session or gtid (default).
+	// ReadYourWrites is none, session, gtid (default) or global.
 	ReadYourWrites string   `yaml:"read_your_writes"`
 	SessionWindow  Duration `yaml:"session_window"`
 	// Multiplexing off keeps each client on one server connection.
@@ -234,6 +234,10 @@ type Monitor struct {
 	FailAfter         int      `yaml:"fail_after"`
 	RecoverAfter      int      `yaml:"recover_after"`
 	MaxReplicationLag Duration `yaml:"max_replication_lag"`
+	// LoneWriterGrace: how long the routed writer stays routed while its
+	// checks time out and no other server could take over, if it showed
+	// no sign of life (docs/monitoring.md); negative turns the rule off.
+	LoneWriterGrace Duration `yaml:"lone_writer_grace"`
 }
 
 // Failover configures automatic failover and switchover.
@@ -441,6 +445,7 @@ func (c *Config) applyDefaults() {
 			m.RecoverAfter = 5
 		}
 		setDur(&m.MaxReplicationLag, 30*time.Second)
+		setDur(&m.LoneWriterGrace, 5*time.Second)
 		f := &cl.Failover
 		setDur(&f.DetectAfter, 2*time.Second)
 		setDur(&f.MinInterval, time.Hour)
@@ -554,8 +559,8 @@ func (c *Config) Validate() error {
 		if isNativeHash(u.Password) && u.BackendPassword == "" {
 			add(key+".backend_password", "is needed when password is a hash: Vigil must log in to the servers")
 		}
-		if !oneOf(u.ReadYourWrites, "none", "session", "gtid") {
-			add(key+".read_your_writes", "must be none, session or gtid, not %q", u.ReadYourWrites)
+		if !oneOf(u.ReadYourWrites, "none", "session", "gtid", "global") {
+			add(key+".read_your_writes", "must be none, session, gtid or global, not %q", u.ReadYourWrites)
 		}
 	}
 	if len(c.Clusters) == 0 {

@@ -78,6 +78,27 @@ type ServerState struct {
 	// Conflict: read_only=OFF in a replication cluster but not the writer.
 	Conflict bool
 
+	// AliveAt is the start of the latest check that showed the server
+	// alive: it answered (data, a server error, an overload refusal), or
+	// it completed client statements while the check ran. Zero before.
+	AliveAt time.Time
+	// Slow: a check timed out while the server completed client statements
+	// on the proxy's connections (passive evidence): slow, not down. Such a
+	// check counts as neither good nor bad. Cleared after RecoverAfter
+	// consecutive good checks.
+	Slow bool
+	// TimeoutsOnly: every failed check of the current streak timed out
+	// (no refusal, reset, server error or bad answer).
+	TimeoutsOnly bool
+	// Kept: the routed writer failed FailAfter or more checks by timeouts
+	// only, but no other server could take the writes and it showed life
+	// within LoneWriterGrace, so it stays routed. KeptReason says so. A
+	// good check or leaving routing ends it; slow checks do not.
+	Kept       bool
+	KeptReason string
+	// Checks counts the checks applied, by how they were judged.
+	Checks CheckCounts
+
 	// Admin is the operator's state: Online (no override), OfflineSoft or
 	// OfflineHard.
 	Admin       topology.State
@@ -85,6 +106,14 @@ type ServerState struct {
 	// Fenced servers are OfflineHard until unfenced, whatever they report.
 	Fenced      bool
 	FenceReason string
+}
+
+// CheckCounts count a server's checks by result. Every check is exactly
+// one of Good, Failed, Slow and Overloaded; Kept counts the failed checks
+// that left a lone writer routed (the lone writer rule).
+type CheckCounts struct {
+	Good, Failed, Slow, Overloaded uint64
+	Kept                           uint64
 }
 
 // NewState is the state of a cluster before any check.
@@ -143,9 +172,12 @@ func Command(prev State, cmd func(*State) error, latest []*topology.Observation,
 func step(prev, next State, latest []*topology.Observation, opts *Options, now time.Time) (State, []Event) {
 	env := judgeEnv{WriterUp: prev.Writer >= 0}
 	env.WriterHeartbeat, env.HeartbeatStale = prev.writerHeartbeat(opts)
+	lone := prev.loneWriter(opts)
 	for i, o := range latest {
 		if i < len(next.Servers) && o != nil && o.Seq > next.Servers[i].Seq {
-			next.Servers[i].apply(o, opts, env)
+			e := env
+			e.Writer, e.Lone = i == prev.Writer, i == lone
+			next.Servers[i].apply(o, opts, e)
 		}
 	}
 	next.chooseWriter(opts)
@@ -179,9 +211,11 @@ func (s *ServerState) apply(o *topology.Observation, opts *Options, env judgeEnv
 	if !o.OK {
 		s.LastErr, s.LastErrCode = o.Err, o.ErrCode
 	}
+	slow := o.Slow()
 	switch {
-	case o.OK || o.Overloaded || o.ErrCode != 0:
-		s.FailingSince = time.Time{} // it answered
+	case o.OK || o.Overloaded || o.ErrCode != 0 || slow:
+		s.FailingSince = time.Time{} // it answered (the monitor or clients)
+		s.AliveAt = o.Time
 	case s.FailingSince.IsZero():
 		s.FailingSince = o.Time
 	}
@@ -189,6 +223,18 @@ func (s *ServerState) apply(o *topology.Observation, opts *Options, env judgeEnv
 		// Alive but refusing new connections or the monitor's login: not a
 		// failed check and not a good one. The server keeps its state.
 		s.Overloaded, s.OverloadReason = true, o.OverloadReason
+		s.Checks.Overloaded++
+		return
+	}
+	if slow {
+		// The check timed out while the server completed client statements:
+		// slow (short of CPU, say), not down. Neither good nor bad, it ends
+		// both streaks; the server keeps its state and its last verdict. A
+		// kept lone writer stays kept (its checks still time out): only an
+		// answer or leaving routing ends that, so the events do not flap.
+		s.Checks.Slow++
+		s.Slow = true
+		s.Good, s.Bad = 0, 0
 		return
 	}
 	if o.OK {
@@ -216,8 +262,13 @@ func (s *ServerState) apply(o *topology.Observation, opts *Options, env judgeEnv
 	first := !s.Judged
 	s.Judged = true
 	if v.Good() {
+		s.Checks.Good++
 		s.Good++
 		s.Bad = 0
+		s.Kept, s.KeptReason = false, ""
+		if s.Slow && s.Good >= opts.RecoverAfter {
+			s.Slow = false
+		}
 		s.Verdict = v
 		switch {
 		case first:
@@ -232,21 +283,102 @@ func (s *ServerState) apply(o *topology.Observation, opts *Options, env judgeEnv
 		}
 		return
 	}
+	s.Checks.Failed++
 	s.Bad++
 	s.Good = 0
+	timedOut := !o.OK && o.TimedOut
+	s.TimeoutsOnly = timedOut && (s.Bad == 1 || s.TimeoutsOnly)
 	failed := topology.Shunned
 	if !o.OK && o.Refused {
 		failed = topology.OfflineHard // nothing listens: down, not slow
 	}
+	failAfter := opts.FailAfter
+	confirmed := o.Stuck() && !env.Writer
+	if confirmed {
+		// Clients waited on it through the whole check and nothing
+		// completed: the second witness a second check would be. What a
+		// server other than the writer serves (reads) goes elsewhere at no
+		// cost; the writer keeps fail_after.
+		failAfter = 1
+	}
 	switch {
-	case s.Computed == topology.Online && s.Bad >= opts.FailAfter:
+	case s.Computed == topology.Online && s.Bad >= failAfter:
+		if why, keep := s.keepLoneWriter(o, opts, env); keep {
+			s.Kept, s.KeptReason = true, why
+			s.Checks.Kept++
+			return
+		}
+		s.Kept, s.KeptReason = false, ""
 		s.Computed = failed
-		s.Reason = fmt.Sprintf("%d consecutive failed checks (%s); it returns after %d good checks",
-			s.Bad, v.Reason, opts.RecoverAfter)
+		what := fmt.Sprintf("%d consecutive failed checks", s.Bad)
+		if confirmed && s.Bad < opts.FailAfter {
+			what = fmt.Sprintf("a failed check while %d client statements waited on it and none completed", o.ClientWaiting)
+		}
+		s.Reason = fmt.Sprintf("%s (%s)%s; it returns after %d good checks",
+			what, v.Reason, s.loneNote(o, opts, env), opts.RecoverAfter)
 	case s.Computed != topology.Online:
 		s.Computed = failed
 		s.Reason = fmt.Sprintf("%s; it returns after %d good checks", v.Reason, opts.RecoverAfter)
 	}
+}
+
+// The lone writer rule. Taking the only server that could take the writes
+// out of routing makes no write succeed: it only turns writes that wait
+// for a slow server into writes that wait for a writer and fail. So when
+// the routed writer fails its checks by timeouts alone and no other
+// server could replace it, it stays routed as long as it showed life (an
+// answered check, a completed client statement) within LoneWriterGrace.
+// A refusal, a reset, a server error or a bad answer ends the grace at
+// once, as does a replacement that comes up (the next failed check takes
+// the writer out). Failover does not depend on it: the failover engine
+// reads the observations and FailingSince, which a kept writer's failed
+// checks still advance.
+
+// loneWriter is the routed writer when no other server could take its
+// place: no other server is ONLINE and readable (replication: a replica
+// the failover manager could promote) or writable (Galera, read-only
+// clusters). -1 otherwise. The monitor does not know failover.candidates
+// or never_promote: any such server counts as a replacement.
+func (st *State) loneWriter(opts *Options) int {
+	w := st.Writer
+	if w < 0 || opts.LoneWriterGrace < 0 {
+		return -1
+	}
+	for i := range st.Servers {
+		if i == w {
+			continue
+		}
+		r, wr := st.Servers[i].access()
+		if wr || (r && opts.Type == TypeReplication) {
+			return -1
+		}
+	}
+	return w
+}
+
+// keepLoneWriter decides whether a lone writer that reached FailAfter
+// failed checks stays routed, and says why.
+func (s *ServerState) keepLoneWriter(o *topology.Observation, opts *Options, env judgeEnv) (string, bool) {
+	if !env.Lone || !s.TimeoutsOnly || s.AliveAt.IsZero() {
+		return "", false
+	}
+	quiet := o.Time.Add(o.Took).Sub(s.AliveAt)
+	if quiet > opts.LoneWriterGrace {
+		return "", false
+	}
+	return fmt.Sprintf("%d consecutive checks timed out (%s), but no other server could take the writes and it showed life %s ago: it stays the writer, and leaves routing after %s without a sign of life; check the server (stalled, short of CPU, or cut off)",
+		s.Bad, s.LastErr, quiet.Round(10*time.Millisecond), opts.LoneWriterGrace), true
+}
+
+// loneNote explains why a lone writer leaves routing after all, "" for
+// any other server.
+func (s *ServerState) loneNote(o *topology.Observation, opts *Options, env judgeEnv) string {
+	if !env.Lone || !s.TimeoutsOnly || s.AliveAt.IsZero() {
+		return ""
+	}
+	quiet := o.Time.Add(o.Took).Sub(s.AliveAt)
+	return fmt.Sprintf(", no sign of life for %s (no other server could take the writes: kept up to %s)",
+		quiet.Round(10*time.Millisecond), opts.LoneWriterGrace)
 }
 
 // chooseWriter sets Designated, Writer, WriterReason and the conflict
@@ -460,6 +592,21 @@ func diff(prev, next *State, opts *Options, now time.Time) []Event {
 		} else if p.Lagging && !n.Lagging {
 			ev(n.Name, EventLagCleared, "", "", "caught up: "+n.Latest.Reason)
 		}
+		if !p.Slow && n.Slow {
+			ev(n.Name, EventSlow, "", "", fmt.Sprintf("a check timed out (%s) while the server completed %d client statements on Vigil's connections: slow, not down, so the check does not count as failed; if this repeats, the server or Vigil is short of CPU (or raise monitor.timeout)",
+				n.LastErr, n.Last.ClientReplies))
+		} else if p.Slow && !n.Slow {
+			ev(n.Name, EventSlowCleared, "", "", fmt.Sprintf("%d consecutive good checks", n.Good))
+		}
+		if !p.Kept && n.Kept {
+			ev(n.Name, EventWriterKept, "", "", n.KeptReason)
+		} else if p.Kept && !n.Kept {
+			why := "it shows life again"
+			if st, reason := n.Published(); st != topology.Online {
+				why = "out of routing after all: " + reason
+			}
+			ev(n.Name, EventWriterKeptCleared, "", "", why)
+		}
 		if !p.Conflict && n.Conflict {
 			reason := "reports read_only=OFF but is not the writer; it gets no writes"
 			if w := next.writerName(); w != "" {
@@ -503,6 +650,12 @@ func (st *State) Snapshot(opts *Options) *topology.Snapshot {
 		}
 		if s.Overloaded {
 			reason += "; overloaded: " + s.OverloadReason
+		}
+		if s.Kept && i == st.Writer {
+			reason += "; kept as the writer: " + s.KeptReason
+		}
+		if s.Slow {
+			reason += "; slow: checks time out while it completes client statements (not counted as failures)"
 		}
 		srv := topology.Server{
 			Name: s.Name, Addr: opts.Servers[i].Addr, Weight: opts.Servers[i].Weight,

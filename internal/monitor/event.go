@@ -31,6 +31,19 @@ const (
 	// ends it.
 	EventLag        EventKind = "lag"
 	EventLagCleared EventKind = "lag_cleared"
+	// EventSlow: a check timed out while the server completed client
+	// statements on the proxy's connections (passive evidence): the check
+	// is not counted as failed. EventSlowCleared follows recover_after
+	// good checks.
+	EventSlow        EventKind = "slow"
+	EventSlowCleared EventKind = "slow_cleared"
+	// EventWriterKept: the routed writer failed fail_after checks by
+	// timeouts, but no other server could take the writes and it showed
+	// life within lone_writer_grace: it stays routed (the lone writer
+	// rule). EventWriterKeptCleared ends it: the writer shows life again or
+	// leaves routing after all.
+	EventWriterKept        EventKind = "writer_kept"
+	EventWriterKeptCleared EventKind = "writer_kept_cleared"
 )
 
 // Event is one thing the monitor noticed or was told.
@@ -71,7 +84,7 @@ func orNone(s string) string {
 // level is the log level of an event: losing something is a warning.
 func (e Event) level() slog.Level {
 	switch e.Kind {
-	case EventConflict, EventOverloaded, EventLag:
+	case EventConflict, EventOverloaded, EventLag, EventSlow, EventWriterKept:
 		return slog.LevelWarn
 	case EventStateChange:
 		if e.To != "ONLINE" {

@@ -56,10 +56,23 @@ func (h *harness) idx(name string) int {
 // see feeds one observation of server name and returns the events.
 func (h *harness) see(name string, o topology.Observation) []Event {
 	h.t.Helper()
-	i := h.idx(name)
 	h.now = h.now.Add(100 * time.Millisecond)
+	return h.observe(name, h.now, o)
+}
+
+// seeAt feeds an observation of a check that started at start and took
+// o.Took; the evaluation happens when it ends, as in the monitor.
+func (h *harness) seeAt(name string, start time.Time, o topology.Observation) []Event {
+	h.t.Helper()
+	h.now = start.Add(o.Took)
+	return h.observe(name, start, o)
+}
+
+func (h *harness) observe(name string, start time.Time, o topology.Observation) []Event {
+	h.t.Helper()
+	i := h.idx(name)
 	o.Server = name
-	o.Time = h.now
+	o.Time = start
 	if prev := h.latest[i]; prev != nil {
 		o.Seq = prev.Seq + 1
 	} else {

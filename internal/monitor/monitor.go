@@ -212,6 +212,17 @@ func (m *Monitor) Observations() []topology.Health {
 	return out
 }
 
+// Checks returns every server's check counts, in server order (metrics).
+func (m *Monitor) Checks() []CheckCounts {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]CheckCounts, len(m.st.Servers))
+	for i := range m.st.Servers {
+		out[i] = m.st.Servers[i].Checks
+	}
+	return out
+}
+
 // State returns a copy of the evaluator's state (for diagnostics).
 func (m *Monitor) State() State {
 	m.mu.Lock()

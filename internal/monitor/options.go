@@ -23,6 +23,7 @@ const (
 	DefaultMaxReplicationLag = 30 * time.Second
 	DefaultConnectCheckEvery = 4
 	DefaultEventBuffer       = 1000
+	DefaultLoneWriterGrace   = 5 * time.Second
 )
 
 // Options configure the monitor of one cluster. The zero value of every
@@ -73,6 +74,22 @@ type Options struct {
 
 	// EventBuffer bounds the events kept for Events.
 	EventBuffer int
+
+	// Activity is passive evidence from the data path about server i (its
+	// index in Servers): completed counts the client statements it
+	// completed on the proxy's own pooled connections (the whole reply
+	// read), inFlight those waiting for its reply now. The probe reads it
+	// when a check starts and when it ends: a check that timed out while
+	// completed moved was slow, not a sign of a dead server; one that timed
+	// out while clients waited and nothing completed is confirmed. nil: no
+	// passive evidence.
+	Activity func(server int) (completed uint64, inFlight int64)
+	// LoneWriterGrace bounds how long the routed writer stays routed while
+	// its checks time out, when no other server could take the writes (no
+	// failover candidate) — measured from its last sign of life: a check it
+	// answered or a client statement it completed. Negative: no such
+	// grace, the writer leaves routing like any server.
+	LoneWriterGrace time.Duration
 }
 
 // Server is one server of the cluster.
@@ -128,6 +145,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.EventBuffer <= 0 {
 		o.EventBuffer = DefaultEventBuffer
+	}
+	if o.LoneWriterGrace == 0 {
+		o.LoneWriterGrace = DefaultLoneWriterGrace
 	}
 	o.Servers = append([]Server(nil), o.Servers...)
 	return o

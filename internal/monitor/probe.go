@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -58,7 +60,7 @@ func (p *probe) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return // cancelled mid-check: the failure is ours, not the server's
 		}
-		p.m.log.Debug("check", "server", p.name, "seq", o.Seq, "ok", o.OK, "took", o.Took, "err", o.Err)
+		p.m.log.Debug("check", "server", p.name, "seq", o.Seq, "ok", o.OK, "took", o.Took, "err", o.Err, "client_replies", o.ClientReplies, "client_waiting", o.ClientWaiting)
 		p.m.observe(p.idx, o)
 		timer.Reset(max(opts.Interval-time.Since(start), 0))
 	}
@@ -71,7 +73,21 @@ func (p *probe) check(ctx context.Context, opts *Options, start time.Time) *topo
 		Server: p.name, Seq: p.seq, Time: start, HeartbeatLag: -1,
 		Connections: topology.ConnectionStatus{MaxConnections: -1, ThreadsConnected: -1},
 	}
-	defer func() { o.Took = time.Since(start) }()
+	// Passive evidence: client statements the server completed while the
+	// check ran (only completions count — a statement stuck on a stopped
+	// server does not — and only those after the check started), and
+	// those that were waiting for it when the check started.
+	var replies uint64
+	if opts.Activity != nil {
+		replies, o.ClientWaiting = opts.Activity(p.idx)
+	}
+	defer func() {
+		o.Took = time.Since(start)
+		if opts.Activity != nil {
+			n, _ := opts.Activity(p.idx)
+			o.ClientReplies = n - replies
+		}
+	}()
 	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 
@@ -163,9 +179,20 @@ func (p *probe) fail(o *topology.Observation, err error) {
 	o.Err = err.Error()
 	o.ErrCode = sqlErrorCode(err)
 	o.Refused = errors.Is(err, syscall.ECONNREFUSED)
+	o.TimedOut = isTimeout(err)
 	if overloadCode(o.ErrCode) {
 		o.Overloaded, o.OverloadCode, o.OverloadReason = true, o.ErrCode, overloadText(o.ErrCode, err)
 	}
+}
+
+// isTimeout reports whether err is a deadline that passed (the socket's or
+// the check's context), as opposed to a refusal, a reset or a server error.
+func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (p *probe) dial(ctx context.Context, opts *Options, addr string) (*backend.Conn, error) {

@@ -42,6 +42,9 @@ type judgeEnv struct {
 	// HeartbeatStale: the writer's newest heartbeat was older than
 	// max_replication_lag (nothing writes heartbeats): ignore them.
 	HeartbeatStale bool
+	// Writer: the server judged is the routed writer. Lone: and no other
+	// server could take the writes (the lone writer rule).
+	Writer, Lone bool
 }
 
 // lagOf is a server's replication lag in seconds, -1 when unknown. With a

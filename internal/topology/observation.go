@@ -79,6 +79,20 @@ type Observation struct {
 	// Refused: the failure was "connection refused" — nothing listens on
 	// the port, the server is down rather than slow.
 	Refused bool
+	// TimedOut: the failure was the check's deadline (no answer in time),
+	// not a refusal, a reset or a server error.
+	TimedOut bool
+	// ClientReplies is passive evidence: how many client statements this
+	// server completed on the proxy's own pooled connections (the whole
+	// reply read) between the start and the end of the check. A check that
+	// timed out while the server answered clients shows a slow server, not
+	// a dead one. 0 when none completed or the proxy reports no traffic.
+	ClientReplies uint64
+	// ClientWaiting is how many client statements were waiting for this
+	// server's reply when the check started. A check that timed out while
+	// they waited and none of them (nor any other) completed shows a server
+	// that completes nothing: stopped or cut off, not merely slow.
+	ClientWaiting int64
 
 	// Overloaded: the server is alive but refuses new connections (errors
 	// 1040, 1203, 1226, or its connections are at max_connections) or
@@ -113,6 +127,19 @@ type Observation struct {
 	// none. Comparing it with the writer's says how far behind a replica's
 	// data is, even while the writer is down.
 	HeartbeatTS time.Time
+}
+
+// Slow reports whether the check timed out while the server completed
+// client statements (ClientReplies): the server is slow, not down.
+func (o *Observation) Slow() bool {
+	return !o.OK && o.TimedOut && !o.Overloaded && o.ClientReplies > 0
+}
+
+// Stuck reports whether the check timed out while clients waited on the
+// server and nothing completed (ClientWaiting, ClientReplies): passive
+// evidence that agrees with the check.
+func (o *Observation) Stuck() bool {
+	return !o.OK && o.TimedOut && !o.Overloaded && o.ClientReplies == 0 && o.ClientWaiting > 0
 }
 
 // Lag is the replication lag in seconds as this observation alone shows
