@@ -33,6 +33,8 @@ var (
 	descGTIDFallback = prometheus.NewDesc("vigil_gtid_wait_fallbacks_total", "Read-your-writes waits that timed out; the read went to the writer.", []string{"cluster"}, nil)
 	descGTIDSkipped  = prometheus.NewDesc("vigil_gtid_waits_skipped_total", "Read-your-writes waits skipped because the monitor had already seen the replica past the write.", []string{"cluster"}, nil)
 	descHeld         = prometheus.NewDesc("vigil_statements_held_total", "Statements that waited at a hold (switchover).", []string{"cluster"}, nil)
+	descPanics       = prometheus.NewDesc("vigil_session_panics_total", "Client sessions ended by an internal error (a recovered panic; the log has the stack).", []string{"cluster"}, nil)
+	descScoped       = prometheus.NewDesc("vigil_session_scoped_total", "How statements that read what the previous statement left on its server connection were served (docs/routing.md): soft_hold (connection kept until the next statement), soft_hold_expired (given back after an idle second), on_previous (ran on the kept connection), rewritten (Vigil's ROW_COUNT()/FOUND_ROWS()/LAST_INSERT_ID() values sent), diagnostics_cleared (ran after Vigil emptied a connection's warnings), prepare_retried (a prepare or execute a replica failed for a missing object, retried on the writer), insert_id_fetched (LAST_INSERT_ID() asked after CALL, LOAD DATA or LAST_INSERT_ID(expr), which set it unseen).", []string{"cluster", "kind"}, nil)
 	descPins         = prometheus.NewDesc("vigil_session_pins_total", "Sessions pinned to their server connection, by reason.", []string{"cluster", "reason"}, nil)
 	descPoolOpen     = prometheus.NewDesc("vigil_pool_connections", "Server connections open, by state.", []string{"cluster", "server", "state"}, nil)
 	descPoolWaits    = prometheus.NewDesc("vigil_pool_waits_total", "Checkouts that waited for a free server connection.", []string{"cluster", "server"}, nil)
@@ -56,16 +58,18 @@ var (
 	descUserErrors   = prometheus.NewDesc("vigil_user_query_errors_total", "Client statements that ended with an error, by user.", []string{"cluster", "user"}, nil)
 	descOps          = prometheus.NewDesc("vigil_operations_total", "Failovers, switchovers, Galera writer moves and rejoins, by result (ok, failed, running).", []string{"cluster", "kind", "result"}, nil)
 	descOpDuration   = prometheus.NewDesc("vigil_operation_duration_seconds", "How long finished failovers, switchovers, Galera writer moves and rejoins took.", []string{"cluster", "kind"}, nil)
+	descMonChecks    = prometheus.NewDesc("vigil_monitor_checks_total", "Health checks by result: good, failed, slow (timed out while the server completed client statements: not counted as failed), overloaded (alive but refusing connections: neither).", []string{"cluster", "server", "result"}, nil)
+	descWriterKept   = prometheus.NewDesc("vigil_monitor_writer_kept_total", "Failed checks after which the writer stayed routed because no other server could take the writes (the lone writer rule).", []string{"cluster", "server"}, nil)
 	descQlogSink     = prometheus.NewDesc("vigil_query_log_sink_records_total", "Query log records per sink, by outcome (written, dropped, error).", []string{"sink", "outcome"}, nil)
 )
 
 func (m metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descServerState, descServerRole, descReadable, descWritable, descWriter, descLag, descTerm,
 		descSessions, descConnections, descAuthFail, descQueries, descRoutes, descErrors, descReadRetries, descGTIDWaits,
-		descGTIDFallback, descGTIDSkipped, descHeld, descPins, descPoolOpen, descPoolWaits, descPoolDials, descPoolDialErrs,
+		descGTIDFallback, descGTIDSkipped, descHeld, descPanics, descScoped, descPins, descPoolOpen, descPoolWaits, descPoolDials, descPoolDialErrs,
 		descRuleHits, descRuleActions, descDigests, descDigestEvict, descCacheBytes, descCacheEntries, descCacheOps,
 		descQlogEntries, descQlogDropped, descQlogSink, descLatency, descRouteErrors, descSrvQueries, descSrvErrors, descUserQueries, descUserErrors,
-		descOps, descOpDuration} {
+		descOps, descOpDuration, descMonChecks, descWriterKept} {
 		ch <- d
 	}
 }
@@ -101,6 +105,18 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 				}
 			}
 		}
+		if snap := rt.topo.Load(); snap != nil {
+			for i, c := range rt.mon.Checks() {
+				if i < len(snap.Servers) {
+					srv := snap.Servers[i].Name
+					counter(descMonChecks, int64(c.Good), name, srv, "good")
+					counter(descMonChecks, int64(c.Failed), name, srv, "failed")
+					counter(descMonChecks, int64(c.Slow), name, srv, "slow")
+					counter(descMonChecks, int64(c.Overloaded), name, srv, "overloaded")
+					counter(descWriterKept, int64(c.Kept), name, srv)
+				}
+			}
+		}
 		st := rt.fe.Stats
 		gauge(descSessions, float64(rt.fe.SessionCount()), name)
 		counter(descConnections, st.Connections.Load(), name)
@@ -114,6 +130,14 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descGTIDFallback, st.GTIDFallback.Load(), name)
 		counter(descGTIDSkipped, st.GTIDKnown.Load(), name)
 		counter(descHeld, st.Held.Load(), name)
+		counter(descPanics, st.Panics.Load(), name)
+		counter(descScoped, st.SoftHolds.Load(), name, "soft_hold")
+		counter(descScoped, st.SoftHoldExpired.Load(), name, "soft_hold_expired")
+		counter(descScoped, st.PrevReads.Load(), name, "on_previous")
+		counter(descScoped, st.SessionRewrites.Load(), name, "rewritten")
+		counter(descScoped, st.DiagClears.Load(), name, "diagnostics_cleared")
+		counter(descScoped, st.PrepareRetries.Load(), name, "prepare_retried")
+		counter(descScoped, st.InsertIDFetches.Load(), name, "insert_id_fetched")
 		for i, reason := range frontend.PinNames {
 			counter(descPins, st.Pins[i].Load(), name, reason)
 		}

@@ -119,6 +119,11 @@ type clusterRuntime struct {
 	digests *qstats.Store
 }
 
+// activity is the frontend's passive evidence for the monitor: client
+// statements server i completed, and those waiting for it. The monitor is
+// built before the frontend but runs only after it exists.
+func (rt *clusterRuntime) activity(i int) (uint64, int64) { return rt.fe.Activity(i) }
+
 func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -142,7 +147,7 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 		for i, s := range cc.Servers {
 			rt.pools = append(rt.pools, backend.NewPool(s.Name, s.Address, i, poolOptions(cc, creds), d.log.With("cluster", cc.Name)))
 		}
-		mon, err := monitor.New(monitorOptions(cc), rt.topo, d.log.With("cluster", cc.Name))
+		mon, err := monitor.New(monitorOptions(cc, rt.activity), rt.topo, d.log.With("cluster", cc.Name))
 		if err != nil {
 			return fmt.Errorf("cluster %s: monitor: %w", cc.Name, err)
 		}
@@ -151,9 +156,11 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 		if err != nil {
 			return fmt.Errorf("cluster %s: %w", cc.Name, err)
 		}
+		version, mariadbCaps, collation := discoverServers(ctx, cc)
 		if opts.ServerVersion == "" {
-			opts.ServerVersion = discoverVersion(ctx, cc)
+			opts.ServerVersion = version
 		}
+		opts.MariaDBCaps, opts.Collation = mariadbCaps, collation
 		rt.fe = frontend.New(opts, users, rt.topo, rt.pools, d.log.With("cluster", cc.Name))
 		rt.digests = qstats.New(cfg.Digests.MaxEntries)
 		proc, err := d.processing(cfg, cc, rt.digests, nil)
@@ -206,7 +213,8 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 				d.log.Error("listener stopped", "cluster", cc.Name, "err", err)
 			}
 		}()
-		d.log.Info("cluster listening", "cluster", cc.Name, "listen", ln.Addr().String(), "servers", len(cc.Servers), "server_version", opts.ServerVersion)
+		d.log.Info("cluster listening", "cluster", cc.Name, "listen", ln.Addr().String(), "servers", len(cc.Servers), "server_version", opts.ServerVersion,
+			"mariadb_extended_capabilities", fmt.Sprintf("%#x", opts.MariaDBCaps))
 	}
 	if cfg.Admin.AdminEnabled() {
 		aopts := admin.Options{Listen: cfg.Admin.Listen, Token: cfg.Admin.Token, User: cfg.Admin.User, Password: cfg.Admin.Password}
@@ -287,16 +295,18 @@ func (d *daemon) reload(path string) error {
 		rt.fe.SetUsers(users)
 		if opts, err := frontendOptions(cc, nil); err == nil {
 			old := rt.fe
+			version, mariadbCaps, collation := discoverServers(context.Background(), cc)
 			opts.ServerVersion = rt.cfg.ServerVersion
 			if opts.ServerVersion == "" {
-				opts.ServerVersion = discoverVersion(context.Background(), cc)
+				opts.ServerVersion = version
 			}
+			opts.MariaDBCaps, opts.Collation = mariadbCaps, collation
 			old.SetOptions(opts)
 		}
 		for _, p := range rt.pools {
 			p.SetOptions(poolOptions(cc, creds))
 		}
-		if err := rt.mon.SetOptions(monitorOptions(cc)); err != nil {
+		if err := rt.mon.SetOptions(monitorOptions(cc, rt.activity)); err != nil {
 			d.log.Warn("config reload: monitor options kept", "cluster", cc.Name, "err", err)
 		}
 	}
@@ -357,6 +367,8 @@ func buildUsers(cfg *config.Config) []frontend.User {
 			fu.RYW = router.RYWNone
 		case "session":
 			fu.RYW = router.RYWSession
+		case "global":
+			fu.RYW = router.RYWGlobal
 		default:
 			fu.RYW = router.RYWGTID
 		}
@@ -405,12 +417,15 @@ func frontendOptions(cc config.Cluster, rsaKey *rsa.PrivateKey) (frontend.Option
 	return o, nil
 }
 
-func monitorOptions(cc config.Cluster) monitor.Options {
+// monitorOptions are a cluster's monitor options; activity is the
+// frontend's passive evidence (monitor.Options.Activity).
+func monitorOptions(cc config.Cluster, activity func(int) (uint64, int64)) monitor.Options {
 	o := monitor.Options{
 		Cluster: cc.Name, Type: cc.Type, User: cc.Monitor.User, Password: cc.Monitor.Password,
 		Interval: cc.Monitor.Interval.Duration, Timeout: cc.Monitor.Timeout.Duration,
 		FailAfter: cc.Monitor.FailAfter, RecoverAfter: cc.Monitor.RecoverAfter,
-		MaxReplicationLag: cc.Monitor.MaxReplicationLag.Duration,
+		MaxReplicationLag: cc.Monitor.MaxReplicationLag.Duration, Activity: activity,
+		LoneWriterGrace: cc.Monitor.LoneWriterGrace.Duration,
 	}
 	for _, s := range cc.Servers {
 		o.Servers = append(o.Servers, monitor.Server{Name: s.Name, Addr: s.Address, Role: s.Role, Weight: s.Weight})
@@ -437,30 +452,64 @@ func executorOptions(cfg *config.Config, cc config.Cluster) executor.Options {
 	return o
 }
 
-// discoverVersion reads the server version from the first server that
-// answers (the greeting needs no login).
-func discoverVersion(ctx context.Context, cc config.Cluster) string {
-	for _, s := range cc.Servers {
-		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		var dl net.Dialer
-		nc, err := dl.DialContext(dctx, "tcp", s.Address)
-		if err != nil {
-			cancel()
-			continue
-		}
-		_ = nc.SetDeadline(time.Now().Add(2 * time.Second))
-		c := mysqlproto.NewConn(nc)
-		p, err := c.ReadPacket()
-		nc.Close()
-		cancel()
-		if err != nil {
-			continue
-		}
-		if g, err := mysqlproto.ParseGreeting(p); err == nil {
-			return g.ServerVersion + "-vigil"
-		}
+// discoverServers reads every server's greeting (it needs no login), in
+// parallel: the version clients are shown is the first answering server's
+// (in configuration order), and the MariaDB extended capabilities Vigil
+// offers clients are those that every answering server offers, within
+// what Vigil supports (mysqlproto.MariaDBCapabilities); none when a server
+// is MySQL (CLIENT_MYSQL set) or no server answers. A server that is down
+// now cannot veto: if it later comes back without them, connections to it
+// for clients that negotiated them are refused with an error that says so
+// (mysqlproto.Dial), never opened in another shape.
+func discoverServers(ctx context.Context, cc config.Cluster) (version string, mariadbCaps uint32, collation byte) {
+	greetings := make([]*mysqlproto.Greeting, len(cc.Servers))
+	var wg sync.WaitGroup
+	for i, s := range cc.Servers {
+		wg.Go(func() { greetings[i] = readGreeting(ctx, s.Address) })
 	}
-	return "5.5.5-10.11.0-MariaDB-vigil"
+	wg.Wait()
+	mariadbCaps = mysqlproto.MariaDBCapabilities
+	answered := false
+	for _, g := range greetings {
+		if g == nil {
+			continue
+		}
+		if !answered {
+			version = g.ServerVersion + "-vigil"
+			collation = g.Collation
+		}
+		answered = true
+		if g.Capabilities&mysqlproto.CapabilityClientLongPassword != 0 {
+			mariadbCaps = 0 // MySQL, or a MariaDB older than 10.2
+		}
+		mariadbCaps &= g.MariaDBCaps
+	}
+	if !answered {
+		return "5.5.5-10.11.0-MariaDB-vigil", 0, 0
+	}
+	return version, mariadbCaps, collation
+}
+
+// readGreeting returns a server's greeting, or nil.
+func readGreeting(ctx context.Context, addr string) *mysqlproto.Greeting {
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var dl net.Dialer
+	nc, err := dl.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return nil
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(2 * time.Second))
+	p, err := mysqlproto.NewConn(nc).ReadPacket()
+	if err != nil {
+		return nil
+	}
+	g, err := mysqlproto.ParseGreeting(p)
+	if err != nil {
+		return nil
+	}
+	return g
 }
 
 // raiseOpenFiles lifts the soft open-file limit to the hard one: every

@@ -49,11 +49,15 @@ func (c *Conn) readColumnResults() ([]string, [][]string, error) {
 		}
 		switch p[0] {
 		case mysqlproto.ErrPacket:
+			c.DiagDirty = true
 			return nil, nil, mysqlproto.ParseErr(p)
 		case mysqlproto.OKPacket:
 			ok, good := mysqlproto.ParseOK(p, c.SessionTrack)
 			if !good {
 				return nil, nil, fmt.Errorf("%w: OK packet", mysqlproto.ErrMalformed)
+			}
+			if ok.Warnings > 0 {
+				c.DiagDirty = true
 			}
 			c.ApplyOK(&ok)
 			if ok.Status&mysqlproto.ServerMoreResultsExists == 0 {
@@ -98,16 +102,21 @@ func (c *Conn) readColumnResults() ([]string, [][]string, error) {
 				return nil, nil, err
 			}
 			if p[0] == mysqlproto.ErrPacket {
+				c.DiagDirty = true
 				return nil, nil, mysqlproto.ParseErr(p)
 			}
 			if p[0] == mysqlproto.EOFPacket && len(p) < 0xffffff {
-				var status uint16
+				var status, warnings uint16
 				if c.DeprecateEOF {
 					ok, _ := mysqlproto.ParseOK(p, c.SessionTrack)
 					c.ApplyOK(&ok)
-					status = ok.Status
+					status, warnings = ok.Status, ok.Warnings
 				} else {
-					status = mysqlproto.ParseEOF(p).Status
+					e := mysqlproto.ParseEOF(p)
+					status, warnings = e.Status, e.Warnings
+				}
+				if warnings > 0 {
+					c.DiagDirty = true
 				}
 				if status&mysqlproto.ServerMoreResultsExists == 0 {
 					return cols, rows, nil

@@ -7,6 +7,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -27,17 +28,33 @@ type Conn struct {
 
 	created  time.Time
 	lastUsed time.Time
+	// puts counts the times the connection went back to its pool (guarded
+	// by the pool's mutex once it is in the pool; see Pool.Reclaim).
+	puts uint64
 
 	// State is the connection's session state as the server reported it.
 	State State
 	// Base holds character-set variables as the handshake set them.
 	Base map[string]string
 
-	// stmts maps statement text to the server's statement for it.
-	stmts map[string]*ServerStmt
+	// stmts maps what a statement means (text and the session state it
+	// was prepared in) to the server's statement for it.
+	stmts map[StmtKey]*ServerStmt
 
 	// Broken connections are closed instead of pooled.
 	Broken bool
+	// DiagDirty: a statement may have left warnings or an error in the
+	// connection's diagnostics area (SHOW WARNINGS would show them).
+	DiagDirty bool
+	// InsertToken names the last statement that reported an insert id on
+	// the connection (see Pool.ReclaimInsert), InsertSession the client
+	// session that ran it; 0 when none did since the connection opened.
+	// InsertValue is the connection's LAST_INSERT_ID() as Vigil last
+	// learned it (an OK packet's insert id, or a query after a statement
+	// that sets it unseen).
+	InsertToken   uint64
+	InsertSession uint32
+	InsertValue   uint64
 	// SessionTrack: CLIENT_SESSION_TRACK was negotiated.
 	SessionTrack bool
 	DeprecateEOF bool
@@ -50,22 +67,40 @@ type ServerStmt struct {
 	ID      uint32
 	Params  uint16
 	Columns uint16
+	// Warnings the prepare left (its OK packet's warning count).
+	Warnings uint16
 	// LastTypes are the parameter types the server holds for this
 	// statement (from the last execute that sent them).
 	LastTypes []byte
 }
 
+// StmtKey identifies a prepared statement by what it means, not only by
+// its text: the server binds table and column names at prepare time in the
+// default schema current then, and sql_mode, character sets and other
+// session variables change how the text is parsed. The same text prepared
+// under another schema or other variables is another statement.
+type StmtKey struct {
+	Schema string
+	Vars   uint64 // State.Hash of the session variables at prepare time
+	Text   string
+}
+
+// KeyFor is the key of text prepared in state st.
+func KeyFor(st *State, text string) StmtKey {
+	return StmtKey{Schema: st.Schema, Vars: st.Hash(), Text: text}
+}
+
 // maxStmtsPerConn bounds prepared statements kept per server connection.
 const maxStmtsPerConn = 256
 
-// Stmt returns the statement prepared for text on this connection.
-func (c *Conn) Stmt(text string) *ServerStmt { return c.stmts[text] }
+// Stmt returns the statement prepared for k on this connection.
+func (c *Conn) Stmt(k StmtKey) *ServerStmt { return c.stmts[k] }
 
 // AddStmt remembers a prepared statement; when the cache is full it returns
 // the id of one to close (0 for none).
-func (c *Conn) AddStmt(text string, s *ServerStmt) (evict uint32) {
+func (c *Conn) AddStmt(k StmtKey, s *ServerStmt) (evict uint32) {
 	if c.stmts == nil {
-		c.stmts = make(map[string]*ServerStmt)
+		c.stmts = make(map[StmtKey]*ServerStmt)
 	}
 	if len(c.stmts) >= maxStmtsPerConn {
 		for k, v := range c.stmts {
@@ -74,12 +109,12 @@ func (c *Conn) AddStmt(text string, s *ServerStmt) (evict uint32) {
 			break
 		}
 	}
-	c.stmts[text] = s
+	c.stmts[k] = s
 	return evict
 }
 
 // DropStmt forgets a statement.
-func (c *Conn) DropStmt(text string) { delete(c.stmts, text) }
+func (c *Conn) DropStmt(k StmtKey) { delete(c.stmts, k) }
 
 // ClearStmts forgets every statement (after COM_RESET_CONNECTION).
 func (c *Conn) ClearStmts() { clear(c.stmts) }
@@ -87,7 +122,7 @@ func (c *Conn) ClearStmts() { clear(c.stmts) }
 // Key is what a pooled connection must match to serve a session.
 type Key struct {
 	User      string
-	Flavour   uint32 // mysqlproto.FlavourCapabilities bits
+	Flavour   uint64 // mysqlproto.Flavour: capability and MariaDB extended capability bits
 	Collation byte
 }
 
@@ -108,6 +143,10 @@ func (c *Conn) Exec(ctx context.Context, sql string) (*Result, error) {
 	return &Result{Rows: rows}, nil
 }
 
+// NextPut is what Pool.Reclaim must be given to take c back after the
+// caller's own Put: the caller reads it while it still holds c.
+func (c *Conn) NextPut() uint64 { return c.puts + 1 }
+
 // ApplyOK records the session changes an OK packet reports.
 func (c *Conn) ApplyOK(ok *mysqlproto.OK) {
 	if len(ok.SessionState) == 0 {
@@ -121,7 +160,7 @@ func (c *Conn) ApplyOK(ok *mysqlproto.OK) {
 				c.State.Set(name, string(ch.Value))
 			}
 		case mysqlproto.SessionTrackSchema:
-			c.State.SetSchema(string(ch.Name))
+			c.State.SetSchemaIn(string(ch.Name), TrackedCharset)
 		}
 	})
 }
@@ -150,9 +189,13 @@ func (c *Conn) command(ctx context.Context, payload []byte) error {
 		return err
 	}
 	if p[0] != mysqlproto.OKPacket {
+		c.DiagDirty = true
 		return mysqlproto.ParseErr(p)
 	}
 	ok, _ := mysqlproto.ParseOK(p, c.SessionTrack)
+	if ok.Warnings > 0 {
+		c.DiagDirty = true
+	}
 	c.ApplyOK(&ok)
 	return nil
 }
@@ -171,11 +214,34 @@ func (c *Conn) InitDB(ctx context.Context, db string) error {
 	return nil
 }
 
+// ErrSchemaSet: a connection with a default schema cannot serve a session
+// without one (MariaDB cannot unset the default schema); use another.
+var ErrSchemaSet = errors.New("the connection has a default schema and the session has none")
+
 // Sync makes the connection's session state satisfy want: schema by
 // COM_INIT_DB, variables by one SET statement.
 func (c *Conn) Sync(ctx context.Context, want *State) error {
 	if c.State.Satisfies(want) {
 		return nil
+	}
+	if want.Schema == "" && c.State.Schema != "" {
+		return ErrSchemaSet
+	}
+	if want.Schema != "" && c.State.Schema != want.Schema {
+		// Schema first: COM_INIT_DB reads the name in the connection's
+		// character_set_client, and a non-ASCII name is in the character
+		// set it was given or reported in (SchemaCharset), which the
+		// connection may not have now; the replay below then sets the
+		// session's own.
+		if cs := want.SchemaCharset; cs != "" && !isASCII(want.Schema) && c.ClientCharset() != cs {
+			if _, err := c.Exec(ctx, "SET SESSION character_set_client = "+cs); err != nil {
+				return fmt.Errorf("restoring default schema on %s: %w", c.Server, err)
+			}
+			c.State.Set("character_set_client", cs)
+		}
+		if err := c.InitDB(ctx, want.Schema); err != nil {
+			return fmt.Errorf("restoring default schema on %s: %w", c.Server, err)
+		}
 	}
 	if q := ReplaySQL(&c.State, want, c.Base); q != "" {
 		if _, err := c.Exec(ctx, q); err != nil {
@@ -186,12 +252,31 @@ func (c *Conn) Sync(ctx context.Context, want *State) error {
 		c.State = want.Clone()
 		c.State.Schema = schema
 	}
-	if want.Schema != "" && c.State.Schema != want.Schema {
-		if err := c.InitDB(ctx, want.Schema); err != nil {
-			return fmt.Errorf("restoring default schema on %s: %w", c.Server, err)
+	return nil
+}
+
+// ClientCharset is the connection's character_set_client now.
+func (c *Conn) ClientCharset() string { return c.charset("character_set_client") }
+
+// TrackedCharset is the character set of a schema name reported by
+// session tracking: the server's system character set (UTF-8), whatever
+// the connection's character sets are.
+const TrackedCharset = "utf8mb4"
+
+func (c *Conn) charset(name string) string {
+	if v, ok := c.State.Get(name); ok {
+		return v
+	}
+	return c.Base[name]
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
 // ResetConnection sends COM_RESET_CONNECTION: the server rolls back, drops
@@ -202,6 +287,15 @@ func (c *Conn) ResetConnection(ctx context.Context) error {
 		return err
 	}
 	c.ClearStmts()
+	c.DiagDirty = false
+	c.InsertToken, c.InsertSession, c.InsertValue = 0, 0, 0 // LAST_INSERT_ID() is 0 again
+	// The reset put every session variable back to its global value,
+	// session tracking too: turn on again what Vigil relies on (the
+	// character sets are the handshake's again, as in Base).
+	if err := c.RestoreTracking(ctx); err != nil {
+		c.Broken = true
+		return err
+	}
 	c.State.Reset(c.State.Schema)
 	return nil
 }

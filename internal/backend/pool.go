@@ -93,8 +93,10 @@ func (p *Pool) SetOptions(opts Options) {
 }
 
 // Get lends a connection for key, dialing if needed and waiting (bounded
-// by ctx) when the pool is full.
-func (p *Pool) Get(ctx context.Context, key Key) (*Conn, error) {
+// by ctx) when the pool is full. With want, an idle connection already in
+// that state is preferred, and a session without a default schema only
+// ever gets a connection without one (MariaDB cannot unset it).
+func (p *Pool) Get(ctx context.Context, key Key, want *State) (*Conn, error) {
 	if p.fenced.Load() {
 		return nil, fmt.Errorf("%w: %s", ErrFenced, p.Name)
 	}
@@ -106,7 +108,7 @@ func (p *Pool) Get(ctx context.Context, key Key) (*Conn, error) {
 			return nil, fmt.Errorf("pool for %s is closed", p.Name)
 		}
 		p.keys[key] = time.Now()
-		if c := p.popIdleLocked(key); c != nil {
+		if c := p.popIdleLocked(key, want); c != nil {
 			p.mu.Unlock()
 			if c, err := p.checkout(ctx, c); err == nil && c != nil {
 				return c, nil
@@ -123,7 +125,7 @@ func (p *Pool) Get(ctx context.Context, key Key) (*Conn, error) {
 			}
 			return c, nil
 		}
-		// Full: close an idle connection of another key to make room.
+		// Full: close an idle connection that cannot serve to make room.
 		if victim := p.popAnyIdleLocked(); victim != nil {
 			p.mu.Unlock()
 			victim.Close()
@@ -149,8 +151,8 @@ func (p *Pool) Get(ctx context.Context, key Key) (*Conn, error) {
 }
 
 // TryGet lends an idle connection for key that needs no validation, or
-// returns nil; it never dials or waits.
-func (p *Pool) TryGet(key Key) *Conn {
+// returns nil; it never dials or waits. want is as for Get.
+func (p *Pool) TryGet(key Key, want *State) *Conn {
 	if p.fenced.Load() {
 		return nil
 	}
@@ -158,16 +160,16 @@ func (p *Pool) TryGet(key Key) *Conn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	l := p.idle[key]
-	if len(l) == 0 {
+	i := pickIdle(l, want)
+	if i < 0 {
 		return nil
 	}
-	c := l[len(l)-1]
+	c := l[i]
 	if now.Sub(c.lastUsed) > p.opts.ValidateIdle || now.Sub(c.created) > p.opts.MaxLifetime {
 		// Needs a ping or is too old: the slow path handles it.
 		return nil
 	}
-	l[len(l)-1] = nil
-	p.idle[key] = l[:len(l)-1]
+	p.idle[key] = removeAt(l, i)
 	if ks, ok := p.keys[key]; !ok || now.Sub(ks) > time.Second {
 		p.keys[key] = now
 	}
@@ -192,24 +194,63 @@ func (p *Pool) checkout(ctx context.Context, c *Conn) (*Conn, error) {
 	return c, nil
 }
 
-func (p *Pool) popIdleLocked(key Key) *Conn {
+func (p *Pool) popIdleLocked(key Key, want *State) *Conn {
 	l := p.idle[key]
-	if len(l) == 0 {
+	i := pickIdle(l, want)
+	if i < 0 {
 		return nil
 	}
-	c := l[len(l)-1]
-	l[len(l)-1] = nil
-	p.idle[key] = l[:len(l)-1]
+	c := l[i]
+	p.idle[key] = removeAt(l, i)
 	return c
 }
 
 func (p *Pool) popAnyIdleLocked() *Conn {
 	for k, l := range p.idle {
 		if len(l) > 0 {
-			return p.popIdleLocked(k)
+			return p.popIdleLocked(k, nil)
 		}
 	}
 	return nil
+}
+
+// pickScan is how many of the most recently used idle connections are
+// looked at for one already in the wanted state.
+const pickScan = 4
+
+// pickIdle chooses the idle connection to lend from l (most recently used
+// last): the newest that already has the wanted state among the last
+// pickScan, else the newest. A session without a default schema can only
+// use a connection without one; -1 when there is none.
+func pickIdle(l []*Conn, want *State) int {
+	n := len(l)
+	if n == 0 {
+		return -1
+	}
+	if want == nil {
+		return n - 1
+	}
+	for i := n - 1; i >= 0 && i >= n-pickScan; i-- {
+		if l[i].State.Satisfies(want) {
+			return i
+		}
+	}
+	if want.Schema != "" {
+		return n - 1
+	}
+	for i := n - 1; i >= 0; i-- {
+		if l[i].State.Schema == "" {
+			return i
+		}
+	}
+	return -1
+}
+
+// removeAt removes l[i], keeping the order (the newest stays last).
+func removeAt(l []*Conn, i int) []*Conn {
+	copy(l[i:], l[i+1:])
+	l[len(l)-1] = nil
+	return l[:len(l)-1]
 }
 
 // release frees one slot and wakes waiters.
@@ -243,9 +284,53 @@ func (p *Pool) Put(c *Conn) {
 		p.discard(c)
 		return
 	}
+	c.puts++
 	p.idle[c.key] = append(p.idle[c.key], c)
 	p.wakeLocked()
 	p.mu.Unlock()
+}
+
+// ReclaimInsert takes c back from the idle connections if the last
+// statement that set its LAST_INSERT_ID() is still the one token names.
+func (p *Pool) ReclaimInsert(c *Conn, token uint64) bool {
+	if p.fenced.Load() {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.idle[c.key]
+	for i := len(l) - 1; i >= 0; i-- {
+		if l[i] == c {
+			if c.InsertToken != token {
+				return false
+			}
+			p.idle[c.key] = removeAt(l, i)
+			return true
+		}
+	}
+	return false
+}
+
+// Reclaim takes c back from the idle connections if nobody used it since
+// the Put whose c.NextPut() was puts: its session state, diagnostics area
+// and the like are then exactly as the caller left them.
+func (p *Pool) Reclaim(c *Conn, puts uint64) bool {
+	if p.fenced.Load() {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c.puts != puts {
+		return false
+	}
+	l := p.idle[c.key]
+	for i := len(l) - 1; i >= 0; i-- {
+		if l[i] == c {
+			p.idle[c.key] = removeAt(l, i)
+			return true
+		}
+	}
+	return false
 }
 
 // Discard closes a connection that must not be reused.
@@ -309,6 +394,17 @@ const (
 // string of the server's greeting: MariaDB's always says "MariaDB".
 func IsMySQL(version string) bool {
 	return version != "" && !strings.Contains(strings.ToLower(version), "mariadb")
+}
+
+// RestoreTracking turns on again, on c, the session tracking Vigil relies
+// on, after a client changed its own.
+func (c *Conn) RestoreTracking(ctx context.Context) error {
+	q := trackSQL
+	if c.MySQL {
+		q += ", session_track_gtids=OWN_GTID"
+	}
+	_, err := c.Exec(ctx, q)
+	return err
 }
 
 func (c *Conn) init(ctx context.Context) error {

@@ -13,8 +13,12 @@ import (
 // has been made Equal to the session's.
 type State struct {
 	Schema string
-	vars   []Var // sorted by Name
-	hash   uint64
+	// SchemaCharset is the character set Schema's bytes are in (the
+	// client's, or the one the server reported them in), "" for the
+	// connection's handshake one; it matters only for a non-ASCII name.
+	SchemaCharset string
+	vars          []Var // sorted by Name
+	hash          uint64
 }
 
 // Var is one session variable and its value, as the server reports it.
@@ -28,10 +32,12 @@ func (s *State) Equal(o *State) bool {
 }
 
 // Satisfies reports whether a connection in state s can serve a session in
-// state want: same variables, and the same schema unless want has none.
+// state want: same variables and the same schema. A session without a
+// default schema needs a connection without one: a connection's schema
+// would answer its unqualified names and DATABASE().
 func (s *State) Satisfies(want *State) bool {
 	o := want
-	if s.hash != o.hash || len(s.vars) != len(o.vars) || (o.Schema != "" && s.Schema != o.Schema) {
+	if s.hash != o.hash || len(s.vars) != len(o.vars) || s.Schema != o.Schema {
 		return false
 	}
 	for i := range s.vars {
@@ -74,11 +80,14 @@ func (s *State) Set(name, value string) {
 }
 
 // SetSchema records the default schema.
-func (s *State) SetSchema(db string) { s.Schema = db }
+func (s *State) SetSchema(db string) { s.Schema, s.SchemaCharset = db, "" }
+
+// SetSchemaIn records the default schema, its name in charset.
+func (s *State) SetSchemaIn(db, charset string) { s.Schema, s.SchemaCharset = db, charset }
 
 // Clone returns an independent copy.
 func (s *State) Clone() State {
-	return State{Schema: s.Schema, vars: slices.Clone(s.vars), hash: s.hash}
+	return State{Schema: s.Schema, SchemaCharset: s.SchemaCharset, vars: slices.Clone(s.vars), hash: s.hash}
 }
 
 // Reset empties the state (after COM_RESET_CONNECTION or COM_CHANGE_USER).
@@ -187,6 +196,8 @@ func isNumeric(v string) bool {
 
 // Untracked reports variables Vigil itself sets on every server connection
 // and must not replay or compare.
+// session_track_transaction_info is a client's choice like any other
+// variable (Vigil does not need it): it is replayed.
 func Untracked(name string) bool {
-	return strings.HasPrefix(name, "session_track_") || name == "last_gtid"
+	return (strings.HasPrefix(name, "session_track_") && name != "session_track_transaction_info") || name == "last_gtid"
 }

@@ -30,12 +30,13 @@ func TestStateSatisfiesAndReplay(t *testing.T) {
 	if !conn.Satisfies(&sess) || !conn.Equal(&sess) {
 		t.Fatal("clone must match")
 	}
-	// A session without a schema is served by a connection with one.
+	// A session without a schema is not served by a connection with one:
+	// its unqualified names and DATABASE() would see that schema.
 	var noSchema State
 	noSchema.Set("sql_mode", "STRICT_TRANS_TABLES")
 	noSchema.Set("wait_timeout", "100")
-	if !conn.Satisfies(&noSchema) {
-		t.Fatal("schema-less session should be satisfied")
+	if conn.Satisfies(&noSchema) {
+		t.Fatal("a connection with a schema must not serve a session without one")
 	}
 	// Reverting: variables the session does not have go back to DEFAULT,
 	// character sets to their handshake values.
@@ -75,5 +76,40 @@ func TestIsMySQL(t *testing.T) {
 		if got := IsMySQL(v); got != want {
 			t.Errorf("IsMySQL(%q) = %v, want %v", v, got, want)
 		}
+	}
+}
+
+func TestPickIdle(t *testing.T) {
+	mk := func(schema string) *Conn {
+		c := &Conn{}
+		c.State.SetSchema(schema)
+		return c
+	}
+	var a, b, none State
+	a.SetSchema("a")
+	b.SetSchema("b")
+	l := []*Conn{mk(""), mk("a"), mk("b"), mk("b")}
+	if i := pickIdle(l, &a); i != 1 {
+		t.Errorf("want the connection already in schema a, got %d", i)
+	}
+	if i := pickIdle(l, &b); i != 3 {
+		t.Errorf("want the newest connection in schema b, got %d", i)
+	}
+	if i := pickIdle(l, &none); i != 0 {
+		t.Errorf("a session without a schema needs a connection without one, got %d", i)
+	}
+	if i := pickIdle(l[1:], &none); i != -1 {
+		t.Errorf("no connection without a schema: want -1, got %d", i)
+	}
+	if i := pickIdle(l, nil); i != 3 {
+		t.Errorf("no state wanted: the newest, got %d", i)
+	}
+	var c State
+	c.SetSchema("c")
+	if i := pickIdle(l, &c); i != 3 {
+		t.Errorf("no connection in schema c: the newest (COM_INIT_DB follows), got %d", i)
+	}
+	if got := removeAt(l, 1); len(got) != 3 || got[0].State.Schema != "" || got[1].State.Schema != "b" {
+		t.Errorf("removeAt kept the wrong order")
 	}
 }

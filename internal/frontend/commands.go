@@ -3,14 +3,32 @@ package frontend
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"strings"
+	"errors"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/router"
 	"github.com/vigil-db/vigil/internal/sqlscan"
 )
+
+// flagPins are the statements that pin the session to its server
+// connection by what they leave there.
+var flagPins = [...]struct {
+	flag sqlscan.Flags
+	pin  int
+}{
+	{sqlscan.FlagCalcFoundRows, PinFoundRows},
+	{sqlscan.FlagPrepare, PinPrepare},
+	{sqlscan.FlagUserVar, PinUserVar},
+	{sqlscan.FlagSqlLogBinOff, PinSqlLogBin},
+	// Session status counters and profiles describe one server
+	// connection: read them from one.
+	{sqlscan.FlagSessionStatus, PinSessionStatus},
+	// LASTVAL() / PREVIOUS VALUE FOR answer from the NEXTVAL connection.
+	{sqlscan.FlagSequence, PinSequence},
+	{sqlscan.FlagRole, PinRole},
+	{sqlscan.FlagHandler, PinHandler},
+}
 
 // updatePins records what a successful statement did to the session's
 // ability to move between server connections.
@@ -40,17 +58,10 @@ func (s *Session) updatePins(info sqlscan.Info, out outcome) {
 	if f&sqlscan.FlagUnlockTables != 0 {
 		s.pins[PinLockTables] = 0
 	}
-	if f&sqlscan.FlagCalcFoundRows != 0 {
-		pin(PinFoundRows)
-	}
-	if f&sqlscan.FlagPrepare != 0 {
-		pin(PinPrepare)
-	}
-	if f&sqlscan.FlagUserVar != 0 {
-		pin(PinUserVar)
-	}
-	if f&sqlscan.FlagSqlLogBinOff != 0 {
-		pin(PinSqlLogBin)
+	for _, fp := range flagPins {
+		if f&fp.flag != 0 {
+			pin(fp.pin)
+		}
 	}
 	if f&sqlscan.FlagXA != 0 {
 		switch info.Class {
@@ -93,8 +104,9 @@ func (s *Session) comInitDB(ctx context.Context, pkt []byte) error {
 		return s.failed(c, err, out)
 	}
 	if out.err == nil {
-		s.state.SetSchema(db)
-		c.State.SetSchema(db)
+		cs := c.ClientCharset() // COM_INIT_DB's name is in the client's character set
+		s.state.SetSchemaIn(db, cs)
+		c.State.SetSchemaIn(db, cs)
 	}
 	s.after(c, sqlscan.Info{Class: sqlscan.ClassUse}, out)
 	return nil
@@ -177,8 +189,10 @@ func (s *Session) resetSession() {
 	s.pins = [numPins]int{}
 	s.tempTables = 0
 	clear(s.stmts)
+	s.resetTrack()
 	s.lastGTID, s.gtidSeen = "", 0
 	s.lastWrite = time.Time{}
+	s.resetPrev()
 }
 
 // kill handles KILL [QUERY] <id> where id is a Vigil session id.
@@ -191,7 +205,15 @@ func (s *Session) kill(ctx context.Context, id uint64, query bool) error {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERNoSuchThread, "HY000", "Unknown thread id: %d", id))
 	}
 	if target.userName() != s.user.Name {
-		return s.sendError(mysqlproto.NewError(mysqlproto.ERKillDenied, "HY000", "You are not owner of thread %d", id))
+		// Another account's session: as on the server, only with
+		// CONNECTION ADMIN or SUPER, which the servers know.
+		ok, err := s.mayKillOthers(ctx)
+		if err != nil {
+			return s.sendError(err)
+		}
+		if !ok {
+			return s.sendError(mysqlproto.NewError(mysqlproto.ERKillDenied, "HY000", "You are not owner of thread %d", id))
+		}
 	}
 	if target == s {
 		if query {
@@ -217,77 +239,110 @@ func (s *Session) kill(ctx context.Context, id uint64, query bool) error {
 	return s.writeOK(0, 0)
 }
 
-// comChangeUser re-authenticates as another user and resets the session.
-func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
-	user, pos, ok := mysqlproto.ReadNulString(pkt, 1)
-	if !ok {
-		return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_CHANGE_USER"))
-	}
-	// auth response: 1-byte length (CLIENT_SECURE_CONNECTION)
-	if pos >= len(pkt) {
-		return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_CHANGE_USER"))
-	}
-	n := int(pkt[pos])
-	pos += 1 + n
-	if pos > len(pkt) {
-		return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_CHANGE_USER"))
-	}
-	db, pos, _ := mysqlproto.ReadNulString(pkt, pos)
-	coll := s.key.Collation
-	if pos+2 <= len(pkt) {
-		coll = pkt[pos]
-	}
-	name := string(user)
-	schema := string(db)
-	// Always verify with a fresh nonce through an auth switch: the scramble
-	// in the packet was made with the nonce of the first handshake, which
-	// Vigil does not keep.
-	nonce := mysqlproto.NewNonce()
-	sw := append([]byte{mysqlproto.AuthSwitchRequest}, mysqlproto.AuthNativePassword...)
-	sw = append(append(append(sw, 0), nonce...), 0)
-	s.client.Seq = 1
-	if err := s.client.WritePacket(sw); err != nil {
-		return errClient{err}
-	}
-	if err := s.client.Flush(); err != nil {
-		return errClient{err}
-	}
-	reply, err := s.client.ReadPacket()
+// killPrivilegeSQL counts the global privileges that let an account kill
+// other accounts' connections, granted to the account or to its current
+// role.
+const killPrivilegeSQL = "SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES " +
+	"WHERE PRIVILEGE_TYPE IN ('SUPER', 'CONNECTION ADMIN') AND GRANTEE IN (" +
+	"CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), ''''), " +
+	"CONCAT('''', IFNULL(CURRENT_ROLE(), ''), ''''))"
+
+// mayKillOthers asks the writer, as the session's account, whether it may
+// kill other accounts' connections.
+func (s *Session) mayKillOthers(ctx context.Context) (bool, error) {
+	c, err := s.acquire(ctx, router.Writer, -1)
 	if err != nil {
-		return errClient{err}
+		return false, err
 	}
-	u, found := (*s.srv.users.Load())[name]
-	if !found || !mysqlproto.CheckNative(reply, nonce, u.Cred) {
-		s.srv.Stats.AuthFailures.Add(1)
-		host := s.remote
-		if i := strings.LastIndexByte(host, ':'); i > 0 {
-			host = host[:i]
+	qctx, cancel := context.WithTimeout(ctx, s.opts().ConnectTimeout)
+	res, err := c.Exec(qctx, killPrivilegeSQL)
+	cancel()
+	if err != nil {
+		if _, ok := err.(*mysqlproto.SQLError); !ok {
+			c.Broken = true
 		}
-		_ = s.client.WritePacket(mysqlproto.AppendErr(nil, mysqlproto.NewError(mysqlproto.ERAccessDeniedError, mysqlproto.SSAccessDenied,
-			"Access denied for user '%s'@'%s' (using password: YES)", name, host)))
-		_ = s.client.Flush()
-		return fmt.Errorf("change user to %q: %w", name, mysqlproto.ErrAccessDenied)
+		s.release(c)
+		return false, mysqlproto.NewError(mysqlproto.ERUnknownError, "HY000", "Vigil: cannot check the KILL privilege on server %s: %v", c.Server, err)
 	}
-	// Drop everything the old identity held.
+	s.release(c)
+	return len(res.Rows) == 1 && len(res.Rows[0]) == 1 && res.Rows[0][0] != "0", nil
+}
+
+// comChangeUser re-authenticates as another user, as MariaDB does: the
+// session is reset first (transaction rolled back, variables, temporary
+// tables, locks and prepared statements gone), whatever the outcome; on
+// success the user, schema and character set are the packet's, on failure
+// the previous ones stay and the client gets the error after a delay (the
+// connection stays open; after three failures every further attempt gets
+// 1047). Authentication itself is mysqlproto.AuthChangeUser.
+func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
+	cu, err := mysqlproto.ParseChangeUser(pkt, s.caps)
+	if err != nil {
+		return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_CHANGE_USER"))
+	}
+	oldUser, oldKey, oldState := s.user, s.key, s.state.Clone()
 	if s.conn != nil {
 		s.dropConn(s.conn)
 	}
 	s.releaseAll()
 	s.resetSession()
-	s.setUser(u)
-	s.key.User = name
-	s.key.Collation = coll
-	s.rs = router.Session{RYW: u.RYW, SessionWindow: u.SessionWindow}
-	s.state.Reset(schema)
-	if schema != "" {
-		if err := s.checkSchema(ctx, schema); err != nil {
-			return s.sendError(err)
+	host := s.clientHost()
+	opts := s.opts()
+	cfg := &mysqlproto.ServerConfig{RSAKey: opts.RSAKey, ShaCache: &s.srv.sha, Lookup: s.lookupUser}
+	s.client.Seq = 1
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	denied, err := s.client.AuthChangeUser(actx, cfg, cu, host)
+	cancel()
+	if err != nil {
+		return errClient{err}
+	}
+	u := (*s.srv.users.Load())[cu.User]
+	if denied == nil && u == nil {
+		// Removed by a reload during the exchange.
+		denied = mysqlproto.NewError(mysqlproto.ERAccessDeniedError, mysqlproto.SSAccessDenied, "Access denied for user '%s'@'%s' (using password: YES)", cu.User, host)
+	}
+	if denied == nil {
+		s.setUser(u)
+		s.key.User = cu.User
+		if cu.Collation > 0 && cu.Collation < 256 {
+			s.key.Collation = byte(cu.Collation)
+		}
+		s.rs = router.Session{RYW: u.RYW, SessionWindow: u.SessionWindow}
+		s.state.Reset(cu.DB)
+		// The servers must accept the account and the schema, as a server
+		// would check.
+		if err := s.checkLogin(ctx, cu.DB, len(cu.AuthResponse) > 0); err != nil && !errors.As(err, &denied) {
+			denied = mysqlproto.NewError(mysqlproto.ERUnknownError, mysqlproto.SSUnknown, "Vigil: %v", err)
 		}
 	}
-	seq := s.client.Seq
+	if denied != nil {
+		// The previous user, schema and character set stay (the
+		// session was reset all the same).
+		s.setUser(oldUser)
+		s.key = oldKey
+		s.rs = router.Session{RYW: oldUser.RYW, SessionWindow: oldUser.SessionWindow}
+		s.state.Reset(oldState.Schema)
+		for _, v := range []string{"character_set_client", "character_set_connection", "character_set_results", "collation_connection"} {
+			if val, ok := oldState.Get(v); ok {
+				s.state.Set(v, val)
+			}
+		}
+		if denied.Code == mysqlproto.ERAccessDeniedError {
+			s.srv.Stats.AuthFailures.Add(1)
+		}
+		s.key.Flavour = mysqlproto.FlavourAfterChangeUser(s.key.Flavour)
+		s.logAuth(cu.User, denied)
+		s.stmtErr, s.stmtErrMsg = denied.Code, denied.Message
+		s.srv.Stats.Errors.Add(1)
+		if err := s.client.RejectChangeUser(ctx, denied); err != nil {
+			return errClient{err}
+		}
+		return nil
+	}
+	s.key.Flavour = mysqlproto.FlavourAfterChangeUser(s.key.Flavour)
+	s.logAuth(cu.User, nil)
 	if err := s.client.WritePacket(mysqlproto.AppendOK(s.scratch[:0], 0, 0, s.status(), 0)); err != nil {
 		return errClient{err}
 	}
-	_ = seq
 	return nil
 }

@@ -3,7 +3,6 @@ package frontend
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -29,20 +28,36 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		return nil, err
 	}
 	snap := s.srv.topo.Load()
-	idx, reason := s.pick(snap, target, exclude)
+	idx, reason := s.pickExcept(snap, target, exclude)
 	var c *backend.Conn
-	if idx >= 0 {
+	if ph := s.prevHeld; ph != nil {
+		// The previous statement's connection serves this one when it is
+		// on the chosen server; otherwise it goes back now.
+		s.prevHeld = nil
+		if ph.Index == idx && !ph.Broken {
+			c = ph
+			s.ranOnPrev = true
+		} else {
+			s.returnPrev(ph)
+		}
+	}
+	if idx >= 0 && c == nil {
 		// Fast path: an idle pooled connection whose state already fits,
 		// without a deadline context.
 		if s.sticky != nil {
 			c = s.sticky[idx]
 			delete(s.sticky, idx)
 		} else {
-			c = s.srv.pools[idx].TryGet(s.key)
+			c = s.srv.pools[idx].TryGet(s.key, &s.state)
 		}
+	}
+	if idx >= 0 {
 		if c != nil && c.State.Satisfies(&s.state) {
 			s.countRoute(target)
 			s.setConn(c)
+			if target == router.Reader {
+				return s.waitGTID(ctx, c)
+			}
 			return c, nil
 		}
 	}
@@ -51,12 +66,19 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	havePick := true
+	var dialErr error // a reader that could not be reached
 	for ; ; snap = s.srv.topo.Load() {
 		if !havePick {
-			idx, reason = s.pick(snap, target, exclude)
+			idx, reason = s.pickExcept(snap, target, exclude)
 		}
 		havePick = false
 		if idx < 0 {
+			if dialErr != nil {
+				// The reader that was tried could not be reached and no
+				// other is readable: say why, rather than "no readable
+				// server" with that server shown ONLINE.
+				return nil, s.connectError(target, snap.Servers[exclude].Name, dialErr)
+			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				return nil, s.noServerError(snap, target, reason)
 			}
@@ -70,16 +92,23 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		s.countRoute(target)
 		if c == nil {
 			var err error
-			c, err = s.srv.pools[idx].Get(cctx, s.key)
+			c, err = s.srv.pools[idx].Get(cctx, s.key, &s.state)
 			if err != nil {
 				if errors.Is(err, backend.ErrPoolExhausted) {
 					return nil, mysqlproto.NewError(mysqlproto.ERVigilPoolExhausted, mysqlproto.SSVigilUnavailable,
 						"Vigil: no connection to server %s became free within connect_timeout %s (cluster %s): %v",
 						snap.Servers[idx].Name, opts.ConnectTimeout, opts.Cluster, err)
 				}
+				if serverRefused(err) != nil {
+					// The server answered the login with an error (the
+					// account does not exist there, is locked…): waiting
+					// or another server will not change that.
+					return nil, s.connectError(target, snap.Servers[idx].Name, err)
+				}
 				if target == router.Reader && exclude < 0 {
 					// Try another reader before giving up.
 					exclude = idx
+					dialErr = err
 					continue
 				}
 				if target != router.Reader && time.Now().Add(100*time.Millisecond).Before(deadline) && ctx.Err() == nil {
@@ -92,15 +121,41 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 					}
 					continue
 				}
-				return nil, mysqlproto.NewError(mysqlproto.ERVigilBackendConnect, mysqlproto.SSVigilUnavailable,
-					"Vigil: cannot connect to %s %s of cluster %s: %v", target, snap.Servers[idx].Name, opts.Cluster, err)
+				return nil, s.connectError(target, snap.Servers[idx].Name, err)
+			}
+		}
+		if target == router.Reader {
+			// Read-your-writes first: the session's last write may have
+			// created the schema (or the tables) the replay below needs.
+			w, err := s.waitGTID(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			if w != c {
+				return w, nil // the writer, already in the session's state
 			}
 		}
 		if err := c.Sync(cctx, &s.state); err != nil {
 			var se *mysqlproto.SQLError
 			if errors.As(err, &se) {
 				s.srv.pools[idx].Put(c)
+				if target == router.Reader && missingObject(se.Code) {
+					// The replica does not have the session's schema (yet:
+					// another session created it a moment ago): the
+					// writer decides.
+					s.srv.Stats.PrepareRetries.Add(1)
+					return s.acquire(ctx, router.Writer, -1)
+				}
 				return nil, se
+			}
+			if errors.Is(err, backend.ErrSchemaSet) {
+				// A connection with a default schema for a session
+				// without one: take another (the pool hands out only
+				// schemaless ones for such sessions).
+				s.srv.pools[idx].Put(c)
+				c = nil
+				havePick = true
+				continue
 			}
 			s.srv.pools[idx].Discard(c)
 			return nil, mysqlproto.NewError(mysqlproto.ERVigilBackendConnect, mysqlproto.SSVigilUnavailable,
@@ -109,6 +164,18 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		s.setConn(c)
 		return c, nil
 	}
+}
+
+// pickExcept picks a server for target other than exclude, the server
+// one of whose connections just failed (-1: none). When no other server
+// can serve, exclude itself is tried again: the connection may have died
+// alone (KILL, wait_timeout), and a new one decides.
+func (s *Session) pickExcept(snap *topology.Snapshot, target router.Target, exclude int) (int, string) {
+	idx, reason := s.pick(snap, target, exclude)
+	if idx < 0 && exclude >= 0 {
+		return s.pick(snap, target, -1)
+	}
+	return idx, reason
 }
 
 func (s *Session) pick(snap *topology.Snapshot, target router.Target, exclude int) (int, string) {
@@ -150,17 +217,7 @@ func (s *Session) release(c *backend.Conn) {
 		return
 	}
 	s.setConn(nil)
-	if s.user != nil && !s.user.Multiplexing {
-		if s.sticky == nil {
-			s.sticky = map[int]*backend.Conn{}
-		}
-		if old := s.sticky[c.Index]; old != nil && old != c {
-			s.srv.pools[old.Index].Put(old)
-		}
-		s.sticky[c.Index] = c
-		return
-	}
-	s.srv.pools[c.Index].Put(c)
+	s.putBack(c)
 }
 
 // dropConn closes a server connection that cannot be reused.
@@ -178,7 +235,7 @@ func (s *Session) dropConn(c *backend.Conn) {
 // with a transaction or pins is closed: its state belongs to this client.
 func (s *Session) releaseAll() {
 	if s.conn != nil {
-		if s.bound() {
+		if s.bound() || s.panicked {
 			s.dropConn(s.conn)
 		} else {
 			s.srv.pools[s.conn.Index].Put(s.conn)
@@ -186,7 +243,7 @@ func (s *Session) releaseAll() {
 		s.setConn(nil)
 	}
 	for _, c := range s.sticky {
-		if s.bound() {
+		if s.bound() || s.panicked {
 			s.srv.pools[c.Index].Discard(c)
 		} else {
 			s.srv.pools[c.Index].Put(c)
@@ -223,14 +280,34 @@ func gtidWaitSQL(gtid string, timeout time.Duration) string {
 }
 
 func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn, error) {
-	if s.user.RYW != router.RYWGTID || s.lastGTID == "" || s.gtidSeen&(1<<uint(c.Index)) != 0 {
+	gtid := s.lastGTID
+	switch s.user.RYW {
+	case router.RYWGTID:
+		if gtid == "" || s.gtidSeen&(1<<uint(c.Index)) != 0 {
+			return c, nil
+		}
+	case router.RYWGlobal:
+		// The newest write of any session; the per-session cache of
+		// replicas known to have it does not apply.
+		if p := s.srv.latestGTID.Load(); p != nil {
+			gtid = *p
+		}
+		if gtid == "" {
+			return c, nil
+		}
+		if gtid != s.lastGTID {
+			s.lastGTID, s.gtidSeen = gtid, 0
+		} else if s.gtidSeen&(1<<uint(c.Index)) != 0 {
+			return c, nil
+		}
+	default:
 		return c, nil
 	}
 	snap := s.srv.topo.Load()
 	if snap != nil && snap.Writer == c.Index {
 		return c, nil
 	}
-	if snap != nil && c.Index < len(snap.Servers) && topology.Applied(snap.Servers[c.Index].GTID, s.lastGTID) {
+	if snap != nil && c.Index < len(snap.Servers) && topology.Applied(snap.Servers[c.Index].GTID, gtid) {
 		// The monitor already saw the replica past the write.
 		s.srv.Stats.GTIDKnown.Add(1)
 		s.gtidSeen |= 1 << uint(c.Index)
@@ -239,7 +316,7 @@ func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn,
 	s.srv.Stats.GTIDWaits.Add(1)
 	to := s.opts().GTIDWaitTimeout
 	wctx, cancel := context.WithTimeout(ctx, to+2*time.Second)
-	res, err := c.Exec(wctx, gtidWaitSQL(s.lastGTID, to))
+	res, err := c.Exec(wctx, gtidWaitSQL(gtid, to))
 	cancel()
 	if err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 1 && res.Rows[0][0] == "0" {
 		s.gtidSeen |= 1 << uint(c.Index)
@@ -312,10 +389,14 @@ func (s *Session) applySessionState(c *backend.Conn, ok *mysqlproto.OK) {
 					s.lastGTID = string(ch.Value)
 					s.lastGTIDFresh = true
 					s.gtidSeen = 1 << uint(c.Index)
+					s.srv.noteGTID(s.lastGTID)
 				}
 				return
 			}
 			if backendUntracked(name) {
+				if strings.HasPrefix(name, "session_track_") {
+					s.noteTracking(name, string(ch.Value))
+				}
 				return
 			}
 			v := string(ch.Value)
@@ -328,11 +409,13 @@ func (s *Session) applySessionState(c *backend.Conn, ok *mysqlproto.OK) {
 				s.lastGTID = string(ch.Name)
 				s.lastGTIDFresh = true
 				s.gtidSeen = 1 << uint(c.Index)
+				s.srv.noteGTID(s.lastGTID)
 			}
 		case mysqlproto.SessionTrackSchema:
 			db := string(ch.Name)
-			c.State.SetSchema(db)
-			s.state.SetSchema(db)
+			// The server reports the name in its system character set.
+			c.State.SetSchemaIn(db, backend.TrackedCharset)
+			s.state.SetSchemaIn(db, backend.TrackedCharset)
 		}
 	})
 }
@@ -355,19 +438,53 @@ func lowerASCII(b []byte) string {
 	return string(b)
 }
 
-// schemaCheckTTL is how long a default schema that a login checked is
-// trusted for later logins of the same user without asking a server
-// again (connection churn would otherwise pay a server round trip per
-// login). A schema dropped meanwhile is reported by the first statement.
-const schemaCheckTTL = 10 * time.Second
+// connectError is 7005 (cannot connect to a server), with the failure
+// behind it kept for errors.As.
+type connectError struct {
+	*mysqlproto.SQLError
+	cause error
+}
 
-func (s *Session) checkSchema(ctx context.Context, db string) error {
+func (e *connectError) Unwrap() []error { return []error{e.SQLError, e.cause} }
+
+func (s *Session) connectError(target router.Target, server string, cause error) error {
+	return &connectError{
+		SQLError: mysqlproto.NewError(mysqlproto.ERVigilBackendConnect, mysqlproto.SSVigilUnavailable,
+			"Vigil: cannot connect to %s %s of cluster %s: %v", target, server, s.opts().Cluster, cause),
+		cause: cause,
+	}
+}
+
+// serverRefused returns the error a server answered a login with, or nil
+// for any other failure (refused, unreachable, timed out).
+func serverRefused(err error) *mysqlproto.SQLError {
+	var se *mysqlproto.SQLError
+	if errors.As(err, &se) {
+		return se
+	}
+	return nil
+}
+
+// loginCheckTTL is how long a login a server accepted (the client's user,
+// with its default schema if any) is trusted for later logins of the same
+// user without asking a server again (connection churn would otherwise pay
+// a server round trip per login). A schema dropped meanwhile is reported by
+// the first statement.
+const loginCheckTTL = 10 * time.Second
+
+// checkLogin makes a login (or COM_CHANGE_USER) fail as it would on the
+// servers: when the writer refuses the user's account (it does not exist
+// there, is locked) the client gets that refusal, and when the default
+// schema does not exist or is not allowed, the server's error. When the
+// writer cannot be reached, the login is accepted and the first statement
+// tells.
+func (s *Session) checkLogin(ctx context.Context, db string, usedPassword bool) error {
 	key := s.key.User + "\x00" + db
 	now := time.Now()
 	if exp, ok := s.srv.schemas.Load(key); ok && now.UnixNano() < exp.(int64) {
 		return nil
 	}
-	if err := s.checkSchemaOnServer(ctx, db); err != nil {
+	if err := s.checkLoginOnServer(ctx, db, usedPassword); err != nil {
 		return err
 	}
 	if s.srv.schemaCount.Add(1) > 10000 {
@@ -375,29 +492,74 @@ func (s *Session) checkSchema(ctx context.Context, db string) error {
 		s.srv.schemas.Clear()
 		s.srv.schemaCount.Store(0)
 	}
-	s.srv.schemas.Store(key, now.Add(schemaCheckTTL).UnixNano())
+	s.srv.schemas.Store(key, now.Add(loginCheckTTL).UnixNano())
 	return nil
 }
 
-func (s *Session) checkSchemaOnServer(ctx context.Context, db string) error {
+// deniedHost is the host part of a server's "Access denied for user
+// 'u'@'host'" message.
+func deniedHost(msg string) (string, bool) {
+	i := strings.Index(msg, "'@'")
+	if i < 0 {
+		return "", false
+	}
+	rest := msg[i+3:]
+	j := strings.IndexByte(rest, '\'')
+	if j < 0 {
+		return "", false
+	}
+	return rest[:j], true
+}
+
+// refusalCodes are the server errors to a login that are the client's
+// answer too: no such account or wrong password, account locked, password
+// expired.
+func refusalCode(code uint16) bool {
+	switch code {
+	case mysqlproto.ERAccessDeniedError, 1698, 4151, 1820, 1862:
+		return true
+	}
+	return false
+}
+
+func (s *Session) checkLoginOnServer(ctx context.Context, db string, usedPassword bool) error {
 	c, err := s.acquire(ctx, router.Writer, -1)
 	if err != nil {
+		var ce *connectError
+		if errors.As(err, &ce) {
+			if se := serverRefused(ce.cause); se != nil && refusalCode(se.Code) {
+				s.srv.log.Warn("a server refused the login of a user Vigil accepted; the client gets the refusal (check that the account exists on the servers, or users[].backend_user/backend_password)",
+					"session", s.id, "user", s.key.User, "code", se.Code)
+				if se.Code != mysqlproto.ERAccessDeniedError {
+					return mysqlproto.NewError(se.Code, se.State, "%s", se.Message)
+				}
+				host := s.clientHost()
+				if host == "localhost" {
+					// A local client: name it as the server names its
+					// local clients.
+					if h, ok := deniedHost(se.Message); ok {
+						host = h
+					}
+				}
+				yes := "NO"
+				if usedPassword {
+					yes = "YES"
+				}
+				return mysqlproto.NewError(mysqlproto.ERAccessDeniedError, mysqlproto.SSAccessDenied,
+					"Access denied for user '%s'@'%s' (using password: %s)", s.key.User, host, yes)
+			}
+		}
 		// Unknown writer state: accept; the first statement will tell.
 		var se *mysqlproto.SQLError
-		if errors.As(err, &se) && (se.Code == mysqlproto.ERVigilNoWriter || se.Code == mysqlproto.ERVigilBackendConnect) {
+		if errors.As(err, &se) && (se.Code == mysqlproto.ERVigilNoWriter || se.Code == mysqlproto.ERVigilBackendConnect ||
+			se.Code == mysqlproto.ERVigilPoolExhausted) {
 			return nil
 		}
 		return err
 	}
-	defer s.release(c)
-	if err := c.InitDB(ctx, db); err != nil {
-		var se *mysqlproto.SQLError
-		if errors.As(err, &se) {
-			return se
-		}
-		s.dropConn(c)
-		return fmt.Errorf("checking schema %s: %w", db, err)
-	}
+	// acquire made the connection's schema the session's (COM_INIT_DB):
+	// an unknown or forbidden schema came back as the server's error.
+	s.release(c)
 	return nil
 }
 

@@ -94,6 +94,11 @@ func (s *Server) Fence(idx int, reason string) int {
 			c.NetConn().Close()
 			n++
 		}
+		if c := sess.prevAt.Load(); c != nil && c.Index == idx {
+			// A connection kept for the previous statement's warnings or
+			// insert id: no transaction, but no traffic either.
+			c.NetConn().Close()
+		}
 	}
 	s.mu.Unlock()
 	return n

@@ -28,6 +28,13 @@ type outcome struct {
 	affected uint64
 	cursor   bool
 	rows     int64
+	// What the last reply said of the statement, for the session's view of
+	// its previous statement: warnings, the insert id of an OK, and
+	// whether it ended with a result set (ROW_COUNT() -1) or an OK.
+	warnings  uint16
+	insertID  uint64
+	resultSet bool
+	setRows   int64 // rows of the last result set
 }
 
 // errBackend wraps I/O failures on the server side, as opposed to the
@@ -101,8 +108,29 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 		}
 		o.status = ok.Status
 		o.affected = ok.AffectedRows
+		o.warnings = ok.Warnings
+		if f[4] == mysqlproto.OKPacket {
+			o.insertID = ok.LastInsertID
+			o.resultSet = false
+		}
 		if len(ok.SessionState) > 0 {
 			s.applySessionState(c, &ok)
+			if s.sessionTrack {
+				// Vigil's server connections track every variable and state
+				// changes; the client sees only what it asked to track.
+				if out, changed := mysqlproto.FilterSessionState(s.scratch[:0], p, ok, &s.track); changed {
+					s.scratch = out
+					cl.Seq = f[3]
+					o.sent = true
+					if s.capturing {
+						s.captureStripped(f[3], out)
+					}
+					if err := cl.WritePacket(out); err != nil {
+						return errClient{err}
+					}
+					return nil
+				}
+			}
 		}
 		if s.sessionTrack || !ok.Tail {
 			return write(f)
@@ -156,7 +184,8 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 						return true, err
 					}
 				} else {
-					o.status = mysqlproto.ParseEOF(p).Status
+					e := mysqlproto.ParseEOF(p)
+					o.status, o.warnings = e.Status, e.Warnings
 					if err := write(f); err != nil {
 						return true, err
 					}
@@ -164,6 +193,7 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 				return o.status&mysqlproto.ServerMoreResultsExists == 0, nil
 			default:
 				o.rows++
+				o.setRows++
 				cont = len(p) == mysqlproto.MaxPayload
 				if err := write(f); err != nil {
 					return true, err
@@ -233,7 +263,8 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 				return o, write(f)
 			}
 		case mysqlproto.LocalInfilePacket:
-			if kind == respQuery {
+			// LOAD DATA LOCAL, as a query or as a prepared statement.
+			if kind == respQuery || kind == respExecute {
 				if err := s.localInfile(c, f); err != nil {
 					return o, err
 				}
@@ -245,6 +276,7 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 			return o, errBackend{fmt.Errorf("%w: unexpected reply 0x%02x", mysqlproto.ErrMalformed, p[0])}
 		}
 		// A result set: column count, definitions, [EOF], rows, terminator.
+		o.resultSet, o.setRows, o.insertID = true, 0, 0
 		ncols, _, good := mysqlproto.ReadLenEncInt(p, 0)
 		if !good {
 			c.Broken = true
@@ -265,14 +297,17 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 			if err := write(f); err != nil {
 				return o, err
 			}
-			if kind == respExecute && o.status&mysqlproto.ServerStatusCursorExists != 0 {
+			// A cursor holds the rows back only when the execute asked for
+			// one: MariaDB also sets the flag on result sets of a CALL
+			// whose procedure opened a cursor, and sends the rows.
+			if kind == respExecute && s.cursorReq && o.status&mysqlproto.ServerStatusCursorExists != 0 {
 				o.cursor = true
 				return o, nil
 			}
 		}
 		done, err := rows()
 		if err != nil || done || o.err != nil {
-			if o.status&mysqlproto.ServerStatusCursorExists != 0 {
+			if kind == respExecute && s.cursorReq && o.status&mysqlproto.ServerStatusCursorExists != 0 {
 				o.cursor = true
 			}
 			return o, err
@@ -321,9 +356,10 @@ func (s *Session) localInfile(c *backend.Conn, req []byte) error {
 	return nil
 }
 
-// readPrepareOK reads a COM_STMT_PREPARE reply. With toClient it forwards
-// it, with the statement id replaced by clientID.
-func (s *Session) readPrepare(c *backend.Conn, toClient bool, clientID uint32) (*backend.ServerStmt, *mysqlproto.SQLError, error) {
+// readPrepare reads a COM_STMT_PREPARE reply. With toClient it forwards
+// it, with the statement id replaced by clientID; holdMissing keeps back
+// an error for a missing object (the caller tries the writer).
+func (s *Session) readPrepare(c *backend.Conn, toClient bool, clientID uint32, holdMissing bool) (*backend.ServerStmt, *mysqlproto.SQLError, error) {
 	f, err := c.ReadFrame()
 	if err != nil {
 		c.Broken = true
@@ -332,7 +368,8 @@ func (s *Session) readPrepare(c *backend.Conn, toClient bool, clientID uint32) (
 	p := f[4:]
 	if len(p) > 0 && p[0] == mysqlproto.ErrPacket {
 		se := mysqlproto.ParseErr(p)
-		if toClient {
+		c.DiagDirty = true
+		if toClient && !(holdMissing && missingObject(se.Code)) {
 			if err := s.client.WriteFrame(f); err != nil {
 				return nil, se, errClient{err}
 			}
@@ -347,6 +384,9 @@ func (s *Session) readPrepare(c *backend.Conn, toClient bool, clientID uint32) (
 		ID:      binary.LittleEndian.Uint32(p[1:]),
 		Columns: binary.LittleEndian.Uint16(p[5:]),
 		Params:  binary.LittleEndian.Uint16(p[7:]),
+	}
+	if len(p) >= 12 {
+		st.Warnings = binary.LittleEndian.Uint16(p[10:])
 	}
 	if toClient {
 		binary.LittleEndian.PutUint32(p[1:], clientID)

@@ -548,3 +548,60 @@ func TestReadYourWritesGTIDFlavours(t *testing.T) {
 		})
 	}
 }
+
+// A panic in one session ends that session only: its client gets 7014,
+// the daemon and the other sessions go on, and the panic is counted.
+func TestSessionPanicIsContained(t *testing.T) {
+	tp := newTestProxy(t, nil)
+	tp.srv.testHook = func(q []byte) {
+		if string(q) == "SELECT 'boom'" {
+			panic("test panic")
+		}
+	}
+	other := tp.db(t, "secret")
+	other.SetMaxOpenConns(1)
+	var v, n string
+	if err := other.QueryRow("SELECT 'before'").Scan(&v, &n); err != nil {
+		t.Fatal(err)
+	}
+	victim := tp.db(t, "secret")
+	_, err := victim.Exec("SELECT 'boom'")
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != mysqlproto.ERVigilInternal {
+		t.Fatalf("the panicking session's client got %v, want error 7014", err)
+	}
+	if err := other.QueryRow("SELECT 'after'").Scan(&v, &n); err != nil || v != "after" {
+		t.Fatalf("another session after the panic: %q %v", v, err)
+	}
+	if err := victim.QueryRow("SELECT 'again'").Scan(&v, &n); err != nil || v != "again" {
+		t.Fatalf("a new session after the panic: %q %v", v, err)
+	}
+	if got := tp.srv.Stats.Panics.Load(); got != 1 {
+		t.Fatalf("panics counted: %d, want 1", got)
+	}
+}
+
+func TestNewerGTID(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"0-1-10", "0-1-9", true},
+		{"0-1-9", "0-1-10", false},
+		{"0-2-11", "0-1-10", true}, // another server id, same domain: by sequence
+		{"0-2-9", "0-1-10", false},
+		{"1-1-5", "0-1-10", true}, // another domain
+		{"3E11FA47-71CA-11E1-9E33-C80AA9429562:23", "3E11FA47-71CA-11E1-9E33-C80AA9429562:22", true}, // MySQL: the last one
+	} {
+		if got := newerGTID(tc.a, tc.b); got != tc.want {
+			t.Errorf("newerGTID(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+	srv := &Server{}
+	for _, g := range []string{"0-1-5", "0-1-7", "0-1-6"} {
+		srv.noteGTID(g)
+	}
+	if got := *srv.latestGTID.Load(); got != "0-1-7" {
+		t.Fatalf("latest GTID %q, want 0-1-7", got)
+	}
+}

@@ -211,7 +211,9 @@ func (s *Session) routeByRule(p *Processing, route string, target router.Target)
 // user variables or several statements).
 func cacheable(info sqlscan.Info) bool {
 	const unsafe = sqlscan.FlagForUpdate | sqlscan.FlagSideEffect | sqlscan.FlagMulti | sqlscan.FlagGetLock |
-		sqlscan.FlagCalcFoundRows | sqlscan.FlagFoundRows | sqlscan.FlagUserVar | sqlscan.FlagXA | sqlscan.FlagExplainAnalyze
+		sqlscan.FlagCalcFoundRows | sqlscan.FlagFoundRows | sqlscan.FlagUserVar | sqlscan.FlagXA | sqlscan.FlagExplainAnalyze |
+		sqlscan.FlagDiagnostics | sqlscan.FlagSessionStatus | sqlscan.FlagLastInsertID | sqlscan.FlagRowCount |
+		sqlscan.FlagConnectionID
 	return info.Class == sqlscan.ClassRead && info.Flags&unsafe == 0
 }
 
@@ -247,7 +249,10 @@ func (s *Session) cacheKeyFor(proto byte, text string) []byte {
 	for i := range 8 {
 		k = append(k, byte(h>>(8*i)))
 	}
-	k = append(k, byte(f), byte(f>>8), byte(f>>16), byte(f>>24), s.key.Collation)
+	for i := range 8 {
+		k = append(k, byte(f>>(8*i)))
+	}
+	k = append(k, s.key.Collation)
 	if s.sessionTrack {
 		proto |= 1
 	}
@@ -358,13 +363,13 @@ func (m *mirrorer) do(ctx context.Context, j mirrorJob) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	pool := m.srv.pools[idx]
-	c, err := pool.Get(cctx, j.key)
+	var st backend.State
+	st.SetSchema(j.schema)
+	c, err := pool.Get(cctx, j.key, &st)
 	if err != nil {
 		m.srv.Stats.MirrorErrors.Add(1)
 		return
 	}
-	var st backend.State
-	st.SetSchema(j.schema)
 	if err := c.Sync(cctx, &st); err == nil {
 		_, err = c.Exec(cctx, j.query)
 	}

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -34,6 +36,13 @@ type Options struct {
 	TLS             *tls.Config
 	RSAKey          *rsa.PrivateKey
 	MaxPacket       int
+	// MariaDBCaps are the MariaDB extended capabilities offered to
+	// clients: those every server offers (cmd/vigil learns them from the
+	// servers' greetings), 0 when a server is MySQL.
+	MariaDBCaps uint32
+	// Collation is the servers' default collation, announced in the
+	// greeting as a server would (0: utf8mb4_general_ci).
+	Collation byte
 }
 
 // User is a client account.
@@ -64,21 +73,35 @@ type Server struct {
 	schemaCount atomic.Int64
 	mirror      *mirrorer
 
-	gate        atomic.Pointer[gate]
-	fenced      []atomic.Bool
-	fenceReason []atomic.Pointer[string]
+	gate atomic.Pointer[gate]
+	// trackDefault is the session tracking new sessions have.
+	trackDefault atomic.Pointer[trackDefaults]
+	// latestGTID is the newest write any session made through this
+	// listener (read_your_writes: global).
+	latestGTID atomic.Pointer[string]
+	// insertTokens names statements that set a connection's
+	// LAST_INSERT_ID() (backend.Conn.InsertToken).
+	insertTokens atomic.Uint64
+	fenced       []atomic.Bool
+	fenceReason  []atomic.Pointer[string]
+	replies      []replyCounter // activity.go
 
 	mu       sync.Mutex
 	sessions map[uint32]*Session
 	wg       sync.WaitGroup
+
+	// testHook, set only by tests before Serve, sees every COM_QUERY.
+	testHook func(q []byte)
 }
 
 // New makes a server. pools are indexed like the snapshot's servers.
 func New(opts Options, users []User, topo *topology.Holder, pools []*backend.Pool, log *slog.Logger) *Server {
 	s := &Server{topo: topo, pools: pools, bal: router.NewBalancer(len(pools)), log: log,
 		sessions: map[uint32]*Session{}, Stats: newStats(len(pools)),
-		fenced: make([]atomic.Bool, len(pools)), fenceReason: make([]atomic.Pointer[string], len(pools))}
+		fenced: make([]atomic.Bool, len(pools)), fenceReason: make([]atomic.Pointer[string], len(pools)),
+		replies: newReplyCounters(len(pools))}
 	s.mirror = &mirrorer{srv: s, jobs: make(chan mirrorJob, 1024)}
+	s.trackDefault.Store(builtinTrackDefaults())
 	s.SetOptions(opts)
 	s.SetUsers(users)
 	s.SetProcessing(Processing{})
@@ -197,4 +220,42 @@ func (s *Server) Sessions() []SessionInfo {
 		out = append(out, sess.Info())
 	}
 	return out
+}
+
+// noteGTID records a session's write as the newest one if it is: for
+// MariaDB GTIDs (domain-server-seq), a higher sequence number in the same
+// domain, or any GTID of another domain (several domains: the latest seen
+// stands for all; a wait then covers at least that write); a MySQL GTID
+// set replaces the last one.
+func (s *Server) noteGTID(gtid string) {
+	for {
+		old := s.latestGTID.Load()
+		if old != nil && !newerGTID(gtid, *old) {
+			return
+		}
+		if s.latestGTID.CompareAndSwap(old, &gtid) {
+			return
+		}
+	}
+}
+
+// newerGTID reports whether MariaDB GTID a is after b in the same domain
+// (or in another domain); MySQL GTID sets always count as newer.
+func newerGTID(a, b string) bool {
+	da, sa, okA := gtidDomainSeq(a)
+	db, sb, okB := gtidDomainSeq(b)
+	if !okA || !okB || da != db {
+		return true
+	}
+	return sa > sb
+}
+
+func gtidDomainSeq(g string) (domain string, seq uint64, ok bool) {
+	i := strings.IndexByte(g, '-')
+	j := strings.LastIndexByte(g, '-')
+	if i <= 0 || j <= i || strings.Contains(g, ",") {
+		return "", 0, false
+	}
+	n, err := strconv.ParseUint(g[j+1:], 10, 64)
+	return g[:i], n, err == nil
 }

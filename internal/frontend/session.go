@@ -1,12 +1,16 @@
 package frontend
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"runtime"
+	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +35,12 @@ type Session struct {
 	key          backend.Key
 	sessionTrack bool
 	multiStmts   bool
+	// track is what the client asked session tracking to tell it (its
+	// own session_track_* settings; the server's defaults until it sets
+	// them): the server connections track more (prev.go, forward.go).
+	track        mysqlproto.TrackFilter
+	trackTouched bool              // the statement changed the client's tracking (restore the server connection's)
+	trackRaw     map[string]string // the client's session_track_* values (shared with the defaults until changed)
 
 	state backend.State
 
@@ -57,6 +67,45 @@ type Session struct {
 	heldIdx  atomic.Int32
 	heldConn atomic.Pointer[backend.Conn]
 
+	// The previous statement's connection and outcome (prev.go). prev is
+	// guarded by prevMu (its idle timer may give it back); prevAt shows
+	// it to Fence; prevHeld is prev during a command (session goroutine).
+	prevMu      sync.Mutex
+	prev        *backend.Conn
+	prevAt      atomic.Pointer[backend.Conn]
+	prevTimer   *time.Timer
+	prevHeld    *backend.Conn
+	lastConn    *backend.Conn // the last connection given back (may be another session's by now)
+	lastPuts    uint64        // lastConn's put count when given back (backend.Pool.Reclaim)
+	insertConn  *backend.Conn // the connection of the session's last insert id
+	insertToken uint64        // its InsertToken then (backend.Pool.ReclaimInsert)
+	// insertTrusted: insertConn's LAST_INSERT_ID() was no other session's
+	// before this session's insert, so the server's answer there is this
+	// session's.
+	insertTrusted bool
+	// prevValuesFetched: Vigil ran a statement of its own on the previous
+	// statement's connection (fetchInsertID), so the server's ROW_COUNT()
+	// and FOUND_ROWS() there are no longer the session's: Vigil's record
+	// answers them.
+	prevValuesFetched bool
+	// insertPending: a statement on the session's own connection may have
+	// set LAST_INSERT_ID() unseen; Vigil asks before the next read of it
+	// or when the connection goes back (fetchInsertID).
+	insertPending bool
+	// execUnseen: the statement being executed (COM_STMT_EXECUTE) may set
+	// LAST_INSERT_ID() unseen (clientStmt.insertUnseen).
+	execUnseen bool
+	noteStmt   bool // the command is a statement: its outcome is the session's previous statement
+	pureDiag   bool // the statement only reads the diagnostics area
+	clearDiag  bool // run the statement on an empty diagnostics area
+	ranOnPrev  bool // the statement ran on the previous statement's connection
+	stmtText   []byte
+	lastDiag   bool // the previous statement left warnings or an error
+	rowCount   int64
+	foundRows  int64
+	insertID   uint64
+	sessionBuf []byte
+
 	// running is the server connection of the statement in flight, for KILL.
 	running atomic.Pointer[backend.Conn]
 	started time.Time
@@ -72,8 +121,10 @@ type Session struct {
 	watchDone chan struct{}
 	watchOn   atomic.Bool
 	noWatch   bool // LOAD DATA LOCAL reads the client itself
+	cursorReq bool // the COM_STMT_EXECUTE in flight asked for a cursor
 
 	scratch    []byte
+	panicked   bool // a recovered panic: server connections are closed, never reused
 	rs         router.Session
 	nextTrxSet bool
 
@@ -115,7 +166,7 @@ type SessionInfo struct {
 
 func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 	c := mysqlproto.NewConn(nc)
-	s := &Session{srv: srv, id: id, client: c, remote: nc.RemoteAddr().String(), stmts: map[uint32]*clientStmt{}}
+	s := &Session{srv: srv, id: id, client: c, remote: nc.RemoteAddr().String(), stmts: map[uint32]*clientStmt{}, rowCount: -1}
 	s.heldIdx.Store(-1)
 	return s
 }
@@ -170,20 +221,20 @@ func (s *Session) run(ctx context.Context) {
 		}
 	}()
 	defer s.releaseAll()
+	defer s.resetPrev()
+	defer s.recoverPanic()
 	s.srv.Stats.Connections.Add(1)
-	host, _, _ := net.SplitHostPort(s.remote)
+	host := s.clientHost()
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	cfg := &mysqlproto.ServerConfig{
 		ServerVersion: s.opts().ServerVersion, Plugin: s.opts().AuthPlugin, TLS: s.opts().TLS, RSAKey: s.opts().RSAKey,
-		ShaCache: &s.srv.sha, Lookup: s.lookupUser,
+		ShaCache: &s.srv.sha, Lookup: s.lookupUser, MariaDBCaps: s.opts().MariaDBCaps, Collation: s.opts().Collation,
 	}
 	cfg.Check = func(ctx context.Context, h *mysqlproto.Hello) error {
 		s.setup(h)
-		if h.DB == "" {
-			return nil
-		}
-		// Check the schema exists and is allowed, as a server would.
-		return s.checkSchema(ctx, h.DB)
+		// The servers must accept the account, and the schema must exist
+		// and be allowed, as a server would check.
+		return s.checkLogin(ctx, h.DB, h.Password)
 	}
 	hello, err := s.client.Accept(hctx, cfg, s.id, host)
 	cancel()
@@ -191,6 +242,12 @@ func (s *Session) run(ctx context.Context) {
 		s.logAuth(hello.User, err)
 	}
 	if err != nil {
+		var se *mysqlproto.SQLError
+		if errors.As(err, &se) && refusalCode(se.Code) && hello != nil {
+			// A server refused the account (checkLogin).
+			s.logAuth(hello.User, err)
+			s.srv.Stats.AuthFailures.Add(1)
+		}
 		if errors.Is(err, mysqlproto.ErrAccessDenied) {
 			s.srv.Stats.AuthFailures.Add(1)
 			s.srv.log.Warn("client authentication failed", "session", s.id, "client", s.remote, "err", err)
@@ -233,6 +290,42 @@ func (s *Session) run(ctx context.Context) {
 
 var errQuit = errors.New("client quit")
 
+// clientHost is the client's host as a server names it in an access
+// denied message: its address, and localhost for a local client (MariaDB
+// with name resolution on, its default).
+func (s *Session) clientHost() string {
+	host, _, err := net.SplitHostPort(s.remote)
+	if err != nil {
+		return s.remote
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return "localhost"
+	}
+	return host
+}
+
+// recoverPanic keeps a bug in one session from taking the daemon down: the
+// panic is logged with its stack and counted, the client gets 7014 when
+// it can still be told, and the session's server connections are closed
+// (their state is unknown) as the session ends.
+func (s *Session) recoverPanic() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	s.panicked = true
+	s.srv.Stats.Panics.Add(1)
+	s.srv.log.Error("a session ended on an internal error (a bug in Vigil); other sessions are not affected; please report this with the stack",
+		"session", s.id, "client", s.remote, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+	func() {
+		defer func() { _ = recover() }() // the client connection may be in any state
+		s.client.Seq = 1
+		_ = s.client.WritePacket(mysqlproto.AppendErr(nil, mysqlproto.NewError(mysqlproto.ERVigilInternal, mysqlproto.SSVigilLost,
+			"Vigil: internal error; this session was closed (see Vigil's log, session %d)", s.id)))
+		_ = s.client.Flush()
+	}()
+}
+
 // setup records what the client said in its handshake.
 func (s *Session) setup(hello *mysqlproto.Hello) {
 	s.client.MaxPacket = s.opts().MaxPacket
@@ -240,8 +333,9 @@ func (s *Session) setup(hello *mysqlproto.Hello) {
 	s.setUser(users[hello.User])
 	s.caps = hello.Capabilities
 	s.sessionTrack = s.caps&mysqlproto.CapabilityClientSessionTrack != 0
+	s.resetTrack()
 	s.multiStmts = s.caps&mysqlproto.CapabilityClientMultiStatements != 0
-	s.key = backend.Key{User: hello.User, Flavour: s.caps & mysqlproto.FlavourCapabilities, Collation: hello.Collation}
+	s.key = backend.Key{User: hello.User, Flavour: hello.Flavour(), Collation: hello.Collation}
 	s.state.SetSchema(hello.DB)
 	s.rs = router.Session{RYW: s.user.RYW, SessionWindow: s.user.SessionWindow}
 }
@@ -256,6 +350,19 @@ func (s *Session) lookupUser(name string) (mysqlproto.Credentials, bool) {
 
 // dispatch handles one command. A returned error ends the session.
 func (s *Session) dispatch(ctx context.Context, pkt []byte) error {
+	switch pkt[0] {
+	case mysqlproto.ComQuery, mysqlproto.ComStmtExecute, mysqlproto.ComInitDB, mysqlproto.ComFieldList,
+		mysqlproto.ComStatistics, mysqlproto.ComResetConnection, mysqlproto.ComChangeUser,
+		mysqlproto.ComStmtReset, mysqlproto.ComStmtFetch, mysqlproto.ComProcessKill:
+		// A statement: the previous one's connection comes back for it to
+		// use or give back (prev.go).
+		s.takePrev()
+		defer s.dropPrevHeld()
+		s.noteStmt = pkt[0] == mysqlproto.ComQuery || pkt[0] == mysqlproto.ComStmtExecute || pkt[0] == mysqlproto.ComInitDB
+		s.pureDiag, s.clearDiag, s.ranOnPrev = false, false, false
+		s.stmtText = nil
+		s.execUnseen = false
+	}
 	switch pkt[0] {
 	case mysqlproto.ComQuery:
 		return s.comQuery(ctx, pkt)
@@ -302,6 +409,26 @@ func (s *Session) dispatch(ctx context.Context, pkt []byte) error {
 	}
 }
 
+// autoIsNull reports whether the session has sql_auto_is_null on and q
+// tests something for IS NULL.
+func (s *Session) autoIsNull(q []byte) bool {
+	return s.autoIsNullOn() && testsIsNull(q)
+}
+
+// autoIsNullOn reports whether the session has sql_auto_is_null on.
+func (s *Session) autoIsNullOn() bool {
+	for _, v := range s.state.Vars() {
+		if v.Name == "sql_auto_is_null" {
+			return v.Value == "1" || strings.EqualFold(v.Value, "ON")
+		}
+	}
+	return false
+}
+
+// testsIsNull reports whether q contains IS NULL (roughly: also in a
+// string, which only costs a routing to the primary).
+func testsIsNull(q []byte) bool { return bytes.Contains(bytes.ToLower(q), []byte("is null")) }
+
 // bound reports whether the session must keep its server connection.
 func (s *Session) bound() bool {
 	if s.inTrx || s.autocommitOff || s.tempTables > 0 {
@@ -317,6 +444,9 @@ func (s *Session) bound() bool {
 
 func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	q := pkt[1:]
+	if s.srv.testHook != nil {
+		s.srv.testHook(q)
+	}
 	info := sqlscan.Scan(q)
 	if info.Flags&sqlscan.FlagLoadLocal != 0 {
 		// The file's packets arrive in the read buffer that holds the
@@ -352,9 +482,21 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERParseError, mysqlproto.SSSyntax,
 			"You have an error in your SQL syntax: multi-statements are off for this connection (CLIENT_MULTI_STATEMENTS)"))
 	}
+	if info.Class == sqlscan.ClassRead && s.autoIsNull(pkt[1:]) {
+		// sql_auto_is_null=1: WHERE auto_increment_col IS NULL finds the
+		// row of the connection's LAST_INSERT_ID(): read where that is.
+		info.Flags |= sqlscan.FlagLastInsertID | sqlscan.FlagSideEffect
+	}
 	s.nextTrxSet = info.Class == sqlscan.ClassSet && isNextTrxSet(pkt[1:])
 	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
-	s.rs.Bound = s.bound()
+	s.pureDiag = pureDiagnostics(info, pkt[1:])
+	s.stmtText = pkt[1:]
+	onPrev, rw := s.routePrev(ctx, info, pkt[1:])
+	if rw != nil {
+		s.rewriteBuf = append(append(s.rewriteBuf[:0], mysqlproto.ComQuery), rw...)
+		pkt = s.rewriteBuf
+	}
+	s.rs.Bound = s.bound() || onPrev
 	dec := router.Route(info, &s.rs, run.start)
 	run.target, run.hostgroup = s.routeByRule(p, res.Route, dec.Target)
 	var cacheKey []byte
@@ -407,10 +549,8 @@ func (s *Session) execute(ctx context.Context, pkt []byte, info sqlscan.Info, ta
 		if err != nil {
 			return s.sendError(err)
 		}
-		if target == router.Reader {
-			if c, err = s.waitGTID(ctx, c); err != nil {
-				return s.sendError(err)
-			}
+		if err := s.clearDiagnostics(ctx, c); err != nil {
+			return s.prepFailed(c, err)
 		}
 		out, err := s.roundTrip(c, pkt, kind)
 		s.noteOutcome(c, out)
@@ -420,6 +560,10 @@ func (s *Session) execute(ctx context.Context, pkt []byte, info sqlscan.Info, ta
 				s.srv.Stats.ReadRetries.Add(1)
 				s.srv.log.Warn("read failed on a server; retrying on another", "session", s.id, "server", c.Server, "err", eb.err)
 				s.dropConn(c)
+				// Its idle siblings may be dead too (the server restarted,
+				// KILL CONNECTION USER): the retry gets a new connection
+				// if it lands on the same server.
+				s.srv.pools[c.Index].CloseIdle()
 				exclude = c.Index
 				continue
 			}
@@ -461,6 +605,9 @@ func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome
 		})
 	}
 	out, err := s.forward(c, kind)
+	if err == nil {
+		s.srv.noteReply(c.Index) // passive evidence for the monitor (activity.go)
+	}
 	if timer != nil && !timer.Stop() {
 		// The kill may land after the statement ended: never reuse the
 		// connection it may hit.
@@ -565,7 +712,7 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 			// With GTID read-your-writes the new last_gtid says where reads
 			// must wait; without one (binary log off), fall back to the
 			// session window.
-			if s.user.RYW == router.RYWSession || (s.user.RYW == router.RYWGTID && !s.lastGTIDFresh) {
+			if s.user.RYW == router.RYWSession || ((s.user.RYW == router.RYWGTID || s.user.RYW == router.RYWGlobal) && !s.lastGTIDFresh) {
 				s.lastWrite = time.Now()
 			}
 		}
@@ -575,7 +722,71 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 		s.pins[PinFoundRows] = 0
 	}
 	s.rs.LastWrite = s.lastWrite
+	if out.warnings > 0 || out.err != nil {
+		c.DiagDirty = true
+	}
+	if info.Flags&sqlscan.FlagGlobalSet != 0 && out.err == nil {
+		// A new client of the server gets its session variables from the
+		// new global values; idle pooled connections still have the old
+		// ones: close them, new sessions get fresh connections.
+		for _, p := range s.srv.pools {
+			p.CloseIdle()
+		}
+		if !s.bound() {
+			c.Broken = true // this one too, once the session is done with it
+		}
+	}
+	if (s.trackTouched || (info.Flags&sqlscan.FlagSessionTrack != 0 && info.Class == sqlscan.ClassSet)) && !c.Broken {
+		s.restoreTracking(c, s.stmtText)
+	}
+	if info.Flags&sqlscan.FlagGlobalSet != 0 && out.err == nil && bytes.Contains(bytes.ToLower(s.stmtText), []byte("session_track_")) {
+		s.refreshTrackDefaults(c)
+	}
+	if out.insertID != 0 {
+		// The connection's LAST_INSERT_ID() is the session's now, unless
+		// the id was an explicit value (not generated: the server keeps
+		// the previous one) and another session set that one: then only
+		// Vigil's own record may answer (no other client's id).
+		s.insertTrusted = c.InsertToken == 0 || c.InsertSession == s.id
+		s.noteInsert(c, out.insertID)
+	}
+	s.prevValuesFetched = false
+	unseen := s.execUnseen || sqlscan.SetsInsertIDUnseen(s.stmtText, info)
+	s.execUnseen = false
+	if !c.Broken && (s.insertPending || unseen) {
+		// The statement may have set LAST_INSERT_ID() unseen. While the
+		// session keeps c, its reads of it run there (asked only when one
+		// comes, prev.go): Vigil's own query would count in the session's
+		// status counters. Once c may go to others, ask now.
+		s.insertPending = s.bound()
+		if !s.insertPending {
+			s.fetchInsertID(c)
+		}
+	}
+	if s.noteStmt {
+		s.noteStmt = false
+		if hold, expire := s.noteLast(info, s.stmtText, out); hold && !s.bound() && !c.Broken {
+			s.keepPrev(c, expire)
+			return
+		}
+		// Remembered so that a statement reading what this one left
+		// (FOUND_ROWS(), ROW_COUNT(), the diagnostics area) can take the
+		// connection back if nobody used it since (prev.go).
+		s.lastConn, s.lastPuts = c, c.NextPut()
+	}
 	s.release(c)
+}
+
+// prepFailed handles a failure of what Vigil runs on a connection before
+// the client's statement (a server error is the client's answer; an I/O
+// error loses the connection).
+func (s *Session) prepFailed(c *backend.Conn, err error) error {
+	var eb errBackend
+	if errors.As(err, &eb) {
+		return s.failed(c, err, outcome{})
+	}
+	s.release(c)
+	return s.sendError(err)
 }
 
 var timeNow = time.Now

@@ -19,12 +19,17 @@ const (
 	PinCursor
 	PinLongData
 	PinTrxCharacteristics
+	PinSessionStatus
+	PinSequence
+	PinRole
+	PinHandler
 	numPins
 )
 
 // PinNames names the pin reasons for metrics and session listings.
 var PinNames = [numPins]string{"temporary_table", "get_lock", "lock_tables", "found_rows",
-	"text_prepare", "user_variable", "sql_log_bin", "xa", "cursor", "long_data", "next_transaction"}
+	"text_prepare", "user_variable", "sql_log_bin", "xa", "cursor", "long_data", "next_transaction",
+	"session_status", "sequence", "role", "handler"}
 
 // Stats are the listener's counters, read by metrics.
 type Stats struct {
@@ -47,7 +52,19 @@ type Stats struct {
 	Mirrored     atomic.Int64 // statements mirrored
 	MirrorDrops  atomic.Int64 // mirrors dropped (queue full)
 	MirrorErrors atomic.Int64 // mirrors that failed
-	Pins         [numPins]atomic.Int64
+	// The previous statement's connection (prev.go): soft holds taken,
+	// ended by an idle client, statements that ran on the held connection,
+	// statements sent with Vigil's values for ROW_COUNT() and the like,
+	// diagnostics areas cleared before a statement read one.
+	SoftHolds       atomic.Int64
+	SoftHoldExpired atomic.Int64
+	PrevReads       atomic.Int64
+	SessionRewrites atomic.Int64
+	DiagClears      atomic.Int64
+	Panics          atomic.Int64 // sessions ended by a recovered panic
+	PrepareRetries  atomic.Int64 // prepares retried on the writer after a replica lacked an object
+	InsertIDFetches atomic.Int64 // LAST_INSERT_ID() asked after a statement that may set it unseen
+	Pins            [numPins]atomic.Int64
 
 	// Latency of statements by route, and statements and errors by server
 	// (indexed like the pools) and by user.

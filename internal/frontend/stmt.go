@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/router"
 	"github.com/vigil-db/vigil/internal/sqlscan"
+	"github.com/vigil-db/vigil/internal/topology"
 )
 
 // clientStmt is a prepared statement as the client knows it. Server
@@ -39,6 +41,56 @@ type clientStmt struct {
 	// cacheTTL: a cache_ttl rule matched; executes are served from and
 	// stored in the query cache like text-protocol reads.
 	cacheTTL time.Duration
+
+	// prep is the session state (schema and variables) the statement was
+	// prepared in: MariaDB binds names at prepare time, so every server
+	// connection prepares it in that state (backend.StmtKey).
+	prep backend.State
+	// lastKey is the server statement the last execute ran (COM_STMT_FETCH
+	// and COM_STMT_RESET go to it).
+	lastKey backend.StmtKey
+
+	// kill: a prepared KILL of a connection id, which is Vigil's (the
+	// client's handshake id), not a server's: Vigil runs it at execute.
+	kill      bool
+	killID    uint64
+	killQuery bool
+	// insertUnseen: executing it may set LAST_INSERT_ID() without an OK
+	// packet saying so (sqlscan.SetsInsertIDUnseen: CALL, LOAD DATA, …).
+	insertUnseen bool
+	// isNullRead: a read that tests IS NULL, which with sql_auto_is_null
+	// on reads LAST_INSERT_ID() (execInfo).
+	isNullRead bool
+}
+
+// execInfo is st's classification for one execute: with sql_auto_is_null
+// on, a read testing IS NULL reads the connection's LAST_INSERT_ID().
+func (s *Session) execInfo(st *clientStmt) sqlscan.Info {
+	info := st.info
+	if st.isNullRead && s.autoIsNullOn() {
+		info.Flags |= sqlscan.FlagLastInsertID | sqlscan.FlagSideEffect
+	}
+	return info
+}
+
+// missingObject reports server errors that a replica gives for an object
+// it does not have yet (a table or column created a moment ago through
+// another session, or before the replica applied it): the statement is
+// tried again on the writer.
+func missingObject(code uint16) bool {
+	switch code {
+	case 1146, // ER_NO_SUCH_TABLE
+		1054, // ER_BAD_FIELD_ERROR
+		1049, // ER_BAD_DB_ERROR
+		1051, // ER_BAD_TABLE_ERROR
+		1109, // ER_UNKNOWN_TABLE
+		1176, // ER_KEY_DOES_NOT_EXITS
+		1305, // ER_SP_DOES_NOT_EXIST
+		1356, // ER_VIEW_INVALID
+		4091: // ER_UNKNOWN_SEQUENCES
+		return true
+	}
+	return false
 }
 
 func (s *Session) unknownStmt(id uint32) error {
@@ -48,13 +100,14 @@ func (s *Session) unknownStmt(id uint32) error {
 
 func (s *Session) stmtTarget(p *Processing, st *clientStmt) (router.Target, string) {
 	s.rs.Bound = s.bound()
-	return s.routeByRule(p, st.route, router.Route(st.info, &s.rs, timeNow()).Target)
+	return s.routeByRule(p, st.route, router.Route(s.execInfo(st), &s.rs, timeNow()).Target)
 }
 
 func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	q := pkt[1:]
 	info := sqlscan.Scan(q)
-	st := &clientStmt{query: string(q), info: info, digest: info.Digest, orig: []byte(string(q))}
+	st := &clientStmt{query: string(q), info: info, digest: info.Digest, orig: []byte(string(q)),
+		insertUnseen: sqlscan.SetsInsertIDUnseen(q, info), isNullRead: info.Class == sqlscan.ClassRead && testsIsNull(q)}
 	p := s.srv.proc.Load()
 	s.beginStmt()
 	res := s.applyRules(p, q, info.Digest)
@@ -64,50 +117,130 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 		return err
 	}
 	st.route, st.rule, st.log, st.timeout, st.cacheTTL = res.Route, res.Rule, res.Log, res.Timeout, res.CacheTTL
+	if st.info.Flags&sqlscan.FlagKill != 0 {
+		if id, query, ok := sqlscan.KillTarget([]byte(st.query)); ok {
+			// KILL takes Vigil's ids, prepared or not: never a server
+			// thread that happens to have that number.
+			return s.prepareKill(st, id, query)
+		}
+		if bytes.Contains(pkt, []byte("?")) {
+			return s.sendError(mysqlproto.NewError(mysqlproto.ERVigilUnsupported, mysqlproto.SSVigilUnsupported,
+				"Vigil: KILL with a parameter cannot be prepared through Vigil; send KILL <id> as a statement"))
+		}
+	}
 	if res.Query != nil {
 		st.query = string(res.Query)
 		ri := sqlscan.Scan(res.Query)
 		st.info.Class, st.info.Flags = ri.Class, ri.Flags
 		pkt = append([]byte{mysqlproto.ComStmtPrepare}, res.Query...)
 	}
+	// A prepare is a statement for the diagnostics area: MariaDB clears it
+	// (unless the statement prepared only reads it) and puts the
+	// prepare's own warnings and errors there (prev.go).
+	s.stmtText = nil
+	if !pureDiagnostics(st.info, []byte(st.query)) {
+		s.takePrev()
+		defer s.dropPrevHeld()
+		s.ranOnPrev = false
+		s.stmtText = []byte(st.query)
+		if s.prevHeld == nil && !s.bound() {
+			// A prepare does not change what FOUND_ROWS() or ROW_COUNT()
+			// answer: on the previous statement's connection (when it is
+			// on the server the prepare goes to) it keeps that
+			// connection the one to reclaim for them.
+			s.prevHeld = s.reclaimLast()
+		}
+	}
 	target := router.Writer
 	if s.bound() {
 		target = router.Keep
-	} else if st.info.Class == sqlscan.ClassRead {
+	} else if st.info.Class == sqlscan.ClassRead && st.info.Flags&readOnWriter == 0 {
 		target = router.Reader
 	}
 	target, _ = s.routeByRule(p, st.route, target)
-	c, err := s.acquire(ctx, target, -1)
-	if err != nil {
-		return s.sendError(err)
+	for attempt := 0; ; attempt++ {
+		c, err := s.acquire(ctx, target, -1)
+		if err != nil {
+			return s.sendError(err)
+		}
+		c.Seq = 0
+		if err := c.WritePacket(pkt); err != nil {
+			c.Broken = true
+			return s.failed(c, errBackend{err}, outcome{})
+		}
+		if err := c.Flush(); err != nil {
+			c.Broken = true
+			return s.failed(c, errBackend{err}, outcome{})
+		}
+		// On a replica, an error for a missing object is not forwarded:
+		// the replica may not have the object yet, the writer decides.
+		onReplica := c.Index != writerIndex(s.srv.topo.Load()) && !s.bound() && attempt == 0
+		ss, se, err := s.readPrepare(c, true, s.nextStmt+1, onReplica)
+		if err != nil {
+			return s.failed(c, err, outcome{sent: true})
+		}
+		if se != nil && onReplica && missingObject(se.Code) {
+			s.srv.Stats.PrepareRetries.Add(1)
+			s.release(c)
+			target = router.Writer
+			continue
+		}
+		if se == nil {
+			s.nextStmt++
+			st.id = s.nextStmt
+			st.params, st.columns = ss.Params, ss.Columns
+			st.prep = c.State.Clone()
+			key := backend.KeyFor(&st.prep, st.query)
+			st.lastKey = key
+			s.stmts[st.id] = st
+			if old := c.Stmt(key); old != nil {
+				closeServerStmt(c, old.ID)
+			}
+			if evict := c.AddStmt(key, ss); evict != 0 {
+				closeServerStmt(c, evict)
+			}
+			if s.stmtText != nil && s.notePrepared(c, st.info, ss.Warnings) {
+				return nil
+			}
+			if s.ranOnPrev && !s.bound() {
+				s.lastConn, s.lastPuts = c, c.NextPut()
+			}
+			s.release(c)
+			return nil
+		}
+		s.failedOn(c) // the client got the server's error: SHOW WARNINGS shows it
+		return nil
 	}
+}
+
+// prepareKill answers the prepare of KILL <id> itself (no parameters, no
+// columns); the execute runs Vigil's KILL.
+func (s *Session) prepareKill(st *clientStmt, id uint64, query bool) error {
 	s.nextStmt++
 	st.id = s.nextStmt
-	c.Seq = 0
-	if err := c.WritePacket(pkt); err != nil {
-		c.Broken = true
-		return s.failed(c, errBackend{err}, outcome{})
+	st.kill, st.killID, st.killQuery = true, id, query
+	s.stmts[st.id] = st
+	p := append(s.scratch[:0], mysqlproto.OKPacket)
+	p = binary.LittleEndian.AppendUint32(p, st.id)
+	p = append(p, 0, 0, 0, 0, 0, 0, 0) // columns, params, filler, warnings
+	s.client.Seq = 1
+	if err := s.client.WritePacket(p); err != nil {
+		return errClient{err}
 	}
-	if err := c.Flush(); err != nil {
-		c.Broken = true
-		return s.failed(c, errBackend{err}, outcome{})
-	}
-	ss, se, err := s.readPrepare(c, true, st.id)
-	if err != nil {
-		return s.failed(c, err, outcome{sent: true})
-	}
-	if se == nil {
-		st.params, st.columns = ss.Params, ss.Columns
-		s.stmts[st.id] = st
-		if old := c.Stmt(st.query); old != nil {
-			closeServerStmt(c, old.ID)
-		}
-		if evict := c.AddStmt(st.query, ss); evict != 0 {
-			closeServerStmt(c, evict)
-		}
-	}
-	s.release(c)
 	return nil
+}
+
+// readOnWriter are the flags that send a read to the writer (router.Route).
+const readOnWriter = sqlscan.FlagForUpdate | sqlscan.FlagSideEffect | sqlscan.FlagMulti | sqlscan.FlagGetLock |
+	sqlscan.FlagCalcFoundRows | sqlscan.FlagFoundRows | sqlscan.FlagUserVar | sqlscan.FlagXA |
+	sqlscan.FlagExplainAnalyze | sqlscan.FlagSessionStatus
+
+// writerIndex is the writer of a snapshot, -1 if none.
+func writerIndex(snap *topology.Snapshot) int {
+	if snap == nil {
+		return -1
+	}
+	return snap.Writer
 }
 
 // closeServerStmt queues COM_STMT_CLOSE (which has no reply).
@@ -120,31 +253,74 @@ func closeServerStmt(c *backend.Conn, id uint32) {
 	_ = c.Flush()
 }
 
-// ensurePrepared returns the server statement for st on c, preparing it
-// there first if this connection has not seen it.
-func (s *Session) ensurePrepared(c *backend.Conn, st *clientStmt) (*backend.ServerStmt, *mysqlproto.SQLError, error) {
-	if ss := c.Stmt(st.query); ss != nil {
+// ensurePrepared returns the server statement for text (st's text, or a
+// variant of it) on c, preparing it there first, in the state st was
+// prepared in, if this connection has not seen it.
+func (s *Session) ensurePrepared(ctx context.Context, c *backend.Conn, st *clientStmt, text string) (*backend.ServerStmt, *mysqlproto.SQLError, error) {
+	key := backend.KeyFor(&st.prep, text)
+	if ss := c.Stmt(key); ss != nil {
+		st.lastKey = key
 		return ss, nil, nil
+	}
+	// Prepare in the state the client prepared in, then come back to the
+	// session's state for the execute.
+	want := &st.prep
+	if want.Schema == "" && c.State.Schema != "" {
+		// Prepared without a default schema (so every name in it is
+		// qualified); a connection cannot drop its schema: keep it.
+		w := st.prep.Clone()
+		w.Schema = c.State.Schema
+		want = &w
+	}
+	switched := !c.State.Equal(want)
+	if switched {
+		if err := s.syncConn(ctx, c, want); err != nil {
+			return nil, nil, err
+		}
 	}
 	c.Seq = 0
 	buf, start := c.BeginPacket()
 	buf = append(buf, mysqlproto.ComStmtPrepare)
-	buf = append(buf, st.query...)
+	buf = append(buf, text...)
 	if err := c.FinishPacket(buf, start); err != nil {
+		c.Broken = true
 		return nil, nil, errBackend{err}
 	}
 	if err := c.Flush(); err != nil {
 		c.Broken = true
 		return nil, nil, errBackend{err}
 	}
-	ss, se, err := s.readPrepare(c, false, 0)
+	ss, se, err := s.readPrepare(c, false, 0, false)
+	if err == nil && switched {
+		if serr := s.syncConn(ctx, c, &s.state); serr != nil {
+			return nil, nil, serr
+		}
+	}
 	if err != nil || se != nil {
 		return nil, se, err
 	}
-	if evict := c.AddStmt(st.query, ss); evict != 0 {
+	if evict := c.AddStmt(key, ss); evict != 0 {
 		closeServerStmt(c, evict)
 	}
+	st.lastKey = key
 	return ss, nil, nil
+}
+
+// syncConn makes c's state want, for a statement Vigil runs on the
+// session's behalf: a server error comes back as *SQLError, anything else
+// loses the connection.
+func (s *Session) syncConn(ctx context.Context, c *backend.Conn, want *backend.State) error {
+	cctx, cancel := context.WithTimeout(ctx, s.opts().ConnectTimeout)
+	defer cancel()
+	if err := c.Sync(cctx, want); err != nil {
+		var se *mysqlproto.SQLError
+		if errors.As(err, &se) {
+			return se
+		}
+		c.Broken = true
+		return errBackend{err}
+	}
+	return nil
 }
 
 func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
@@ -157,6 +333,9 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 		return s.unknownStmt(id)
 	}
 	s.srv.Stats.Queries.Add(1)
+	if st.kill {
+		return s.kill(ctx, st.killID, st.killQuery)
+	}
 	flags := pkt[5]
 	// Parameter block: null bitmap, new-params-bound flag, types, values.
 	var typesOff, boundOff int
@@ -177,6 +356,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 	s.beginStmt()
 	run := stmtRun{start: time.Now(), digest: st.digest, query: st.orig, rule: st.rule, log: st.log}
 	s.setCurrent(st.orig, run.start)
+	info := s.execInfo(st)
 	target, hg := s.stmtTarget(p, st)
 	run.target, run.hostgroup = target, hg
 	s.stmtTimeout, s.timeoutRule = st.timeout, st.rule
@@ -189,7 +369,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 	// or parameters sent as long data; the key has the statement's text
 	// and the parameters' types and values.
 	var cacheKey []byte
-	if st.cacheTTL > 0 && p.Cache != nil && target != router.Keep && flags == 0 && !st.longData && cacheable(st.info) {
+	if st.cacheTTL > 0 && p.Cache != nil && target != router.Keep && flags == 0 && !st.longData && cacheable(info) {
 		cacheKey = s.stmtCacheKey(st, pkt, boundOff, typesOff)
 		if frames := p.Cache.Get(cacheKey, run.start); frames != nil {
 			s.srv.Stats.CacheHits.Add(1)
@@ -201,23 +381,46 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 		}
 		s.startCapture(p)
 	}
+	text := st.query
+	if info.Flags&(sessionScoped|sqlscan.FlagConnectionID|sqlscan.FlagSessionTrack|sqlscan.FlagGlobalSet) != 0 || s.lastDiag {
+		q := []byte(st.query)
+		s.stmtText = q
+		s.pureDiag = pureDiagnostics(info, q)
+		onPrev, rw := s.routePrev(ctx, info, q)
+		if onPrev {
+			target, run.target = router.Keep, router.Keep
+		}
+		if rw != nil {
+			text = string(rw)
+		}
+	}
+	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
+	s.execUnseen = st.insertUnseen
+	s.cursorReq = flags&mysqlproto.CursorTypeReadOnly != 0
+	defer func() { s.cursorReq = false }()
 	exclude := -1
 	for attempt := 0; ; attempt++ {
 		c, err := s.acquire(ctx, target, exclude)
 		if err != nil {
 			return s.sendError(err)
 		}
-		if target == router.Reader {
-			if c, err = s.waitGTID(ctx, c); err != nil {
-				return s.sendError(err)
-			}
+		if err := s.clearDiagnostics(ctx, c); err != nil {
+			return s.prepFailed(c, err)
 		}
-		ss, se, err := s.ensurePrepared(c, st)
+		ss, se, err := s.ensurePrepared(ctx, c, st, text)
 		if err != nil {
 			return s.failed(c, err, outcome{})
 		}
 		if se != nil {
-			s.release(c)
+			if target == router.Reader && attempt == 0 && missingObject(se.Code) && !s.bound() {
+				// The replica lacks an object the statement needs (not
+				// replicated yet): the writer decides.
+				s.srv.Stats.PrepareRetries.Add(1)
+				s.release(c)
+				target = router.Writer
+				continue
+			}
+			s.failedOn(c)
 			return s.sendError(se)
 		}
 		out := s.rewriteExecute(pkt, ss, st, boundOff, typesOff)
@@ -236,7 +439,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 		}
 		st.cursor = o.cursor && flags&mysqlproto.CursorTypeReadOnly != 0
 		s.updateStmtPins()
-		s.after(c, st.info, o)
+		s.after(c, info, o)
 		if cacheKey != nil {
 			s.storeCapture(p, cacheKey, st.cacheTTL)
 		}
@@ -301,7 +504,7 @@ func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
 	if err != nil {
 		return nil
 	}
-	ss, se, err := s.ensurePrepared(c, st)
+	ss, se, err := s.ensurePrepared(ctx, c, st, st.query)
 	if err != nil || se != nil {
 		s.release(c)
 		return nil
@@ -339,7 +542,7 @@ func (s *Session) comStmtReset(ctx context.Context, pkt []byte) error {
 		return s.unknownStmt(id)
 	}
 	if (st.longData || st.cursor) && s.conn != nil {
-		if ss := s.conn.Stmt(st.query); ss != nil {
+		if ss := s.conn.Stmt(st.lastKey); ss != nil {
 			c := s.conn
 			binary.LittleEndian.PutUint32(pkt[1:], ss.ID)
 			st.longData, st.cursor = false, false
@@ -371,7 +574,7 @@ func (s *Session) comStmtFetch(ctx context.Context, pkt []byte) error {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERUnknownStmtHandler, "HY000",
 			"Unknown prepared statement handler (%d) given to mysqld_stmt_fetch: no open cursor", id))
 	}
-	ss := c.Stmt(st.query)
+	ss := c.Stmt(st.lastKey)
 	if ss == nil {
 		return s.unknownStmt(id)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"encoding/pem"
 	"fmt"
 	"net"
@@ -18,8 +19,10 @@ type DialConfig struct {
 	User     string
 	Password string
 	DB       string
-	// Flavour: the FlavourCapabilities bits the client wants.
-	Flavour   uint32
+	// Flavour: the flavour the client wants (see Flavour): its
+	// FlavourCapabilities bits and its FlavourMariaDBCapabilities bits,
+	// which are asked for exactly, and refused when the server lacks them.
+	Flavour   uint64
 	Collation byte
 	TLS       *tls.Config
 	Attrs     map[string]string
@@ -63,13 +66,22 @@ func (c *Conn) handshakeClient(ctx context.Context, cfg *DialConfig) (*Greeting,
 		CapabilityClientTransactions | CapabilityClientSecureConnection | CapabilityClientMultiStatements |
 		CapabilityClientMultiResults | CapabilityClientPSMultiResults | CapabilityClientPluginAuth |
 		CapabilityClientPluginAuthLenencClientData | CapabilityClientSessionTrack | CapabilityClientLocalFiles |
-		CapabilityClientConnectAttrs | (cfg.Flavour & FlavourCapabilities)
+		CapabilityClientConnectAttrs
+	flavourCaps, wantExt := SplitFlavour(cfg.Flavour)
+	want |= flavourCaps
 	if cfg.DB != "" {
 		want |= CapabilityClientConnectWithDB
 	}
 	caps := want & g.Capabilities
-	if cfg.Flavour&CapabilityClientDeprecateEOF != 0 && g.Capabilities&CapabilityClientDeprecateEOF == 0 {
+	if flavourCaps&CapabilityClientDeprecateEOF != 0 && g.Capabilities&CapabilityClientDeprecateEOF == 0 {
 		return nil, fmt.Errorf("server %s does not support CLIENT_DEPRECATE_EOF", cfg.Addr)
+	}
+	// MariaDB extended capabilities: exactly those of the flavour, sent
+	// only to a server that cleared CLIENT_MYSQL (so caps has it clear
+	// too, and the server reads them).
+	if wantExt&^g.MariaDBCaps != 0 {
+		return nil, fmt.Errorf("server %s (%s) does not offer the MariaDB extended capabilities %#x (extended metadata) that the client negotiated, because every server offered them when Vigil started",
+			cfg.Addr, g.ServerVersion, wantExt&^g.MariaDBCaps)
 	}
 	coll := cfg.Collation
 	if coll == 0 {
@@ -81,7 +93,11 @@ func (c *Conn) handshakeClient(ctx context.Context, cfg *DialConfig) (*Greeting,
 			return nil, fmt.Errorf("server %s does not offer TLS, which the config requires", cfg.Addr)
 		}
 		caps |= CapabilityClientSSL
-		if err := c.WritePacket(AppendSSLRequest(nil, caps, coll)); err != nil {
+		req := AppendSSLRequest(nil, caps, coll)
+		if caps&CapabilityClientLongPassword == 0 {
+			binary.LittleEndian.PutUint32(req[28:], wantExt)
+		}
+		if err := c.WritePacket(req); err != nil {
 			return nil, err
 		}
 		if err := c.Flush(); err != nil {
@@ -107,7 +123,7 @@ func (c *Conn) handshakeClient(ctx context.Context, cfg *DialConfig) (*Greeting,
 	}
 	resp := &HandshakeResponse{
 		Capabilities: caps, MaxPacket: DefaultMaxAllowedBytes, Collation: coll, User: cfg.User,
-		AuthResponse: authResp, DB: cfg.DB, Plugin: plugin, Attrs: cfg.Attrs,
+		AuthResponse: authResp, DB: cfg.DB, Plugin: plugin, Attrs: cfg.Attrs, MariaDBCaps: wantExt,
 	}
 	if err := c.WritePacket(AppendHandshakeResponse(nil, resp)); err != nil {
 		return nil, err
@@ -124,13 +140,27 @@ func (c *Conn) handshakeClient(ctx context.Context, cfg *DialConfig) (*Greeting,
 		switch p[0] {
 		case OKPacket:
 			g.Capabilities = caps
+			g.MariaDBCaps = wantExt
 			return g, nil
 		case ErrPacket:
 			return nil, ParseErr(p)
 		case AuthSwitchRequest:
 			name, pos, ok := ReadNulString(p, 1)
-			if !ok {
-				return nil, fmt.Errorf("%w: auth switch request", ErrMalformed)
+			if !ok || string(name) == "mysql_old_password" {
+				// A lone 0xfe is the pre-4.1 request: the greeting's
+				// nonce; with the plugin's name, its own nonce follows.
+				plugin = "mysql_old_password"
+				if ok && len(p) > pos {
+					nonce = append([]byte(nil), p[pos:]...)
+				}
+				var ar []byte
+				if cfg.Password != "" {
+					ar = append(scrambleOld(nonce, cfg.Password), 0)
+				}
+				if err := c.sendAuth(ar); err != nil {
+					return nil, err
+				}
+				continue
 			}
 			plugin = string(name)
 			nonce = append([]byte(nil), p[pos:]...)

@@ -2,6 +2,7 @@ package mysqlproto
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rsa"
 	"crypto/sha1"
@@ -44,6 +45,15 @@ type ServerConfig struct {
 	// authentication, as the server's cache does, so later logins take the
 	// fast path. Shared by all connections; may be nil.
 	ShaCache *ShaCache
+	// MariaDBCaps are the MariaDB extended capabilities to offer (within
+	// MariaDBCapabilities). When non-zero the greeting is a MariaDB one:
+	// CLIENT_MYSQL clear and the extended capabilities in its filler.
+	MariaDBCaps uint32
+	// Collation is the server default collation the greeting announces
+	// (0: DefaultCollationID). Some clients (mysqlnd) take it as their
+	// character set when none is configured, so a proxy announces its
+	// servers' own.
+	Collation byte
 }
 
 // ShaCache is the caching_sha2_password fast-path cache.
@@ -58,7 +68,15 @@ type Hello struct {
 	Attrs        map[string]string
 	TLS          bool
 	MaxPacket    uint32
+	// MariaDBCaps are the MariaDB extended capabilities both sides
+	// support.
+	MariaDBCaps uint32
+	// Password: the client sent a password ("using password: YES").
+	Password bool
 }
+
+// Flavour is the connection flavour the client negotiated (see Flavour).
+func (h *Hello) Flavour() uint64 { return Flavour(h.Capabilities, h.MariaDBCaps) }
 
 // ErrAccessDenied wraps authentication failures so callers can count them.
 var ErrAccessDenied = errors.New("access denied")
@@ -75,6 +93,10 @@ func (c *Conn) Accept(ctx context.Context, cfg *ServerConfig, connID uint32, rem
 	if cfg.TLS != nil {
 		caps |= CapabilityClientSSL
 	}
+	ext := cfg.MariaDBCaps & MariaDBCapabilities
+	if ext != 0 {
+		caps &^= CapabilityClientLongPassword // CLIENT_MYSQL: clear in a MariaDB greeting
+	}
 	nonce := NewNonce()
 	c.Seq = 0
 	offered := cfg.Plugin
@@ -83,8 +105,10 @@ func (c *Conn) Accept(ctx context.Context, cfg *ServerConfig, connID uint32, rem
 	}
 	g := &Greeting{
 		ServerVersion: cfg.ServerVersion, ConnectionID: connID, Capabilities: caps,
-		Collation: DefaultCollationID, Status: ServerStatusAutocommit, Nonce: nonce, Plugin: offered,
+		Collation: cmp.Or(cfg.Collation, DefaultCollationID), Status: ServerStatusAutocommit, Nonce: nonce, Plugin: offered,
+		MariaDBCaps: ext,
 	}
+	c.nonce = nonce
 	if err := c.WritePacket(AppendGreeting(nil, g)); err != nil {
 		return nil, err
 	}
@@ -106,6 +130,7 @@ func (c *Conn) Accept(ctx context.Context, cfg *ServerConfig, connID uint32, rem
 		}
 		c.SetNetConn(tc)
 		tlsOn = true
+		c.tlsOn = true
 		if p, err = c.ReadPacket(); err != nil {
 			return nil, fmt.Errorf("reading handshake response: %w", err)
 		}
@@ -118,6 +143,7 @@ func (c *Conn) Accept(ctx context.Context, cfg *ServerConfig, connID uint32, rem
 	hello := &Hello{
 		Capabilities: resp.Capabilities & caps, Collation: resp.Collation, User: resp.User,
 		DB: resp.DB, Attrs: resp.Attrs, TLS: tlsOn, MaxPacket: resp.MaxPacket,
+		MariaDBCaps: resp.MariaDBCaps & ext, Password: len(resp.AuthResponse) > 0,
 	}
 	denied := func(reason string) (*Hello, error) {
 		used := "YES"
@@ -146,6 +172,7 @@ func (c *Conn) Accept(ctx context.Context, cfg *ServerConfig, connID uint32, rem
 	}
 	if plugin != AuthNativePassword && plugin != AuthCachingSha2 {
 		nonce = NewNonce()
+		c.nonce = nonce
 		sw := append([]byte{AuthSwitchRequest}, AuthNativePassword...)
 		sw = append(append(append(sw, 0), nonce...), 0)
 		if err := c.WritePacket(sw); err != nil {

@@ -74,6 +74,14 @@ type Conn struct {
 	// forcePlugin overrides the server's auth plugin choice (tests).
 	forcePlugin string
 
+	// Server side of a client connection (Accept): the scramble the
+	// client last received (in the greeting or an auth switch), which
+	// COM_CHANGE_USER authenticates against as servers do; whether TLS
+	// is on; and the failed COM_CHANGE_USER count.
+	nonce           []byte
+	tlsOn           bool
+	changeUserFails int
+
 	// Seq is the sequence id expected for the next packet read, and used
 	// for the next packet written.
 	Seq uint8

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -112,8 +113,20 @@ func TestOKParseAndStrip(t *testing.T) {
 	}
 	stripped := StripSessionState(nil, p, ok)
 	ok2, good := ParseOK(stripped, false)
-	if !good || ok2.Status&ServerSessionStateChanged != 0 || string(ok2.Info) != "info text" || ok2.AffectedRows != 3 {
+	if !good || ok2.Status&ServerSessionStateChanged != 0 || ok2.AffectedRows != 3 {
 		t.Fatalf("stripped: %+v", ok2)
+	}
+	// The info text stays length-encoded, as the server sends it to a
+	// client without session tracking (mysqlnd reads it so).
+	if want := "\x09info text"; string(ok2.Info) != want {
+		t.Fatalf("stripped info %q, want %q", ok2.Info, want)
+	}
+	empty := AppendOK(nil, 1, 0, ServerStatusAutocommit|ServerSessionStateChanged, 0)
+	empty = AppendLenEncString(empty, nil)
+	empty = AppendLenEncString(empty, state)
+	ok3, _ := ParseOK(empty, true)
+	if got, want := StripSessionState(nil, empty, ok3), AppendOK(nil, 1, 0, ServerStatusAutocommit, 0); string(got) != string(want) {
+		t.Fatalf("stripped OK without info: %x, want %x", got, want)
 	}
 }
 
@@ -245,4 +258,76 @@ func FuzzHandshakeResponse(f *testing.F) {
 		_, _ = ParseGreeting(data)
 		_ = EachSessionChange(data, func(SessionChange) {})
 	})
+}
+
+func TestFilterSessionState(t *testing.T) {
+	entry := func(typ byte, data []byte) []byte {
+		return AppendLenEncString([]byte{typ}, data)
+	}
+	sysvar := func(n, v string) []byte {
+		return entry(SessionTrackSystemVariables, AppendLenEncString(AppendLenEncString(nil, []byte(n)), []byte(v)))
+	}
+	var block []byte
+	block = append(block, sysvar("autocommit", "OFF")...)
+	block = append(block, sysvar("last_gtid", "0-1-5")...)
+	block = append(block, entry(SessionTrackStateChange, AppendLenEncString(nil, []byte("1")))...)
+	block = append(block, entry(SessionTrackSchema, AppendLenEncString(nil, []byte("db1")))...)
+	mk := func(info string, block []byte) ([]byte, OK) {
+		p := AppendOK(nil, 2, 9, ServerStatusAutocommit|ServerSessionStateChanged, 1)
+		p = AppendLenEncString(p, []byte(info))
+		p = AppendLenEncString(p, block)
+		ok, good := ParseOK(p, true)
+		if !good {
+			t.Fatal("parse")
+		}
+		return p, ok
+	}
+	changes := func(p []byte) (names []string, status uint16, info string) {
+		ok, good := ParseOK(p, true)
+		if !good {
+			t.Fatalf("filtered OK does not parse: %x", p)
+		}
+		_ = EachSessionChange(ok.SessionState, func(c SessionChange) {
+			names = append(names, fmt.Sprintf("%d:%s", c.Type, c.Name))
+		})
+		return names, ok.Status, string(ok.Info)
+	}
+	p, ok := mk("", block)
+	def := &TrackFilter{Vars: DefaultTrackVars, Schema: true}
+	out, changed := FilterSessionState(nil, p, ok, def)
+	if got, st, _ := changes(out); !changed || fmt.Sprint(got) != "[0:autocommit 1:db1]" || st&ServerSessionStateChanged == 0 {
+		t.Fatalf("default tracking kept %v (status %#x)", got, st)
+	}
+	all := &TrackFilter{AllVars: true, Schema: true, StateChange: true}
+	if _, changed := FilterSessionState(nil, p, ok, all); changed {
+		t.Fatal("tracking everything must keep the packet as it is")
+	}
+	// Nothing left: no state block, no flag, no empty info.
+	p2, ok2 := mk("", append(sysvar("last_gtid", "0-1-6"), entry(SessionTrackStateChange, AppendLenEncString(nil, []byte("1")))...))
+	out, changed = FilterSessionState(nil, p2, ok2, def)
+	if want := AppendOK(nil, 2, 9, ServerStatusAutocommit, 1); !changed || string(out) != string(want) {
+		t.Fatalf("all dropped: %x, want %x", out, want)
+	}
+	// The info text stays.
+	p3, ok3 := mk("Rows matched: 1", sysvar("last_gtid", "0-1-7"))
+	out, _ = FilterSessionState(nil, p3, ok3, def)
+	if got, st, info := changes(out); len(got) != 0 || st&ServerSessionStateChanged != 0 || info != "Rows matched: 1" {
+		t.Fatalf("info kept: %v %#x %q", got, st, info)
+	}
+	// A long block (length takes 3 bytes) survives the move.
+	var big []byte
+	for i := range 40 {
+		big = append(big, sysvar(fmt.Sprintf("var_%02d_with_a_long_name_for_size", i), "value")...)
+	}
+	big = append(big, sysvar("time_zone", "+01:00")...)
+	p4, ok4 := mk("", big)
+	out, _ = FilterSessionState(nil, p4, ok4, def)
+	if got, _, _ := changes(out); fmt.Sprint(got) != "[0:time_zone]" {
+		t.Fatalf("long block: %v", got)
+	}
+	keepAll := &TrackFilter{Vars: []string{"var_03_with_a_long_name_for_size", "time_zone"}}
+	out, _ = FilterSessionState(nil, p4, ok4, keepAll)
+	if got, _, _ := changes(out); fmt.Sprint(got) != "[0:var_03_with_a_long_name_for_size 0:time_zone]" {
+		t.Fatalf("long block, two kept: %v", got)
+	}
 }

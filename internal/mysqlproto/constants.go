@@ -80,6 +80,59 @@ const ServerCapabilities = CapabilityClientLongPassword | CapabilityClientFoundR
 const FlavourCapabilities = CapabilityClientFoundRows | CapabilityClientIgnoreSpace |
 	CapabilityClientDeprecateEOF | CapabilityClientInteractive
 
+// MariaDB's extended capabilities. MariaDB keeps them in the high 32 bits
+// of a 64-bit capability word (MARIADB_CLIENT_EXTENDED_METADATA is 1<<35);
+// on the wire they travel in the last 4 bytes of the greeting's 10-byte
+// filler and of the handshake response's 23-byte filler, and only when
+// CLIENT_MYSQL (bit 0, CapabilityClientLongPassword) is clear: a server
+// that sets it is MySQL (or a MariaDB before 10.2), a client that sets it
+// does not speak MariaDB's extensions.
+const (
+	MariaDBClientProgress           uint32 = 1 << 0 // progress reports: 0xff packets with error code 0xffff
+	MariaDBClientComMulti           uint32 = 1 << 1 // COM_MULTI (never released)
+	MariaDBClientStmtBulkOperations uint32 = 1 << 2 // COM_STMT_BULK_EXECUTE
+	MariaDBClientExtendedMetadata   uint32 = 1 << 3 // extended type info (json, uuid, inet4, geometry types) in column definitions
+	MariaDBClientCacheMetadata      uint32 = 1 << 4 // COM_STMT_EXECUTE replies may omit the column definitions
+)
+
+// MariaDBCapabilities are the extended capabilities Vigil can offer clients
+// (when every server offers them too). Only extended metadata: it adds
+// data inside column definitions, which Vigil forwards without decoding.
+// Progress packets would look like errors to the forwarder; cached
+// metadata changes the shape of the COM_STMT_EXECUTE replies the forwarder
+// walks, and a statement prepared again on another server connection
+// would need the metadata the client cached; bulk operations need
+// COM_STMT_BULK_EXECUTE, which Vigil does not route.
+const MariaDBCapabilities = MariaDBClientExtendedMetadata
+
+// FlavourMariaDBCapabilities are the extended capabilities that change
+// what a server sends: part of a connection's flavour.
+const FlavourMariaDBCapabilities = MariaDBClientExtendedMetadata
+
+// Flavour combines the flavour bits of a client's capabilities and of its
+// MariaDB extended capabilities into one word, as MariaDB lays them out:
+// capabilities in the low 32 bits, extended ones in the high 32 bits. A
+// server connection serves a client only if their flavours are equal.
+func Flavour(caps, mariadbCaps uint32) uint64 {
+	return uint64(caps&FlavourCapabilities) | uint64(mariadbCaps&FlavourMariaDBCapabilities)<<32
+}
+
+// FlavourAfterChangeUser is the flavour of a session after
+// COM_CHANGE_USER, successful or not. MariaDB applies CLIENT_IGNORE_SPACE
+// (IGNORE_SPACE in sql_mode) and CLIENT_INTERACTIVE (wait_timeout =
+// interactive_timeout) to the session variables at login only; the reset
+// of COM_CHANGE_USER brings them back to their global values, so the
+// session goes on as if the client had not asked for either.
+func FlavourAfterChangeUser(f uint64) uint64 {
+	return f &^ uint64(CapabilityClientIgnoreSpace|CapabilityClientInteractive)
+}
+
+// SplitFlavour returns the capability and extended capability bits of a
+// flavour.
+func SplitFlavour(f uint64) (caps, mariadbCaps uint32) {
+	return uint32(f) & FlavourCapabilities, uint32(f>>32) & FlavourMariaDBCapabilities
+}
+
 // Server status flags.
 const (
 	ServerStatusInTrans            uint16 = 0x0001

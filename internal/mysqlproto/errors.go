@@ -51,6 +51,7 @@ const (
 	ERVigilFenced            = 7011 // server fenced by failover; transaction aborted
 	ERVigilShuttingDown      = 7012
 	ERVigilMultiStatementOff = 7013
+	ERVigilInternal          = 7014 // a bug in Vigil ended the session (recovered panic)
 )
 
 // SQLSTATEs for Vigil's errors: 08xxx says "connection problem, retry".

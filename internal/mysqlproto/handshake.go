@@ -16,6 +16,9 @@ type Greeting struct {
 	Status        uint16
 	Nonce         []byte // 20 bytes of auth plugin data
 	Plugin        string
+	// MariaDBCaps are MariaDB's extended capabilities, in the last 4
+	// bytes of the filler when CLIENT_MYSQL is clear in Capabilities.
+	MariaDBCaps uint32
 }
 
 // AppendGreeting appends the payload of an initial handshake packet.
@@ -31,7 +34,12 @@ func AppendGreeting(dst []byte, g *Greeting) []byte {
 	dst = binary.LittleEndian.AppendUint16(dst, g.Status)
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(g.Capabilities>>16))
 	dst = append(dst, byte(len(g.Nonce)+1))
-	dst = append(dst, make([]byte, 10)...)
+	dst = append(dst, make([]byte, 6)...)
+	var ext uint32
+	if g.Capabilities&CapabilityClientLongPassword == 0 {
+		ext = g.MariaDBCaps
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, ext)
 	dst = append(dst, g.Nonce[8:]...)
 	dst = append(dst, 0)
 	dst = append(dst, g.Plugin...)
@@ -70,6 +78,9 @@ func ParseGreeting(p []byte) (*Greeting, error) {
 		g.Status = binary.LittleEndian.Uint16(p[pos+1:])
 		g.Capabilities |= uint32(binary.LittleEndian.Uint16(p[pos+3:])) << 16
 		authLen := int(p[pos+5])
+		if g.Capabilities&CapabilityClientLongPassword == 0 {
+			g.MariaDBCaps = binary.LittleEndian.Uint32(p[pos+12:])
+		}
 		pos += 16
 		if g.Capabilities&CapabilityClientSecureConnection != 0 {
 			n := max(13, authLen-8)
@@ -103,6 +114,9 @@ type HandshakeResponse struct {
 	DB           string
 	Plugin       string
 	Attrs        map[string]string
+	// MariaDBCaps are MariaDB's extended capabilities, in the last 4
+	// bytes of the filler when CLIENT_MYSQL is clear in Capabilities.
+	MariaDBCaps uint32
 }
 
 // IsSSLRequest reports whether p is the short SSL request that precedes TLS.
@@ -123,6 +137,9 @@ func ParseHandshakeResponse(p []byte) (*HandshakeResponse, error) {
 	}
 	r.MaxPacket = binary.LittleEndian.Uint32(p[4:])
 	r.Collation = p[8]
+	if r.Capabilities&CapabilityClientLongPassword == 0 {
+		r.MariaDBCaps = binary.LittleEndian.Uint32(p[28:])
+	}
 	pos := 32
 	user, pos, ok := ReadNulString(p, pos)
 	if !ok {
@@ -189,7 +206,12 @@ func AppendHandshakeResponse(dst []byte, r *HandshakeResponse) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, r.Capabilities)
 	dst = binary.LittleEndian.AppendUint32(dst, r.MaxPacket)
 	dst = append(dst, r.Collation)
-	dst = append(dst, make([]byte, 23)...)
+	dst = append(dst, make([]byte, 19)...)
+	var ext uint32
+	if r.Capabilities&CapabilityClientLongPassword == 0 {
+		ext = r.MariaDBCaps
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, ext)
 	dst = append(dst, r.User...)
 	dst = append(dst, 0)
 	switch {
@@ -242,4 +264,81 @@ func NewNonce() []byte {
 		}
 	}
 	return b
+}
+
+// ChangeUser is a COM_CHANGE_USER request.
+type ChangeUser struct {
+	User         string
+	AuthResponse []byte
+	DB           string
+	// Collation is the client's character set and collation id; 0 when
+	// the client did not send one.
+	Collation uint16
+	Plugin    string
+	Attrs     map[string]string
+	// PluginAuth: the client negotiated CLIENT_PLUGIN_AUTH, so it can
+	// answer an auth switch.
+	PluginAuth bool
+}
+
+// ParseChangeUser decodes a COM_CHANGE_USER packet (command byte
+// included) from a client that negotiated caps. Everything after the auth
+// data is optional, as old clients stop early. Missing or unreadable
+// connection attributes are ignored (MariaDB refuses such a packet with
+// 1047; being lenient costs nothing).
+func ParseChangeUser(p []byte, caps uint32) (*ChangeUser, error) {
+	bad := func(what string) error { return fmt.Errorf("%w: COM_CHANGE_USER %s", ErrMalformed, what) }
+	if len(p) < 1 || p[0] != ComChangeUser {
+		return nil, bad("command")
+	}
+	user, pos, ok := ReadNulString(p, 1)
+	if !ok {
+		return nil, bad("user name")
+	}
+	cu := &ChangeUser{User: string(user), PluginAuth: caps&CapabilityClientPluginAuth != 0}
+	var auth []byte
+	if caps&CapabilityClientSecureConnection != 0 {
+		if pos >= len(p) || pos+1+int(p[pos]) > len(p) {
+			return nil, bad("auth data")
+		}
+		auth = p[pos+1 : pos+1+int(p[pos])]
+		pos += 1 + int(p[pos])
+	} else if auth, pos, ok = ReadNulString(p, pos); !ok {
+		return nil, bad("auth data")
+	}
+	cu.AuthResponse = append([]byte(nil), auth...)
+	if pos < len(p) {
+		var db []byte
+		if db, pos, ok = ReadNulString(p, pos); !ok {
+			return nil, bad("database")
+		}
+		cu.DB = string(db)
+	}
+	if pos+2 <= len(p) {
+		cu.Collation = binary.LittleEndian.Uint16(p[pos:])
+		pos += 2
+	}
+	if caps&CapabilityClientPluginAuth != 0 && pos < len(p) {
+		pl, next, ok := ReadNulString(p, pos)
+		if !ok {
+			pl, next = p[pos:], len(p)
+		}
+		cu.Plugin, pos = string(pl), next
+	}
+	if caps&CapabilityClientConnectAttrs != 0 && pos < len(p) {
+		if block, _, ok := ReadLenEncString(p, pos); ok {
+			attrs := map[string]string{}
+			for q := 0; q < len(block); {
+				k, nq, ok1 := ReadLenEncString(block, q)
+				v, nq2, ok2 := ReadLenEncString(block, nq)
+				if !ok1 || !ok2 {
+					break
+				}
+				attrs[string(k)] = string(v)
+				q = nq2
+			}
+			cu.Attrs = attrs
+		}
+	}
+	return cu, nil
 }

@@ -68,7 +68,9 @@ func ParseOK(p []byte, sessionTrack bool) (OK, bool) {
 
 // StripSessionState rewrites an OK payload parsed from a session-tracking
 // connection into the form a client without CLIENT_SESSION_TRACK expects:
-// status without ServerSessionStateChanged and Info as a plain string.
+// status without ServerSessionStateChanged and no session state. The info
+// text stays length-encoded, as MariaDB and MySQL send it to such clients
+// too (only an empty one is left out); mysqlnd (PHP) reads it that way.
 // It appends the result to dst.
 func StripSessionState(dst []byte, p []byte, ok OK) []byte {
 	// Header and the two integers are unchanged.
@@ -82,7 +84,10 @@ func StripSessionState(dst []byte, p []byte, ok OK) []byte {
 	st := ok.Status &^ ServerSessionStateChanged
 	dst = binary.LittleEndian.AppendUint16(dst, st)
 	dst = binary.LittleEndian.AppendUint16(dst, ok.Warnings)
-	return append(dst, ok.Info...)
+	if len(ok.Info) == 0 {
+		return dst
+	}
+	return AppendLenEncString(dst, ok.Info)
 }
 
 // EOF is a decoded classic EOF packet.
@@ -192,7 +197,9 @@ func EachSessionChange(block []byte, fn func(SessionChange)) error {
 				return fmt.Errorf("%w: session variable value", ErrMalformed)
 			}
 			ch.Name, ch.Value = name, val
-		case SessionTrackSchema, SessionTrackStateChange, SessionTrackTransactionCharacteristics, SessionTrackTransactionState:
+		case SessionTrackStateChange:
+			ch.Name = data // "1"
+		case SessionTrackSchema, SessionTrackTransactionCharacteristics, SessionTrackTransactionState:
 			v, _, ok := ReadLenEncString(data, 0)
 			if !ok {
 				return fmt.Errorf("%w: session state value", ErrMalformed)
@@ -263,4 +270,125 @@ func WriteTextResult(c *Conn, cols []string, rows [][]string, status uint16, dep
 		return put(ok)
 	}
 	return put(AppendEOF(buf[:0], status, 0))
+}
+
+// TrackFilter says which session-state changes a client asked for with its
+// own session_track_* variables. A proxy's server connections track more
+// (every variable, state changes); the client must see only its own.
+type TrackFilter struct {
+	AllVars     bool     // session_track_system_variables='*'
+	Vars        []string // lower-case names, when not AllVars
+	Schema      bool     // session_track_schema
+	StateChange bool     // session_track_state_change
+	GTIDs       bool     // session_track_gtids (MySQL)
+}
+
+// DefaultTrackVars is MariaDB's and MySQL's default
+// session_track_system_variables.
+var DefaultTrackVars = []string{"autocommit", "character_set_client", "character_set_connection", "character_set_results", "time_zone"}
+
+func (f *TrackFilter) keep(typ byte, name []byte) bool {
+	switch typ {
+	case SessionTrackSystemVariables:
+		if f.AllVars {
+			return true
+		}
+		for _, v := range f.Vars {
+			if len(v) == len(name) && equalLower(name, v) {
+				return true
+			}
+		}
+		return false
+	case SessionTrackSchema:
+		return f.Schema
+	case SessionTrackStateChange:
+		return f.StateChange
+	case SessionTrackGTIDs:
+		return f.GTIDs
+	}
+	return true // transaction state and characteristics: only there when the client asked
+}
+
+func equalLower(b []byte, lower string) bool {
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// FilterSessionState rewrites an OK payload p (parsed as ok from a
+// session-tracking connection) for a client that negotiated
+// CLIENT_SESSION_TRACK, keeping only the session-state entries f allows.
+// It appends the result to dst; changed is false (and dst unchanged) when
+// every entry is kept. Without entries left, the status loses
+// SERVER_SESSION_STATE_CHANGED and an empty info text is left out, as a
+// server sends it.
+func FilterSessionState(dst, p []byte, ok OK, f *TrackFilter) (out []byte, changed bool) {
+	block := ok.SessionState
+	// A first pass: is anything dropped?
+	drop := false
+	for pos := 0; pos < len(block); {
+		typ := block[pos]
+		data, next, good := ReadLenEncString(block, pos+1)
+		if !good {
+			return dst, false
+		}
+		var name []byte
+		if typ == SessionTrackSystemVariables {
+			name, _, _ = ReadLenEncString(data, 0)
+		}
+		if !f.keep(typ, name) {
+			drop = true
+			break
+		}
+		pos = next
+	}
+	if !drop {
+		return dst, false
+	}
+	pos := 1
+	_, pos, _ = ReadLenEncInt(p, pos)
+	_, pos, _ = ReadLenEncInt(p, pos)
+	dst = append(dst, p[:pos]...)
+	statusAt := len(dst)
+	dst = binary.LittleEndian.AppendUint16(dst, ok.Status)
+	dst = binary.LittleEndian.AppendUint16(dst, ok.Warnings)
+	infoAt := len(dst)
+	dst = AppendLenEncString(dst, ok.Info)
+	// The kept entries, length-prefixed: written after a 3-byte length
+	// placeholder, then moved if the length takes another size.
+	blockAt := len(dst)
+	for pos := 0; pos < len(block); {
+		typ := block[pos]
+		data, next, _ := ReadLenEncString(block, pos+1)
+		var name []byte
+		if typ == SessionTrackSystemVariables {
+			name, _, _ = ReadLenEncString(data, 0)
+		}
+		if f.keep(typ, name) {
+			dst = append(dst, block[pos:next]...)
+		}
+		pos = next
+	}
+	kept := len(dst) - blockAt
+	if kept == 0 {
+		st := ok.Status &^ ServerSessionStateChanged
+		binary.LittleEndian.PutUint16(dst[statusAt:], st)
+		if len(ok.Info) == 0 {
+			dst = dst[:infoAt]
+		}
+		return dst, true
+	}
+	// Insert the block's length before the kept entries.
+	var lb [9]byte
+	l := AppendLenEncInt(lb[:0], uint64(kept))
+	dst = append(dst, l...)
+	copy(dst[blockAt+len(l):], dst[blockAt:blockAt+kept])
+	copy(dst[blockAt:], l)
+	return dst, true
 }

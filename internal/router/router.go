@@ -49,6 +49,9 @@ const (
 	RYWSession
 	// RYWNone: reads go to replicas at once.
 	RYWNone
+	// RYWGlobal: a read waits on the replica for the newest write any
+	// session made through this Vigil (causal reads across sessions).
+	RYWGlobal
 )
 
 // Session is what the router needs to know about a session.
@@ -86,7 +89,7 @@ func Route(info sqlscan.Info, s *Session, now time.Time) Decision {
 	case sqlscan.ClassRead:
 		const writerFlags = sqlscan.FlagForUpdate | sqlscan.FlagSideEffect | sqlscan.FlagMulti |
 			sqlscan.FlagGetLock | sqlscan.FlagCalcFoundRows | sqlscan.FlagFoundRows | sqlscan.FlagUserVar |
-			sqlscan.FlagXA | sqlscan.FlagExplainAnalyze
+			sqlscan.FlagXA | sqlscan.FlagExplainAnalyze | sqlscan.FlagSessionStatus
 		if info.Flags&writerFlags != 0 {
 			return Decision{Target: Writer, Reason: "read with side effects or locks"}
 		}

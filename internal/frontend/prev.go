@@ -1,0 +1,603 @@
+package frontend
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/sqlscan"
+)
+
+// What a session's previous statement left on its server connection.
+//
+// MariaDB answers some questions about a session's previous statement
+// from the server connection that ran it: the diagnostics area (SHOW
+// WARNINGS, SHOW ERRORS, SHOW COUNT(*) WARNINGS, @@warning_count,
+// @@error_count, GET DIAGNOSTICS), ROW_COUNT(), FOUND_ROWS() and
+// LAST_INSERT_ID(). With multiplexing the next statement may run on
+// another connection, whose answers belong to whichever client used it
+// last. So:
+//
+//   - When the previous statement left something only its connection knows
+//     (warnings, an error, an insert id, a LAST_INSERT_ID(expr) result),
+//     the session keeps that connection until its next statement (a "soft
+//     hold": not a pin, it ends with the next statement). A statement that
+//     reads that state runs there; any other statement may reuse the
+//     connection if it goes to the same server, or gives it back.
+//   - Otherwise Vigil knows the answers from the replies it forwarded: the
+//     diagnostics area is empty (the statement runs on a connection whose
+//     diagnostics area Vigil cleared first when another statement left
+//     something there), ROW_COUNT() is the OK packet's affected rows or -1
+//     after a result set or an error, FOUND_ROWS() the rows of the last
+//     result set, LAST_INSERT_ID() the last insert id a server reported;
+//     the statement is sent with those values in place of the calls
+//     (sqlscan.RewriteSessionFuncs), same column names and types.
+//   - A hold kept only for an insert id ends when the client stays idle
+//     for softHoldIdle: the connection goes back to the pool and
+//     LAST_INSERT_ID() is answered from the value Vigil recorded. A hold
+//     for diagnostics lasts until the next statement (warnings cannot be
+//     recreated on another connection).
+
+// softHoldIdle is how long an idle session keeps the connection of its
+// previous statement for LAST_INSERT_ID() alone.
+const softHoldIdle = time.Second
+
+// sessionScoped are the flags of statements that read what the previous
+// statement left on its server connection.
+const sessionScoped = sqlscan.FlagDiagnostics | sqlscan.FlagLastInsertID | sqlscan.FlagRowCount | sqlscan.FlagFoundRows
+
+// prevValues are the functions Vigil can answer for the previous statement.
+const prevValues = sqlscan.FlagLastInsertID | sqlscan.FlagRowCount | sqlscan.FlagFoundRows
+
+// clearDiagnosticsSQL empties a connection's diagnostics area: MariaDB
+// clears it at the start of a statement that uses a table, and a derived
+// table counts; the statement changes nothing else a client can see.
+const clearDiagnosticsSQL = "SELECT 1 FROM (SELECT 1) AS vigil_clear LIMIT 0"
+
+// keepPrev holds c, the connection of the statement that just ended,
+// until the next statement. expire: give it back when the client stays
+// idle for softHoldIdle.
+func (s *Session) keepPrev(c *backend.Conn, expire bool) {
+	s.setConn(nil)
+	// If the hold ends unused (idle timer, another command), the
+	// connection can still be reclaimed from the pool as the last one.
+	s.lastConn, s.lastPuts = c, c.NextPut()
+	s.prevMu.Lock()
+	old := s.prev
+	s.prev = c
+	s.prevAt.Store(c)
+	s.prevMu.Unlock()
+	if old != nil && old != c {
+		// A command that does not take the previous connection (a
+		// prepare) left a new outcome: the older one is gone.
+		s.putBack(old)
+	}
+	s.srv.Stats.SoftHolds.Add(1)
+	if !expire || s.sticky != nil || (s.user != nil && !s.user.Multiplexing) {
+		return
+	}
+	if s.prevTimer == nil {
+		s.prevTimer = time.AfterFunc(softHoldIdle, s.expirePrev)
+		return
+	}
+	s.prevTimer.Reset(softHoldIdle)
+}
+
+// takePrev ends the soft hold at the start of a command: the connection
+// comes back for the command to use or give back (prevHeld).
+func (s *Session) takePrev() {
+	if s.prevTimer != nil {
+		s.prevTimer.Stop()
+	}
+	s.prevMu.Lock()
+	c := s.prev
+	s.prev = nil
+	s.prevAt.Store(nil)
+	s.prevMu.Unlock()
+	if c != nil && s.srv.Fenced(c.Index) {
+		s.putBack(c)
+		c = nil
+	}
+	s.prevHeld = c
+}
+
+// expirePrev gives the held connection back when the client stayed idle
+// (timer goroutine). The session goroutine takes prev under prevMu too.
+func (s *Session) expirePrev() {
+	s.prevMu.Lock()
+	c := s.prev
+	s.prev = nil
+	s.prevAt.Store(nil)
+	s.prevMu.Unlock()
+	if c == nil {
+		return
+	}
+	s.srv.Stats.SoftHoldExpired.Add(1)
+	if c.Broken {
+		s.srv.pools[c.Index].Discard(c)
+		return
+	}
+	s.srv.pools[c.Index].Put(c)
+}
+
+// dropPrevHeld gives back the previous statement's connection when the
+// command did not use it.
+func (s *Session) dropPrevHeld() {
+	if c := s.prevHeld; c != nil {
+		s.prevHeld = nil
+		s.returnPrev(c)
+	}
+}
+
+// returnPrev gives back the previous statement's connection unused: it
+// stays the one to reclaim (its session state and outcome are the
+// session's previous statement's).
+func (s *Session) returnPrev(c *backend.Conn) {
+	s.lastConn, s.lastPuts = c, c.NextPut()
+	s.putBack(c)
+}
+
+// putBack returns a connection the session does not hold as its own: to
+// the session's sticky set when multiplexing is off, else to the pool.
+func (s *Session) putBack(c *backend.Conn) {
+	if c.Broken {
+		s.srv.pools[c.Index].Discard(c)
+		return
+	}
+	if s.user != nil && !s.user.Multiplexing {
+		if s.sticky == nil {
+			s.sticky = map[int]*backend.Conn{}
+		}
+		if old := s.sticky[c.Index]; old != nil && old != c {
+			s.srv.pools[old.Index].Put(old)
+		}
+		s.sticky[c.Index] = c
+		return
+	}
+	s.srv.pools[c.Index].Put(c)
+}
+
+// pureDiagnostics: the statement only reads the diagnostics area (SHOW
+// WARNINGS, SHOW ERRORS, SHOW COUNT(*) ..., GET DIAGNOSTICS) and leaves it
+// as it was, as MariaDB does for these statements.
+func pureDiagnostics(info sqlscan.Info, q []byte) bool {
+	if info.Flags&sqlscan.FlagDiagnostics == 0 || info.Flags&sqlscan.FlagMulti != 0 {
+		return false
+	}
+	k := sqlscan.FirstKeyword(q)
+	return k == sqlscan.KwShow || k == sqlscan.KwGet
+}
+
+// routePrev decides, before a statement is routed, what the statement
+// needs of the previous one. It returns true when the statement must run
+// on the previous statement's connection, which is then the session's
+// connection. Otherwise, for a statement that reads the previous one's
+// outcome, it sets s.clearDiag (run on a connection with an empty
+// diagnostics area) or returns a rewritten text in rewrite (the values
+// Vigil knows in place of the calls). CONNECTION_ID() is always answered
+// with the id Vigil gave the client.
+func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (onPrev bool, rewrite []byte) {
+	s.clearDiag = false
+	// CONNECTION_ID() is always Vigil's id, as in the handshake and KILL,
+	// except next to the processlist, where it finds the statement's own
+	// server connection (information_schema.PROCESSLIST WHERE ID =
+	// CONNECTION_ID()).
+	rw := info.Flags & sqlscan.FlagConnectionID
+	if rw != 0 && bytes.Contains(bytes.ToLower(q), []byte("processlist")) {
+		rw = 0
+	}
+	if info.Class != sqlscan.ClassSet {
+		// Reads of the client's own session_track_* values (the server
+		// connection's are Vigil's).
+		rw |= info.Flags & sqlscan.FlagSessionTrack
+	}
+	scoped := info.Flags & sessionScoped
+	if s.insertPending && scoped&sqlscan.FlagLastInsertID != 0 {
+		if c := s.conn; c != nil && s.bound() && !c.Broken {
+			s.insertPending = false
+			s.fetchInsertID(c)
+		}
+	}
+	if scoped != 0 && s.prevHeld == nil && !s.bound() {
+		if scoped&(sqlscan.FlagLastInsertID|sqlscan.FlagDiagnostics) == 0 && !s.prevValuesFetched {
+			// The previous statement's connection went back to the
+			// pool; if nobody used it since, it still knows ROW_COUNT()
+			// and FOUND_ROWS() exactly. (Not the diagnostics area: a
+			// statement that used no table left the one before it, maybe
+			// another client's, in place.)
+			s.prevHeld = s.reclaimLast()
+		} else if scoped == sqlscan.FlagLastInsertID && s.insertTrusted {
+			// LAST_INSERT_ID() is the connection of the last insert, if
+			// no one set another there since.
+			s.prevHeld = s.reclaimInsert(ctx)
+		}
+	}
+	if scoped == sqlscan.FlagLastInsertID && s.prevHeld != nil && !s.insertAnswerOn(s.prevHeld) {
+		// Held for another reason (warnings): its LAST_INSERT_ID() is not
+		// known to be the session's.
+		s.returnPrev(s.prevHeld)
+		s.prevHeld = nil
+	}
+	if scoped != 0 && !s.bound() {
+		// While the previous statement's warnings are kept, reads run on
+		// their connection too: MariaDB keeps the diagnostics area across
+		// statements that use no table (SELECT 1, SELECT @@warning_count),
+		// and only that connection knows whether this one does.
+		if s.prevHeld != nil {
+			onPrev = true
+		} else {
+			// The previous statement left no warnings or errors (it would
+			// be held otherwise): the answer is an empty diagnostics area,
+			// and Vigil knows ROW_COUNT() and the like.
+			s.clearDiag = scoped&sqlscan.FlagDiagnostics != 0
+			rw |= scoped & prevValues
+		}
+	} else if s.lastDiag && s.prevHeld != nil && !s.bound() &&
+		info.Class == sqlscan.ClassRead && info.Flags&readOnWriter == 0 {
+		onPrev = true
+	}
+	if s.prevValuesFetched {
+		// Vigil's own query ran on the previous statement's connection
+		// after it (fetchInsertID): ROW_COUNT() and FOUND_ROWS() there
+		// describe that query.
+		rw |= scoped & (sqlscan.FlagRowCount | sqlscan.FlagFoundRows)
+	}
+	if scoped&sqlscan.FlagLastInsertID != 0 {
+		// Where the statement runs anyway (the session's own connection,
+		// or the previous statement's), LAST_INSERT_ID() there may be
+		// another client's: then Vigil's record answers.
+		if c := s.conn; s.bound() && c != nil && !s.insertAnswerOn(c) {
+			rw |= sqlscan.FlagLastInsertID
+		}
+		if onPrev && !s.insertAnswerOn(s.prevHeld) {
+			rw |= sqlscan.FlagLastInsertID
+		}
+	}
+	if onPrev {
+		s.setConn(s.prevHeld)
+		s.prevHeld = nil
+		s.ranOnPrev = true
+		s.srv.Stats.PrevReads.Add(1)
+	}
+	if rw != 0 {
+		v := sqlscan.SessionValues{RowCount: s.rowCount, FoundRows: s.foundRows, LastInsertID: s.insertID, ConnectionID: s.id, Track: s.trackRaw}
+		if out, ok := sqlscan.RewriteSessionFuncs(s.sessionBuf[:0], q, v, rw); ok {
+			s.sessionBuf = out
+			if rw&prevValues != 0 {
+				s.srv.Stats.SessionRewrites.Add(1)
+			}
+			return onPrev, out
+		}
+	}
+	return onPrev, nil
+}
+
+// usesTables reports, roughly, whether MariaDB would clear the
+// diagnostics area when it starts q: it does for statements that open a
+// table (any write, SHOW, a SELECT with a FROM other than DUAL), not for
+// SELECT 1, SELECT @@x, SET or USE.
+func usesTables(info sqlscan.Info, q []byte) bool {
+	switch info.Class {
+	case sqlscan.ClassWrite, sqlscan.ClassUnknown:
+		return true
+	case sqlscan.ClassRead:
+	default:
+		return false
+	}
+	lx := sqlscan.NewLexer(q)
+	first := true
+	for t := lx.Next(); t.Kind != sqlscan.TokEOF; t = lx.Next() {
+		if first && t.Keyword == sqlscan.KwShow {
+			return true
+		}
+		first = false
+		if t.Kind == sqlscan.TokWord && t.Keyword.String() == "FROM" {
+			n := lx.Next()
+			if !(n.Kind == sqlscan.TokWord && n.Keyword.String() == "DUAL") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// reclaimLast takes back the connection the session last gave back, if
+// nobody used it since.
+func (s *Session) reclaimLast() *backend.Conn {
+	c := s.lastConn
+	s.lastConn = nil
+	if c == nil {
+		return nil
+	}
+	if s.sticky != nil {
+		if s.sticky[c.Index] == c {
+			delete(s.sticky, c.Index)
+			return c
+		}
+		return nil
+	}
+	if s.srv.pools[c.Index].Reclaim(c, s.lastPuts) {
+		return c
+	}
+	return nil
+}
+
+// insertAnswerOn reports whether LAST_INSERT_ID() on c is the session's:
+// c is the connection of the session's last insert id and had no other
+// session's before it, or c never had one and neither did the session.
+func (s *Session) insertAnswerOn(c *backend.Conn) bool {
+	if c.InsertToken == 0 {
+		return s.insertID == 0
+	}
+	return c == s.insertConn && c.InsertToken == s.insertToken && s.insertTrusted
+}
+
+// reclaimInsert takes back, made to the session's state, the connection
+// of the session's last insert id, if nobody set another there since.
+func (s *Session) reclaimInsert(ctx context.Context) *backend.Conn {
+	c := s.insertConn
+	if c == nil || s.sticky != nil {
+		return nil
+	}
+	if !s.srv.pools[c.Index].ReclaimInsert(c, s.insertToken) {
+		return nil
+	}
+	if err := s.syncConn(ctx, c, &s.state); err != nil {
+		s.putBack(c)
+		return nil
+	}
+	return c
+}
+
+// clearDiagnostics empties the diagnostics area of c when a statement
+// left something there, before a statement that reads it runs on c.
+func (s *Session) clearDiagnostics(ctx context.Context, c *backend.Conn) error {
+	if !s.clearDiag || !c.DiagDirty {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opts().ConnectTimeout)
+	defer cancel()
+	if _, err := c.Exec(cctx, clearDiagnosticsSQL); err != nil {
+		if _, ok := err.(*mysqlproto.SQLError); ok {
+			return err
+		}
+		return errBackend{err}
+	}
+	c.DiagDirty = false
+	s.srv.Stats.DiagClears.Add(1)
+	return nil
+}
+
+// noteLast records what a finished statement tells about the session's
+// previous statement and reports whether its connection must be kept
+// until the next statement, and whether that hold may end when the client
+// stays idle.
+func (s *Session) noteLast(info sqlscan.Info, q []byte, out outcome) (hold, expire bool) {
+	if s.pureDiag && out.err == nil {
+		// The diagnostics area is as it was: keep holding it if it was
+		// held for it.
+		s.rowCount = -1
+		return s.lastDiag, false
+	}
+	switch {
+	case out.warnings > 0 || out.err != nil:
+		s.lastDiag = true
+	case s.lastDiag && s.ranOnPrev && !usesTables(info, q):
+		// It ran where the warnings are and did not clear them.
+	default:
+		s.lastDiag = false
+	}
+	switch {
+	case out.err != nil:
+		s.rowCount = -1
+	case out.resultSet:
+		s.rowCount = -1
+		s.foundRows = out.setRows
+	default:
+		s.rowCount = int64(out.affected)
+	}
+	if out.insertID != 0 {
+		s.insertID = out.insertID
+	}
+	id := out.insertID != 0 || info.Flags&sqlscan.FlagLastInsertID != 0
+	return s.lastDiag || id, !s.lastDiag
+}
+
+// notePrepared records a successful prepare as the session's previous
+// statement for the diagnostics area: its warnings (a deprecated syntax)
+// are what SHOW WARNINGS shows next. It reports whether it kept c.
+func (s *Session) notePrepared(c *backend.Conn, info sqlscan.Info, warnings uint16) bool {
+	switch {
+	case warnings > 0:
+		s.lastDiag = true
+		c.DiagDirty = true
+	case s.lastDiag && s.ranOnPrev && !usesTables(info, s.stmtText):
+	default:
+		s.lastDiag = false
+	}
+	if !s.lastDiag || s.bound() || c.Broken {
+		return false
+	}
+	s.keepPrev(c, false)
+	return true
+}
+
+// failedOn keeps c after a server error Vigil passed on itself (a
+// prepare or a re-prepare failed): SHOW WARNINGS must show that error.
+func (s *Session) failedOn(c *backend.Conn) {
+	c.DiagDirty = true
+	if s.bound() || c.Broken {
+		s.release(c)
+		return
+	}
+	s.lastDiag = true
+	s.rowCount = -1
+	s.keepPrev(c, false)
+}
+
+// resetPrev forgets the previous statement (new or reset session).
+func (s *Session) resetPrev() {
+	s.takePrev()
+	s.dropPrevHeld()
+	s.lastConn = nil
+	s.lastDiag = false
+	s.rowCount, s.foundRows, s.insertID = -1, 0, 0
+	s.insertPending, s.prevValuesFetched = false, false
+}
+
+// trackDefaults is the session tracking a new session has: the servers'
+// global session_track_* values (MariaDB's defaults until a SET GLOBAL
+// through Vigil says otherwise).
+type trackDefaults struct {
+	filter mysqlproto.TrackFilter
+	raw    map[string]string // by variable name
+}
+
+func builtinTrackDefaults() *trackDefaults {
+	return &trackDefaults{
+		filter: mysqlproto.TrackFilter{Vars: mysqlproto.DefaultTrackVars, Schema: true},
+		raw: map[string]string{
+			"session_track_system_variables": strings.Join(mysqlproto.DefaultTrackVars, ","),
+			"session_track_schema":           "ON", "session_track_state_change": "OFF", "session_track_gtids": "OFF",
+		},
+	}
+}
+
+// resetTrack gives the session the tracking a new session has.
+func (s *Session) resetTrack() {
+	d := s.srv.trackDefault.Load()
+	s.track, s.trackRaw = d.filter, d.raw // trackRaw is copied before it changes
+}
+
+// refreshTrackDefaults reads the servers' global session_track_* values
+// after a SET GLOBAL of one of them through Vigil (c ran it).
+func (s *Session) refreshTrackDefaults(c *backend.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts().ConnectTimeout)
+	defer cancel()
+	res, err := c.Exec(ctx, "SELECT @@GLOBAL.session_track_system_variables, @@GLOBAL.session_track_schema, @@GLOBAL.session_track_state_change")
+	if err != nil || len(res.Rows) != 1 || len(res.Rows[0]) != 3 {
+		return
+	}
+	r := res.Rows[0]
+	d := &trackDefaults{raw: map[string]string{
+		"session_track_system_variables": r[0], "session_track_schema": r[1],
+		"session_track_state_change": r[2], "session_track_gtids": "OFF",
+	}}
+	d.filter = trackFilterOf(d.raw)
+	s.srv.trackDefault.Store(d)
+}
+
+// trackFilterOf turns session_track_* values into what the client is
+// told.
+func trackFilterOf(raw map[string]string) mysqlproto.TrackFilter {
+	t := mysqlproto.TrackFilter{Schema: onValue(raw["session_track_schema"]), StateChange: onValue(raw["session_track_state_change"])}
+	g := raw["session_track_gtids"]
+	t.GTIDs = g != "" && !strings.EqualFold(g, "OFF")
+	vars := raw["session_track_system_variables"]
+	if strings.TrimSpace(vars) == "*" {
+		t.AllVars = true
+		return t
+	}
+	for _, v := range strings.Split(vars, ",") {
+		if v = strings.ToLower(strings.TrimSpace(v)); v != "" {
+			t.Vars = append(t.Vars, v)
+		}
+	}
+	return t
+}
+
+// noteTracking records a change of the client's own session tracking, as
+// the server reported it (its connections track every variable, these
+// too): the client is told only what it now asks for, and Vigil's own
+// tracking is restored on the connection after the statement.
+func (s *Session) noteTracking(name, value string) bool {
+	switch name {
+	case "session_track_system_variables", "session_track_schema", "session_track_state_change", "session_track_gtids":
+	default:
+		return false
+	}
+	raw := make(map[string]string, len(s.trackRaw)+1)
+	for k, v := range s.trackRaw {
+		raw[k] = v
+	}
+	raw[name] = value
+	s.trackRaw = raw
+	s.track = trackFilterOf(raw)
+	s.trackTouched = true
+	return true
+}
+
+// restoreTracking gives c back the session tracking Vigil needs after the
+// client changed its own (a client's SET session_track_system_variables =
+// 'x' would otherwise blind Vigil to the session state of every later user
+// of c). While the client's tracking was in force the server may not have
+// reported the statement's other assignments (nor a change of
+// session_track_system_variables itself), so every variable the SET
+// statement q assigned is read back first.
+func (s *Session) restoreTracking(c *backend.Conn, q []byte) {
+	s.trackTouched = false
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts().ConnectTimeout)
+	defer cancel()
+	if names := sqlscan.SetAssignments(q); len(names) > 0 {
+		sel := "SELECT @@session." + strings.Join(names, ", @@session.")
+		res, err := c.Exec(ctx, sel)
+		if err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == len(names) {
+			for i, n := range names {
+				switch {
+				case s.noteTracking(n, res.Rows[0][i]):
+				case !backend.Untracked(n):
+					c.State.Set(n, res.Rows[0][i])
+					s.state.Set(n, res.Rows[0][i])
+				}
+			}
+			s.trackTouched = false
+		} else if err != nil {
+			c.Broken = true
+		}
+	}
+	if err := c.RestoreTracking(ctx); err != nil {
+		c.Broken = true
+		s.srv.log.Warn("could not restore session tracking on a server connection after the client changed its own; the connection is closed",
+			"session", s.id, "server", c.Server, "err", err)
+	}
+}
+
+func onValue(v string) bool { return strings.EqualFold(v, "ON") || v == "1" }
+
+// noteInsert records that c's LAST_INSERT_ID() is the session's id now.
+func (s *Session) noteInsert(c *backend.Conn, id uint64) {
+	tok := s.srv.insertTokens.Add(1)
+	c.InsertToken, c.InsertSession, c.InsertValue = tok, s.id, id
+	s.insertConn, s.insertToken = c, tok
+}
+
+// fetchInsertID asks c for its LAST_INSERT_ID() after a statement that may
+// have set it without an OK packet saying so (a procedure's insert, LOAD
+// DATA, LAST_INSERT_ID(expr): sqlscan.SetsInsertIDUnseen). When it changed,
+// it is the session's (and c's no longer another session's). The query
+// leaves the diagnostics area alone (it uses no table) but not ROW_COUNT()
+// and FOUND_ROWS(): Vigil answers those from then on.
+func (s *Session) fetchInsertID(c *backend.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts().ConnectTimeout)
+	defer cancel()
+	res, err := c.Exec(ctx, "SELECT LAST_INSERT_ID()")
+	s.srv.Stats.InsertIDFetches.Add(1)
+	s.prevValuesFetched = true
+	if err != nil || len(res.Rows) != 1 || len(res.Rows[0]) != 1 {
+		if _, ok := err.(*mysqlproto.SQLError); !ok && err != nil {
+			c.Broken = true
+		}
+		return
+	}
+	v, err := strconv.ParseUint(res.Rows[0][0], 10, 64)
+	if err != nil || v == c.InsertValue {
+		return // unchanged: whoever it was before, it still is
+	}
+	s.insertID = v
+	s.insertTrusted = true
+	s.noteInsert(c, v)
+}
