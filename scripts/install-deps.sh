@@ -3,6 +3,10 @@
 # something is missing:
 #   mariadb-server mariadb-client galera-4 sysbench haproxy iproute2
 #   iptables rsync procps chromium (the dashboard's browser test)
+#   python3-pymysql python3-mysqldb php-cli php-mysql libdbd-mariadb-perl
+#   ruby-mysql2 nodejs node-mysql default-jdk-headless libmariadb-java
+#   (the client drivers of the compatibility test, docs/compatibility.md)
+#   mariadb-test (MariaDB's own test suite, run by TestMTRCompat)
 # and checks for Go >= 1.26 (not from apt: Debian's Go is too old).
 #
 #   scripts/install-deps.sh          install what is missing (root, Debian)
@@ -15,10 +19,13 @@ set -euo pipefail
 
 GO_MIN_MAJOR=1
 GO_MIN_MINOR=26
-PACKAGES=(mariadb-server mariadb-client galera-4 sysbench haproxy iproute2 iptables rsync procps chromium)
+PACKAGES=(mariadb-server mariadb-client galera-4 sysbench haproxy iproute2 iptables rsync procps chromium
+	python3-pymysql python3-mysqldb php-cli php-mysql libdbd-mariadb-perl ruby-mysql2 nodejs node-mysql
+	default-jdk-headless libmariadb-java mariadb-test)
 
 usage() {
-	sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+	# The comment at the top of this file, up to the first line of code.
+	awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
 }
 
 mode=install
@@ -53,6 +60,17 @@ provides() {
 	rsync) have_cmd rsync ;;
 	procps) have_cmd pgrep && have_cmd ps ;;
 	chromium) have_cmd chromium ;;
+	python3-pymysql) /usr/bin/python3 -c 'import pymysql' 2>/dev/null ;;
+	python3-mysqldb) /usr/bin/python3 -c 'import MySQLdb' 2>/dev/null ;;
+	php-cli) have_cmd php ;;
+	php-mysql) have_cmd php && php -r 'exit(extension_loaded("mysqli") && extension_loaded("pdo_mysql") ? 0 : 1);' ;;
+	libdbd-mariadb-perl) perl -MDBD::MariaDB -e 1 2>/dev/null ;;
+	ruby-mysql2) have_cmd ruby && ruby -rmysql2 -e 0 2>/dev/null ;;
+	nodejs) have_cmd node ;;
+	node-mysql) [[ -e /usr/share/nodejs/mysql/package.json ]] ;;
+	default-jdk-headless) have_cmd java && have_cmd javac ;;
+	libmariadb-java) [[ -r /usr/share/java/mariadb-java-client.jar ]] ;;
+	mariadb-test) have_cmd mariadb-test && [[ -e /usr/share/mysql/mysql-test/mariadb-test-run.pl ]] ;;
 	*) dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" ;;
 	esac
 }
@@ -104,7 +122,8 @@ fi
 echo "install-deps: missing: ${missing[*]}"
 if [[ ! -r /etc/debian_version ]] || ! have_cmd apt-get; then
 	echo "install-deps: this is not Debian: install these with your package manager:" >&2
-	echo "  MariaDB server and client 10.11 or newer, Galera 4, sysbench, HAProxy, iproute2 (ss), iptables, rsync, procps" >&2
+	echo "  MariaDB server and client 10.11 or newer, Galera 4, sysbench, HAProxy, iproute2 (ss), iptables, rsync, procps," >&2
+	echo "  and the client drivers listed in docs/compatibility.md" >&2
 	((have_go)) || go_hint
 	exit 1
 fi
