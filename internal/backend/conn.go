@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -170,6 +171,12 @@ func (c *Conn) ApplyOK(ok *mysqlproto.OK) {
 // *mysqlproto.SQLError (the connection stays usable) or an I/O error (the
 // connection is marked broken).
 func (c *Conn) command(ctx context.Context, payload []byte) error {
+	_, err := c.commandOK(ctx, payload)
+	return err
+}
+
+// commandOK is command returning the OK packet.
+func (c *Conn) commandOK(ctx context.Context, payload []byte) (mysqlproto.OK, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(dl)
 		defer c.SetDeadline(time.Time{})
@@ -177,27 +184,53 @@ func (c *Conn) command(ctx context.Context, payload []byte) error {
 	c.Seq = 0
 	if err := c.WritePacket(payload); err != nil {
 		c.Broken = true
-		return err
+		return mysqlproto.OK{}, err
 	}
 	if err := c.Flush(); err != nil {
 		c.Broken = true
-		return err
+		return mysqlproto.OK{}, err
 	}
 	p, err := c.ReadPacket()
 	if err != nil {
 		c.Broken = true
-		return err
+		return mysqlproto.OK{}, err
 	}
 	if p[0] != mysqlproto.OKPacket {
 		c.DiagDirty = true
-		return mysqlproto.ParseErr(p)
+		return mysqlproto.OK{}, mysqlproto.ParseErr(p)
 	}
 	ok, _ := mysqlproto.ParseOK(p, c.SessionTrack)
 	if ok.Warnings > 0 {
 		c.DiagDirty = true
 	}
 	c.ApplyOK(&ok)
-	return nil
+	return ok, nil
+}
+
+// LastInsertID reads the connection's LAST_INSERT_ID() without a result
+// set: it sets last_insert_id to itself, and the session tracker reports
+// the value. Unlike a SELECT, that leaves the diagnostics area and the
+// row number MariaDB puts in later warnings ("at row 0") as they were.
+func (c *Conn) LastInsertID(ctx context.Context) (uint64, error) {
+	if !c.SessionTrack {
+		return 0, errors.New("session tracking is off on this connection")
+	}
+	ok, err := c.commandOK(ctx, append([]byte{mysqlproto.ComQuery}, "SET last_insert_id = LAST_INSERT_ID()"...))
+	if err != nil {
+		return 0, err
+	}
+	var v uint64
+	found := false
+	_ = mysqlproto.EachSessionChange(ok.SessionState, func(ch mysqlproto.SessionChange) {
+		if ch.Type == mysqlproto.SessionTrackSystemVariables && strings.EqualFold(string(ch.Name), "last_insert_id") {
+			v, err = strconv.ParseUint(string(ch.Value), 10, 64)
+			found = err == nil
+		}
+	})
+	if !found {
+		return 0, errors.New("the server did not report last_insert_id")
+	}
+	return v, nil
 }
 
 // Ping checks the connection with COM_PING.

@@ -197,7 +197,10 @@ func isNumeric(v string) bool {
 // Untracked reports variables Vigil itself sets on every server connection
 // and must not replay or compare.
 // session_track_transaction_info is a client's choice like any other
-// variable (Vigil does not need it): it is replayed.
+// variable (Vigil does not need it): it is replayed. last_insert_id and
+// identity are the connection's LAST_INSERT_ID(), which Vigil follows per
+// session itself (frontend/prev.go), never replayed as a setting.
 func Untracked(name string) bool {
-	return (strings.HasPrefix(name, "session_track_") && name != "session_track_transaction_info") || name == "last_gtid"
+	return (strings.HasPrefix(name, "session_track_") && name != "session_track_transaction_info") ||
+		name == "last_gtid" || name == "last_insert_id" || name == "identity"
 }

@@ -3,7 +3,6 @@ package frontend
 import (
 	"bytes"
 	"context"
-	"strconv"
 	"strings"
 	"time"
 
@@ -579,22 +578,23 @@ func (s *Session) noteInsert(c *backend.Conn, id uint64) {
 // have set it without an OK packet saying so (a procedure's insert, LOAD
 // DATA, LAST_INSERT_ID(expr): sqlscan.SetsInsertIDUnseen). When it changed,
 // it is the session's (and c's no longer another session's). The query
-// leaves the diagnostics area alone (it uses no table) but not ROW_COUNT()
-// and FOUND_ROWS(): Vigil answers those from then on.
+// (backend.Conn.LastInsertID, a SET) leaves the diagnostics area alone but
+// not ROW_COUNT(): Vigil answers that and FOUND_ROWS() from then on.
 func (s *Session) fetchInsertID(c *backend.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts().ConnectTimeout)
 	defer cancel()
-	res, err := c.Exec(ctx, "SELECT LAST_INSERT_ID()")
+	v, err := c.LastInsertID(ctx)
 	s.srv.Stats.InsertIDFetches.Add(1)
 	s.prevValuesFetched = true
-	if err != nil || len(res.Rows) != 1 || len(res.Rows[0]) != 1 {
-		if _, ok := err.(*mysqlproto.SQLError); !ok && err != nil {
+	if err != nil {
+		if _, ok := err.(*mysqlproto.SQLError); !ok {
+			// An I/O error, or a server without session tracking: the
+			// connection's LAST_INSERT_ID() is unknown, it is not reused.
 			c.Broken = true
 		}
 		return
 	}
-	v, err := strconv.ParseUint(res.Rows[0][0], 10, 64)
-	if err != nil || v == c.InsertValue {
+	if v == c.InsertValue {
 		return // unchanged: whoever it was before, it still is
 	}
 	s.insertID = v
