@@ -3,7 +3,6 @@ package frontend
 import (
 	"context"
 	"testing"
-	"time"
 )
 
 // TestRepliesCountCompletedStatements: the monitor's passive evidence
@@ -29,24 +28,7 @@ func TestRepliesCountCompletedStatements(t *testing.T) {
 	}
 
 	// A statement in flight does not count until its reply is read.
-	errc := make(chan error, 1)
-	go func() {
-		_, err := db.Exec("SELECT SLEEP(10)")
-		errc <- err
-	}()
-	var id uint32
-	deadline := time.Now().Add(5 * time.Second)
-	for id == 0 && time.Now().Before(deadline) {
-		for _, s := range tp.srv.Sessions() {
-			if s.Command == "SELECT SLEEP(?)" && s.Server == "fake1" {
-				id = s.ID
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if id == 0 {
-		t.Fatal("the sleep never ran")
-	}
+	id, errc := runSleep(t, tp, db)
 	running, inFlight := tp.srv.Activity(0)
 	if running != before+6 || inFlight != 1 {
 		t.Fatalf("%d replies and %d in flight while the sleep runs, want %d and 1", running, inFlight, before+6)

@@ -427,24 +427,7 @@ func TestProcessingRules(t *testing.T) {
 func TestSessionListingShowsRunningStatement(t *testing.T) {
 	tp := newTestProxy(t, nil)
 	db := tp.db(t, "secret")
-	errc := make(chan error, 1)
-	go func() {
-		_, err := db.Exec("SELECT SLEEP(10)")
-		errc <- err
-	}()
-	var id uint32
-	deadline := time.Now().Add(5 * time.Second)
-	for id == 0 && time.Now().Before(deadline) {
-		for _, s := range tp.srv.Sessions() {
-			if s.Command == "SELECT SLEEP(?)" && s.Server == "fake1" {
-				id = s.ID
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if id == 0 {
-		t.Fatalf("running statement not listed: %+v", tp.srv.Sessions())
-	}
+	id, errc := runSleep(t, tp, db)
 	if err := tp.srv.KillSession(context.Background(), id, false); err != nil {
 		t.Fatal(err)
 	}
@@ -459,6 +442,29 @@ func TestSessionListingShowsRunningStatement(t *testing.T) {
 	if err := tp.srv.KillSession(context.Background(), 99999, false); !errors.Is(err, ErrNoSession) {
 		t.Errorf("unknown session: %v", err)
 	}
+}
+
+// runSleep starts SELECT SLEEP(10) through db and returns the id of the
+// session running it, once the listing shows it on fake1, and where the
+// statement's outcome arrives.
+func runSleep(t *testing.T, tp *testProxy, db *sql.DB) (uint32, chan error) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := db.Exec("SELECT SLEEP(10)")
+		errc <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range tp.srv.Sessions() {
+			if s.Command == "SELECT SLEEP(?)" && s.Server == "fake1" {
+				return s.ID, errc
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("running statement not listed: %+v", tp.srv.Sessions())
+	return 0, nil
 }
 
 // sessionState builds an OK packet's session state block of one entry.
