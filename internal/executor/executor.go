@@ -96,6 +96,12 @@ type Executor struct {
 	lastSit string // for event deduplication
 
 	salvaged map[int64]bool // failover records (by start) already salvaged
+	// noTxBase is, per server, Rpl_semi_sync_master_no_tx as last seen
+	// while it replicated: what the counter held before the server's
+	// latest time as primary (salvage.go).
+	noTxBase map[string]int64
+	// roSetAt: when Vigil last set read_only on a fenced server.
+	roSetAt map[string]time.Time
 
 	opMu sync.Mutex // held while an operation runs
 	kick chan struct{}
@@ -116,7 +122,8 @@ func New(opts Options, mon Monitor, router Router, log *slog.Logger, onEvent fun
 		onEvent = func(Event) {}
 	}
 	e := &Executor{opts: opts, mon: mon, router: router, log: log, onEv: onEvent, history: hist,
-		facts: map[string]failover.ServerFacts{}, kick: make(chan struct{}, 1), j: j, salvaged: map[int64]bool{}}
+		facts: map[string]failover.ServerFacts{}, kick: make(chan struct{}, 1), j: j, salvaged: map[int64]bool{},
+		noTxBase: map[string]int64{}, roSetAt: map[string]time.Time{}}
 	// An operation that never ended means Vigil stopped during it: it
 	// counts as failed until an operator acknowledges it.
 	for i := range e.history.Records {
@@ -227,6 +234,7 @@ func (e *Executor) decideAuto(ctx context.Context) time.Time {
 	}
 	defer e.opMu.Unlock()
 	e.keepFencedReadOnly(ctx)
+	e.noteReplicaNoTx()
 	e.checkSalvage(ctx)
 	d := failover.Decide(e.input(nil))
 	switch d.Action {
@@ -356,6 +364,14 @@ func (e *Executor) keepFencedReadOnly(ctx context.Context) {
 		if i < 0 || snap.Servers[i].State != topology.OfflineHard || !isFenceReason(snap.Servers[i].Reason) {
 			continue
 		}
+		e.mu.Lock()
+		setAt := e.roSetAt[h.Name]
+		e.mu.Unlock()
+		if !h.Last.Time.After(setAt) {
+			// Sampled before Vigil set it: not writable again, only not
+			// seen since (one SET and one event per time it comes back).
+			continue
+		}
 		q := []string{"SET GLOBAL read_only = 1"}
 		if h.Last.Flavor == topology.FlavorMySQL {
 			q = append(q, "SET GLOBAL super_read_only = 1")
@@ -364,6 +380,9 @@ func (e *Executor) keepFencedReadOnly(ctx context.Context) {
 			e.log.Warn("could not make a fenced server read-only", "server", h.Name, "err", err)
 			continue
 		}
+		e.mu.Lock()
+		e.roSetAt[h.Name] = time.Now()
+		e.mu.Unlock()
 		e.event(h.Name, "fenced_read_only", h.Name+" is fenced and came back writable: Vigil set read_only=1 on it; `vigil ctl rejoin "+h.Name+"` makes it a replica")
 	}
 }

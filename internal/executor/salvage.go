@@ -66,13 +66,15 @@ func (e *Executor) checkSalvage(ctx context.Context) {
 		// (per server id) do not.
 		extra, start = n, st
 	}
-	fallback := ""
-	if oldObs.SemiSync.NoTx > 0 {
-		fallback = fmt.Sprintf("; %s had committed %d transactions without a semi-sync acknowledgement (it fell back to asynchronous replication), so data could be lost", rec.OldPrimary, oldObs.SemiSync.NoTx)
-	}
 	if extra == 0 {
-		e.event(rec.OldPrimary, "salvage", fmt.Sprintf("salvage: %s has no transaction that %s lacks (0 transactions)%s", rec.OldPrimary, rec.NewPrimary, fallback))
+		// Nothing it committed is missing: whatever its semi-sync
+		// counters say, no data was lost.
+		e.event(rec.OldPrimary, "salvage", fmt.Sprintf("salvage: %s has no transaction that %s lacks (0 transactions)", rec.OldPrimary, rec.NewPrimary))
 		return
+	}
+	fallback := ""
+	if n := e.unackedAsPrimary(rec.OldPrimary, oldObs.SemiSync.NoTx); n > 0 {
+		fallback = fmt.Sprintf("; %s had committed %d transactions without a semi-sync acknowledgement as primary (it fell back to asynchronous replication), so data could be lost", rec.OldPrimary, n)
 	}
 	path, err := e.writeSalvage(ctx, rec, oldObs, start)
 	if err != nil {
@@ -82,6 +84,36 @@ func (e *Executor) checkSalvage(ctx context.Context) {
 	}
 	e.event(rec.OldPrimary, "salvage", fmt.Sprintf("salvage: %s has %d transactions %s lacks (its binlog position %s, the new primary's %s); written to %s — review and re-apply what is needed, then `vigil ctl rejoin` refuses until they are dealt with%s",
 		rec.OldPrimary, extra, rec.NewPrimary, oldObs.GTID.Binlog, newObs.GTID.Current, path, fallback))
+}
+
+// noteReplicaNoTx records, for every server that replicates now, its
+// Rpl_semi_sync_master_no_tx: the counter runs since the server started,
+// and what it counted while the server was a replica (a former primary
+// with semi-sync master still on counts the transactions it applies) is
+// not what it committed unacknowledged as primary.
+func (e *Executor) noteReplicaNoTx() {
+	obs := e.mon.Observations()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, h := range obs {
+		if o := h.Last; o != nil && o.OK && o.Replica != nil && o.ReadOnly {
+			e.noTxBase[h.Name] = o.SemiSync.NoTx
+		}
+	}
+}
+
+// unackedAsPrimary is how many of noTx (a server's
+// Rpl_semi_sync_master_no_tx now) it counted since it last replicated:
+// the unacknowledged commits of its latest time as primary. A counter
+// below the recorded base was reset by a restart and counts from there.
+func (e *Executor) unackedAsPrimary(server string, noTx int64) int64 {
+	e.mu.Lock()
+	base, ok := e.noTxBase[server]
+	e.mu.Unlock()
+	if !ok || noTx < base {
+		return noTx
+	}
+	return noTx - base
 }
 
 // missing counts the transactions of old that cur lacks, per domain, and

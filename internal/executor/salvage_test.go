@@ -50,3 +50,44 @@ func TestMissingByState(t *testing.T) {
 		}
 	}
 }
+
+// obsMonitor is a Monitor that only has observations.
+type obsMonitor struct{ obs []topology.Health }
+
+func (m *obsMonitor) Snapshot() *topology.Snapshot          { return nil }
+func (m *obsMonitor) Observations() []topology.Health       { return m.obs }
+func (m *obsMonitor) SetWriter(server, reason string) error { return nil }
+func (m *obsMonitor) Fence(server, reason string) error     { return nil }
+func (m *obsMonitor) Unfence(server string) error           { return nil }
+
+// What a server's semi-sync counter held while it replicated is not what
+// it committed unacknowledged as primary (issue 14, case 5).
+func TestUnackedAsPrimary(t *testing.T) {
+	replica := &topology.Observation{OK: true, ReadOnly: true, Replica: &topology.ReplicaStatus{}}
+	replica.SemiSync.NoTx = 1733
+	m := &obsMonitor{obs: []topology.Health{{Name: "node1", Last: replica}}}
+	e := &Executor{mon: m, noTxBase: map[string]int64{}}
+	e.noteReplicaNoTx()
+	for _, c := range []struct {
+		server string
+		now    int64
+		want   int64
+	}{
+		{"node1", 1733, 0}, // nothing since it replicated
+		{"node1", 1740, 7}, // 7 as primary
+		{"node1", 5, 5},    // restarted since: the counter starts again
+		{"node2", 12, 12},  // never seen replicating: all of it
+	} {
+		if got := e.unackedAsPrimary(c.server, c.now); got != c.want {
+			t.Errorf("unackedAsPrimary(%s, %d) = %d, want %d", c.server, c.now, got, c.want)
+		}
+	}
+	// A primary (not read-only, no replication) does not move its base.
+	primary := &topology.Observation{OK: true}
+	primary.SemiSync.NoTx = 1800
+	m.obs[0].Last = primary
+	e.noteReplicaNoTx()
+	if got := e.unackedAsPrimary("node1", 1800); got != 67 {
+		t.Errorf("after a primary sample: %d, want 67", got)
+	}
+}

@@ -264,3 +264,37 @@ func binlogStateExtra(old, cur []topology.GTID) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// withoutOriginAhead is p with every MariaDB domain whose last GTID was
+// written by server sid (its server id in the GTID) and is beyond q's put
+// back to q's: a server's own transactions are never missing on it, even
+// when the sample of it (q) predates the sample that shows them on a
+// replica (p). The monitor reads servers one at a time, so under write
+// load a replica's newer sample holds its primary's later writes. MySQL
+// positions, and sid 0 (unknown), are returned unchanged.
+func (p position) withoutOriginAhead(q position, sid uint32) position {
+	if p.flavor != topology.FlavorMariaDB || q.flavor != topology.FlavorMariaDB || sid == 0 {
+		return p
+	}
+	out := p
+	out.maria = nil
+	for _, g := range p.maria {
+		if g.Server == sid {
+			if s, ok := q.maria.Seq(g.Domain); ok && g.Seq > s {
+				i := slices.IndexFunc(q.maria, func(x topology.GTID) bool { return x.Domain == g.Domain })
+				g = q.maria[i]
+			}
+		}
+		out.maria = append(out.maria, g)
+	}
+	return out
+}
+
+// exceptServer is a @@gtid_binlog_state without the pairs of server sid
+// (see withoutOriginAhead); sid 0 keeps them all.
+func exceptServer(state []topology.GTID, sid uint32) []topology.GTID {
+	if sid == 0 {
+		return state
+	}
+	return slices.DeleteFunc(slices.Clone(state), func(g topology.GTID) bool { return g.Server == sid })
+}

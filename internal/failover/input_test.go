@@ -305,6 +305,10 @@ func (p *scenarioParser) observation(name string, kv map[string]string) (*topolo
 	if kv["flavor"] == "mysql" {
 		o.Flavor, o.Version = topology.FlavorMySQL, "8.0.36"
 	}
+	if v := kv["server_id"]; v != "" {
+		n, _ := strconv.ParseUint(v, 10, 32)
+		o.ServerID = uint32(n)
+	}
 	if v := kv["version"]; v != "" {
 		o.Version = v
 	}

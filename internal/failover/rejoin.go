@@ -65,9 +65,13 @@ func (v *view) rejoin(node string) Decision {
 		d.Situation, d.Reason = InvalidTarget, fmt.Sprintf("rejoin %s: GTID positions cannot be read: %s", node, np.bad+pp.bad)
 		return d
 	}
-	x := np.extra(pp)
+	// Transactions that carry the primary's own server id are the
+	// primary's: it has them even when its sample is older than the
+	// node's (a replica under write load is always a little "ahead" of an
+	// earlier sample of its primary).
+	x := np.withoutOriginAhead(pp, po.ServerID).extra(pp)
 	if x == "" && no.Flavor != topology.FlavorMySQL {
-		x = binlogStateExtra(no.GTID.BinlogState, po.GTID.BinlogState)
+		x = binlogStateExtra(exceptServer(no.GTID.BinlogState, po.ServerID), po.GTID.BinlogState)
 	}
 	if x != "" {
 		d.Situation = RejoinDiverged

@@ -50,6 +50,18 @@ var rejoinRows = []row{
 	{name: "rejoin compatible by binlog state", scen: returned +
 		"server node0 gtid=0-1-95 binlog_state=0-1-95\nserver node1 binlog_state=0-1-95,0-2-100\nrequest rejoin to=node0",
 		sit: Rejoin, act: ActExecute},
+	// Under write load the replica's sample is newer than its primary's:
+	// it holds the primary's own later writes (server id 1 is node1's),
+	// which is not divergence (issue 14, case 4).
+	{name: "rejoin a replica ahead of an older sample of its primary", scen: base +
+		"server node1 server_id=1\nserver node3 io=no gtid=0-1-7105 binlog_state=0-1-7105\nserver node1 binlog_state=0-1-7050\nrequest rejoin to=node3",
+		sit: Rejoin, act: ActExecute},
+	{name: "rejoin ahead with transactions of another server", scen: returned +
+		"server node1 server_id=2 gtid=0-2-100\nserver node0 gtid=0-1-104\nrequest rejoin to=node0", sit: RejoinDiverged, act: ActRefuse,
+		check: reasonHas("domain 0 sequences 101..104")},
+	{name: "rejoin ahead by binlog state of another server", scen: returned +
+		"server node1 server_id=2 gtid=0-2-100 binlog_state=0-1-94,0-2-100\nserver node0 gtid=0-2-100 binlog_state=0-1-95,0-2-100\nrequest rejoin to=node0",
+		sit: RejoinDiverged, act: ActRefuse, check: reasonHas("0-1-95")},
 	{name: "rejoin unknown", scen: returned + "request rejoin to=nodeZ", sit: InvalidTarget, act: ActRefuse},
 	{name: "rejoin the primary", scen: returned + "request rejoin to=node1", sit: InvalidTarget, act: ActRefuse},
 	{name: "rejoin an unreachable server", scen: returned + "server node0 down=refused\nrequest rejoin to=node0", sit: InvalidTarget, act: ActRefuse,
