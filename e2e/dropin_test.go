@@ -678,6 +678,7 @@ func TestDropInStandalone(t *testing.T) {
 	t.Run("InsertIDNotLeaked", func(t *testing.T) { testInsertIDNotLeaked(t, env) })
 	t.Run("InsertIDSetUnseen", func(t *testing.T) { testInsertIDSetUnseen(t, env) })
 	t.Run("ServerConnectionsKilled", func(t *testing.T) { testServerConnectionsKilled(t, env) })
+	t.Run("QualifiedSets", func(t *testing.T) { testQualifiedSets(t, env) })
 	t.Run("KillOtherAccount", func(t *testing.T) { testKillOtherAccount(t, env) })
 	t.Run("NewSessionSeesGlobals", func(t *testing.T) { testNewSessionSeesGlobals(t, env) })
 	t.Run("Diagnostics", func(t *testing.T) { testDiagnostics(t, env, "dropin") })
@@ -852,6 +853,33 @@ func testKillOtherAccount(t *testing.T, env *dropInEnv) {
 	}
 }
 
+// testQualifiedSets: a session that sets a variable with the unqualified
+// @@ form keeps it on whichever server connection its next statements run
+// (the server's session tracker does not report that form).
+func testQualifiedSets(t *testing.T, env *dropInEnv) {
+	c := env.conn(t, "dropin")
+	execIn(t, c, "SET @@sql_mode = 'ANSI_QUOTES'")
+	ctx, cancel := qctx()
+	defer cancel()
+	if _, err := c.ExecContext(ctx, "SET @@max_statement_time = ?", 9); err != nil { // prepared
+		t.Fatal(err)
+	}
+	// Other clients take the pool's connections meanwhile.
+	var busy []client
+	for range 3 {
+		b := env.conn(t, "dropin")
+		execIn(t, b, "BEGIN")
+		rowsOf(t, b, "SELECT COUNT(*) FROM t")
+		busy = append(busy, b)
+	}
+	if got := one(t, c, "SELECT CONCAT(@@sql_mode, '/', @@max_statement_time = 9)"); got != "ANSI_QUOTES/1" {
+		t.Fatalf("a session's SET @@x values on its next statement: %s", got)
+	}
+	for _, b := range busy {
+		execIn(t, b, "ROLLBACK")
+	}
+}
+
 // testServerConnectionsKilled: when the server's connections of Vigil die
 // under an idle session (KILL CONNECTION USER, KILL of each), the
 // session's next read gets a new one, also on a cluster of one server
@@ -1020,6 +1048,11 @@ func testCrossClientLeakage(t *testing.T, env *dropInEnv) {
 		{"PREPARE leak_ps FROM 'SELECT 1'"},
 		{"HANDLER t OPEN"},
 		{"SET SESSION sql_mode = 'ANSI_QUOTES'"},
+		// The unqualified @@ form, which MariaDB's session tracker does
+		// not report (mtr main.myisam_icp after ctype_ucs2_*_ws).
+		{"SET @@sql_mode = 'ANSI_QUOTES'"},
+		{"SET @@collation_connection = ucs2_general_ci"},
+		{"SET @@max_statement_time = 7"},
 		{"INSERT INTO t (v) VALUES ('leak')"},
 		{"SET SESSION profiling = 1"},
 		{"BEGIN", "INSERT INTO t (v) VALUES ('uncommitted')"},
@@ -1029,6 +1062,8 @@ func testCrossClientLeakage(t *testing.T, env *dropInEnv) {
 		{"SELECT CURRENT_ROLE() IS NULL", "1"},
 		{"SELECT LASTVAL(seq) IS NULL", "1"},
 		{"SELECT @@sql_mode LIKE '%ANSI_QUOTES%'", "0"},
+		{"SELECT @@character_set_connection", "utf8mb4"},
+		{"SELECT @@max_statement_time = 0", "1"},
 		{"SELECT LAST_INSERT_ID()", "0"},
 		{"SELECT @@profiling", "0"},
 		{"SELECT COUNT(*) FROM t WHERE v = 'uncommitted'", "0"},

@@ -105,6 +105,9 @@ type Session struct {
 	foundRows  int64
 	insertID   uint64
 	sessionBuf []byte
+	// setBuf holds a SET statement with its @@ targets qualified
+	// (sqlscan.QualifySessionSets).
+	setBuf []byte
 
 	// running is the server connection of the statement in flight, for KILL.
 	running atomic.Pointer[backend.Conn]
@@ -481,6 +484,15 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	if info.Flags&sqlscan.FlagMulti != 0 && !s.multiStmts {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERParseError, mysqlproto.SSSyntax,
 			"You have an error in your SQL syntax: multi-statements are off for this connection (CLIENT_MULTI_STATEMENTS)"))
+	}
+	if info.Class == sqlscan.ClassSet && bytes.Contains(pkt[1:], []byte("@@")) {
+		// SET @@x = v: sent as SET @@SESSION.x = v, which the server's
+		// session tracker reports (the unqualified form it does not, and
+		// the value would stay on the pooled connection unseen).
+		if out, ok := sqlscan.QualifySessionSets(append(s.setBuf[:0], mysqlproto.ComQuery), pkt[1:]); ok {
+			s.setBuf = out
+			pkt = out
+		}
 	}
 	if info.Class == sqlscan.ClassRead && s.autoIsNull(pkt[1:]) {
 		// sql_auto_is_null=1: WHERE auto_increment_col IS NULL finds the

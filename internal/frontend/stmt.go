@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
@@ -133,6 +134,14 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 		ri := sqlscan.Scan(res.Query)
 		st.info.Class, st.info.Flags = ri.Class, ri.Flags
 		pkt = append([]byte{mysqlproto.ComStmtPrepare}, res.Query...)
+	}
+	if st.info.Class == sqlscan.ClassSet && strings.Contains(st.query, "@@") {
+		// As for text SETs (comQuery): the tracker reports only the
+		// qualified form.
+		if out, ok := sqlscan.QualifySessionSets(nil, []byte(st.query)); ok {
+			st.query = string(out)
+			pkt = append([]byte{mysqlproto.ComStmtPrepare}, out...)
+		}
 	}
 	// A prepare is a statement for the diagnostics area: MariaDB clears it
 	// (unless the statement prepared only reads it) and puts the

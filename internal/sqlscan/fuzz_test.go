@@ -37,6 +37,10 @@ func FuzzScan(f *testing.F) {
 			t.Fatalf("RewriteSessionFuncs(%q) changed nothing but wrote %q", q, out)
 		}
 		_ = SetAssignments(b)
+		_ = SetsInsertIDUnseen(b, info)
+		if out, ok := QualifySessionSets(nil, b); ok && len(out) <= len(b) {
+			t.Fatalf("QualifySessionSets(%q) = %q: shorter than the input", q, out)
+		}
 		norm := Normalize(nil, b)
 		if d := DigestText(norm); d != info.Digest {
 			t.Fatalf("Scan(%q).Digest = %x, DigestText(%q) = %x", q, info.Digest, norm, d)

@@ -8,36 +8,71 @@ import "strings"
 // variables they change. User variables and GLOBAL/PERSIST assignments are
 // left out. Nil when q is not such a SET statement.
 func SetAssignments(q []byte) []string {
+	var out []string
+	walkSet(q, func(_ Token, name []byte, global bool) {
+		if name != nil && !global {
+			out = append(out, strings.ToLower(string(name)))
+		}
+	}, func() {
+		out = append(out, "character_set_client", "character_set_connection", "character_set_results", "collation_connection")
+	})
+	return out
+}
+
+// QualifySessionSets appends to dst q with every unqualified @@name that
+// a SET statement assigns in session scope written @@SESSION.name, and
+// reports whether it changed anything. The meaning is the same, but
+// MariaDB's session tracker does not report a change made through the
+// unqualified form (SET @@sql_mode = 'ANSI' sends no
+// session_track_system_variables entry; SET @@SESSION.sql_mode does), and
+// a proxy that follows session state by the tracker would miss it.
+func QualifySessionSets(dst, q []byte) ([]byte, bool) {
+	var at []int
+	walkSet(q, func(t Token, name []byte, global bool) {
+		if t.Kind == TokSysVar && !global && name != nil && t.End-t.Start == len(name)+2 {
+			at = append(at, t.Start+2)
+		}
+	}, nil)
+	if len(at) == 0 {
+		return dst, false
+	}
+	pos := 0
+	for _, i := range at {
+		dst = append(dst, q[pos:i]...)
+		dst = append(dst, "SESSION."...)
+		pos = i
+	}
+	return append(dst, q[pos:]...), true
+}
+
+// walkSet calls onVar for every assignment of a SET statement with its
+// target token, the system variable's name (nil for a user variable) and
+// whether it is global, and charset for each NAMES or CHARACTER SET.
+func walkSet(q []byte, onVar func(t Token, name []byte, global bool), charset func()) {
 	budget := 1024 + len(q)
 	lx := &headLexer{lx: NewLexer(q), budget: &budget}
 	src := lx.src()
 	t := lx.next()
 	if t.Keyword != KwSet {
-		return nil
+		return
 	}
 	t = lx.next()
 	switch t.Keyword {
 	case KwTransaction, KwResource, KwPassword, KwDefault, KwRole, KwStatement:
-		return nil
+		return
 	}
-	var out []string
 	global := false
 	for {
 		switch t.Keyword {
-		case KwNames: // NAMES x [COLLATE y]
-			out = append(out, "character_set_client", "character_set_connection", "character_set_results", "collation_connection")
-			if t, _ = skipValue(lx.next(), lx); t.Kind != TokComma {
-				return out
+		case KwNames, KwCharset, KwCharacter: // NAMES x [COLLATE y], CHARACTER SET x, CHARSET x
+			if charset != nil {
+				charset()
 			}
-			t = lx.next()
-			continue
-		case KwCharset, KwCharacter: // CHARACTER SET x, CHARSET x
-			out = append(out, "character_set_client", "character_set_connection", "character_set_results", "collation_connection")
 			if t.Keyword == KwCharacter {
 				lx.next() // SET
 			}
 			if t, _ = skipValue(lx.next(), lx); t.Kind != TokComma {
-				return out
+				return
 			}
 			t = lx.next()
 			continue
@@ -48,19 +83,18 @@ func SetAssignments(q []byte) []string {
 			global = false
 			t = lx.next()
 		}
+		target := t
 		name, scopeGlobal, ok := setTarget(src, t, global)
 		if !ok {
-			return out
+			return
 		}
 		t = lx.next()
 		if !isAssign(src, t) {
-			return out
+			return
 		}
-		if name != nil && !scopeGlobal {
-			out = append(out, strings.ToLower(string(name)))
-		}
+		onVar(target, name, scopeGlobal)
 		if t, _ = skipValue(lx.next(), lx); t.Kind != TokComma {
-			return out
+			return
 		}
 		t = lx.next()
 	}

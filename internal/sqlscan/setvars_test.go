@@ -23,3 +23,27 @@ func TestSetAssignments(t *testing.T) {
 		}
 	}
 }
+
+func TestQualifySessionSets(t *testing.T) {
+	for q, want := range map[string]string{
+		"SET @@sql_mode = 'ANSI'":                                 "SET @@SESSION.sql_mode = 'ANSI'",
+		"SET @@collation_connection=ucs2_general_ci, @@x = @@y":   "SET @@SESSION.collation_connection=ucs2_general_ci, @@SESSION.x = @@y",
+		"SET GLOBAL a = 1, @@b = 2":                               "SET GLOBAL a = 1, @@SESSION.b = 2", // @@b is the session's, as on the server
+		"set @@session.sql_mode = '', @@global.max_connections=5": "",
+		"SET sql_mode = ''":                                       "",
+		"SET @a = @@sql_mode":                                     "",
+		"SELECT @@sql_mode":                                       "",
+		"SET STATEMENT @@max_statement_time=1 FOR SELECT 1":       "",
+	} {
+		got, ok := QualifySessionSets(nil, []byte(q))
+		if want == "" {
+			if ok {
+				t.Errorf("QualifySessionSets(%q) = %q, want unchanged", q, got)
+			}
+			continue
+		}
+		if !ok || string(got) != want {
+			t.Errorf("QualifySessionSets(%q) = %q, %v; want %q", q, got, ok, want)
+		}
+	}
+}
