@@ -1035,6 +1035,8 @@ func testNoDefaultSchema(t *testing.T, env *dropInEnv) {
 func testCrossClientLeakage(t *testing.T, env *dropInEnv) {
 	admin := openDB(t, env.dsn("dropin", ""))
 	execIn(t, admin, "CREATE SEQUENCE IF NOT EXISTS dropin.seq")
+	// A routine's SET @@x: the server's tracker does not report it.
+	execIn(t, admin, "CREATE OR REPLACE PROCEDURE dropin.set_unseen() SET @@max_statement_time = 8")
 	execIn(t, admin, "CREATE ROLE IF NOT EXISTS dropin_role")
 	execIn(t, admin, "GRANT dropin_role TO app")
 	// Each client leaves one kind of state and goes away: one state per
@@ -1053,6 +1055,7 @@ func testCrossClientLeakage(t *testing.T, env *dropInEnv) {
 		{"SET @@sql_mode = 'ANSI_QUOTES'"},
 		{"SET @@collation_connection = ucs2_general_ci"},
 		{"SET @@max_statement_time = 7"},
+		{"CALL set_unseen()"},
 		{"INSERT INTO t (v) VALUES ('leak')"},
 		{"SET SESSION profiling = 1"},
 		{"BEGIN", "INSERT INTO t (v) VALUES ('uncommitted')"},

@@ -62,6 +62,8 @@ type clientStmt struct {
 	// isNullRead: a read that tests IS NULL, which with sql_auto_is_null
 	// on reads LAST_INSERT_ID() (execInfo).
 	isNullRead bool
+	// call: a CALL (see Session.execCall).
+	call bool
 }
 
 // execInfo is st's classification for one execute: with sql_auto_is_null
@@ -108,7 +110,8 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	q := pkt[1:]
 	info := sqlscan.Scan(q)
 	st := &clientStmt{query: string(q), info: info, digest: info.Digest, orig: []byte(string(q)),
-		insertUnseen: sqlscan.SetsInsertIDUnseen(q, info), isNullRead: info.Class == sqlscan.ClassRead && testsIsNull(q)}
+		insertUnseen: sqlscan.SetsInsertIDUnseen(q, info), isNullRead: info.Class == sqlscan.ClassRead && testsIsNull(q),
+		call: sqlscan.FirstKeyword(q) == sqlscan.KwCall}
 	p := s.srv.proc.Load()
 	s.beginStmt()
 	res := s.applyRules(p, q, info.Digest)
@@ -404,7 +407,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 		}
 	}
 	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
-	s.execUnseen = st.insertUnseen
+	s.execUnseen, s.execCall = st.insertUnseen, st.call
 	s.cursorReq = flags&mysqlproto.CursorTypeReadOnly != 0
 	defer func() { s.cursorReq = false }()
 	exclude := -1
