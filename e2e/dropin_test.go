@@ -679,6 +679,7 @@ func TestDropInStandalone(t *testing.T) {
 	t.Run("InsertIDSetUnseen", func(t *testing.T) { testInsertIDSetUnseen(t, env) })
 	t.Run("ServerConnectionsKilled", func(t *testing.T) { testServerConnectionsKilled(t, env) })
 	t.Run("QualifiedSets", func(t *testing.T) { testQualifiedSets(t, env) })
+	t.Run("CallState", func(t *testing.T) { testCallState(t, env) })
 	t.Run("KillOtherAccount", func(t *testing.T) { testKillOtherAccount(t, env) })
 	t.Run("NewSessionSeesGlobals", func(t *testing.T) { testNewSessionSeesGlobals(t, env) })
 	t.Run("Diagnostics", func(t *testing.T) { testDiagnostics(t, env, "dropin") })
@@ -877,6 +878,40 @@ func testQualifiedSets(t *testing.T, env *dropInEnv) {
 	}
 	for _, b := range busy {
 		execIn(t, b, "ROLLBACK")
+	}
+}
+
+// testCallState: what a stored procedure leaves in the session —
+// temporary tables, user variables, OUT parameters in @x, SET @@x — is
+// there for the session's next statements, wherever other clients run,
+// and never for another client.
+func testCallState(t *testing.T, env *dropInEnv) {
+	admin := env.conn(t, "dropin")
+	execIn(t, admin, "CREATE OR REPLACE PROCEDURE call_state(OUT o INT) BEGIN CREATE TEMPORARY TABLE call_tmp (a INT); INSERT INTO call_tmp VALUES (7); SET @inner = 5; SET @@max_statement_time = 6; SET o = 4; END")
+	admin.Close()
+	c := env.conn(t, "dropin")
+	execIn(t, c, "CALL call_state(@out)")
+	var busy []client
+	for range 3 {
+		b := env.conn(t, "dropin")
+		execIn(t, b, "BEGIN")
+		rowsOf(t, b, "SELECT COUNT(*) FROM t")
+		busy = append(busy, b)
+	}
+	if got := one(t, c, "SELECT CONCAT((SELECT a FROM call_tmp), @inner, @out, @@max_statement_time = 6)"); got != "7541" {
+		t.Fatalf("after CALL, the procedure's temporary table, @inner, @out and @@max_statement_time: %s, want 7541", got)
+	}
+	for _, b := range busy {
+		execIn(t, b, "ROLLBACK")
+		b.Close()
+	}
+	c.Close()
+	for range 3 {
+		n := env.conn(t, "dropin")
+		if got := one(t, n, "SELECT CONCAT(@inner IS NULL, @out IS NULL, @@max_statement_time = 0)"); got != "111" {
+			t.Fatalf("a new client sees what another client's procedure left: %s", got)
+		}
+		n.Close()
 	}
 }
 

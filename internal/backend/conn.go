@@ -56,10 +56,6 @@ type Conn struct {
 	InsertToken   uint64
 	InsertSession uint32
 	InsertValue   uint64
-	// ResetDue: reset the connection (COM_RESET_CONNECTION) when it goes
-	// back to the pool: it ran a stored routine, whose SET @@x the
-	// session tracker does not report.
-	ResetDue bool
 	// SessionTrack: CLIENT_SESSION_TRACK was negotiated.
 	SessionTrack bool
 	DeprecateEOF bool

@@ -84,10 +84,6 @@ func NewPool(name, addr string, index int, opts Options, log *slog.Logger) *Pool
 		idle: map[Key][]*Conn{}, notify: make(chan struct{}), keys: map[Key]time.Time{}}
 }
 
-// resetTimeout bounds the reset of a connection that ran a stored routine
-// (Conn.ResetDue).
-const resetTimeout = 3 * time.Second
-
 // SetOptions changes limits and credentials (hot reload).
 func (p *Pool) SetOptions(opts Options) {
 	opts.defaults()
@@ -279,20 +275,6 @@ func (p *Pool) Put(c *Conn) {
 	if c.Broken || c.Buffered() > 0 || c.Pending() > 0 || p.fenced.Load() {
 		p.discard(c)
 		return
-	}
-	if c.ResetDue {
-		// A stored routine may have changed session state the tracker
-		// does not report (SET @@x inside it): back to the globals
-		// before anyone else gets the connection.
-		c.ResetDue = false
-		ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
-		err := c.ResetConnection(ctx)
-		cancel()
-		if err != nil {
-			p.discard(c)
-			return
-		}
-		c.puts++ // what the session left here is gone: Reclaim must fail
 	}
 	c.lastUsed = time.Now()
 	c.ReleaseBig()

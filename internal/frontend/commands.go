@@ -28,6 +28,10 @@ var flagPins = [...]struct {
 	{sqlscan.FlagSequence, PinSequence},
 	{sqlscan.FlagRole, PinRole},
 	{sqlscan.FlagHandler, PinHandler},
+	// What a stored procedure left on the connection (temporary tables,
+	// user variables, OUT parameters in @x, SET @@x) is reported by no
+	// reply: the session keeps the connection that has it.
+	{sqlscan.FlagCall, PinCall},
 }
 
 // updatePins records what a successful statement did to the session's

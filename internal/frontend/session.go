@@ -95,8 +95,6 @@ type Session struct {
 	// execUnseen: the statement being executed (COM_STMT_EXECUTE) may set
 	// LAST_INSERT_ID() unseen (clientStmt.insertUnseen).
 	execUnseen bool
-	// execCall: the statement being executed is a CALL.
-	execCall   bool
 	noteStmt   bool // the command is a statement: its outcome is the session's previous statement
 	pureDiag   bool // the statement only reads the diagnostics area
 	clearDiag  bool // run the statement on an empty diagnostics area
@@ -366,7 +364,7 @@ func (s *Session) dispatch(ctx context.Context, pkt []byte) error {
 		s.noteStmt = pkt[0] == mysqlproto.ComQuery || pkt[0] == mysqlproto.ComStmtExecute || pkt[0] == mysqlproto.ComInitDB
 		s.pureDiag, s.clearDiag, s.ranOnPrev = false, false, false
 		s.stmtText = nil
-		s.execUnseen, s.execCall = false, false
+		s.execUnseen = false
 	}
 	switch pkt[0] {
 	case mysqlproto.ComQuery:
@@ -766,13 +764,7 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 	}
 	s.prevValuesFetched = false
 	unseen := s.execUnseen || sqlscan.SetsInsertIDUnseen(s.stmtText, info)
-	if s.execCall || (unseen && sqlscan.FirstKeyword(s.stmtText) == sqlscan.KwCall) {
-		// A stored procedure may SET @@x, which the session tracker does
-		// not report: the connection is reset before it serves another
-		// session (backend.Pool.Put).
-		c.ResetDue = true
-	}
-	s.execUnseen, s.execCall = false, false
+	s.execUnseen = false
 	if !c.Broken && (s.insertPending || unseen) {
 		// The statement may have set LAST_INSERT_ID() unseen. While the
 		// session keeps c, its reads of it run there (asked only when one

@@ -23,13 +23,14 @@ const (
 	PinSequence
 	PinRole
 	PinHandler
+	PinCall
 	numPins
 )
 
 // PinNames names the pin reasons for metrics and session listings.
 var PinNames = [numPins]string{"temporary_table", "get_lock", "lock_tables", "found_rows",
 	"text_prepare", "user_variable", "sql_log_bin", "xa", "cursor", "long_data", "next_transaction",
-	"session_status", "sequence", "role", "handler"}
+	"session_status", "sequence", "role", "handler", "call"}
 
 // Stats are the listener's counters, read by metrics.
 type Stats struct {

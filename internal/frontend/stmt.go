@@ -62,8 +62,6 @@ type clientStmt struct {
 	// isNullRead: a read that tests IS NULL, which with sql_auto_is_null
 	// on reads LAST_INSERT_ID() (execInfo).
 	isNullRead bool
-	// call: a CALL (see Session.execCall).
-	call bool
 }
 
 // execInfo is st's classification for one execute: with sql_auto_is_null
@@ -110,8 +108,7 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	q := pkt[1:]
 	info := sqlscan.Scan(q)
 	st := &clientStmt{query: string(q), info: info, digest: info.Digest, orig: []byte(string(q)),
-		insertUnseen: sqlscan.SetsInsertIDUnseen(q, info), isNullRead: info.Class == sqlscan.ClassRead && testsIsNull(q),
-		call: sqlscan.FirstKeyword(q) == sqlscan.KwCall}
+		insertUnseen: sqlscan.SetsInsertIDUnseen(q, info), isNullRead: info.Class == sqlscan.ClassRead && testsIsNull(q)}
 	p := s.srv.proc.Load()
 	s.beginStmt()
 	res := s.applyRules(p, q, info.Digest)
@@ -407,7 +404,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 		}
 	}
 	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
-	s.execUnseen, s.execCall = st.insertUnseen, st.call
+	s.execUnseen = st.insertUnseen
 	s.cursorReq = flags&mysqlproto.CursorTypeReadOnly != 0
 	defer func() { s.cursorReq = false }()
 	exclude := -1

@@ -95,6 +95,10 @@ const (
 	// session_track_gtids: the client changes what it is told; in another
 	// statement, a read of one of them.
 	FlagSessionTrack
+	// FlagCall: CALL. A stored procedure may leave session state that no
+	// reply reports (temporary tables, user variables, SET @@x, locks):
+	// MariaDB's state-change tracker flags every CALL alike.
+	FlagCall
 )
 
 var flagNames = [...]string{
@@ -103,7 +107,7 @@ var flagNames = [...]string{
 	"deallocate", "user-var", "autocommit-off", "autocommit-on", "sql-log-bin-off", "xa",
 	"kill", "read-only-trx", "explain-analyze", "global-set", "load-local", "chain",
 	"release", "diagnostics", "last-insert-id", "row-count", "session-status", "sequence",
-	"role", "handler", "connection-id", "session-track",
+	"role", "handler", "connection-id", "session-track", "call",
 }
 
 // Has reports whether all of g are set in f.

@@ -76,8 +76,11 @@ func classifyStmt(t Token, lx *headLexer, depth int) (h head) {
 			return h
 		}
 		return classifyExplain(t, lx, depth, true)
+	case KwCall:
+		h.class = ClassWrite
+		h.flags |= FlagCall
 	case KwInsert, KwUpdate, KwDelete, KwReplace, KwMerge, KwTruncate, KwRename, KwGrant,
-		KwRevoke, KwCall, KwDo, KwOptimize, KwRepair, KwCheck, KwChecksum,
+		KwRevoke, KwDo, KwOptimize, KwRepair, KwCheck, KwChecksum,
 		KwReset, KwPurge, KwInstall, KwUninstall, KwChange, KwStop, KwImport, KwCache,
 		KwBinlog, KwClone:
 		h.class = ClassWrite

@@ -127,7 +127,7 @@ var classifyTests = []struct {
 	{"RENAME TABLE a TO b", ClassWrite, 0},
 	{"GRANT SELECT ON db.* TO 'u'@'%'", ClassWrite, 0},
 	{"REVOKE ALL ON *.* FROM 'u'@'%'", ClassWrite, 0},
-	{"CALL p(1, @out)", ClassWrite, 0},
+	{"CALL p(1, @out)", ClassWrite, FlagCall},
 	{"DO SLEEP(1)", ClassWrite, 0},
 	{"DO GET_LOCK('x', 0)", ClassWrite, FlagGetLock | FlagSideEffect},
 	{"HANDLER t OPEN", ClassWrite, FlagHandler},
@@ -433,8 +433,8 @@ func TestClassAndFlagsString(t *testing.T) {
 			t.Errorf("flag %d has no name", i)
 		}
 	}
-	if FlagSessionTrack != 1<<(len(flagNames)-1) {
-		t.Errorf("flagNames has %d names; the last flag is %d", len(flagNames), FlagSessionTrack)
+	if FlagCall != 1<<(len(flagNames)-1) {
+		t.Errorf("flagNames has %d names; the last flag is %d", len(flagNames), FlagCall)
 	}
 	for c := ClassUnknown; c <= ClassSession; c++ {
 		if c.String() == "" || c.String() == "class?" {

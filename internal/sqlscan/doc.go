@@ -81,7 +81,8 @@
 //     anywhere as a word, FLUSH ... STATUS, SET [SESSION] profiling),
 //     FlagSequence (NEXTVAL(, NEXT VALUE FOR), FlagRole (SET ROLE),
 //     FlagHandler (HANDLER t OPEN). [RewriteSessionFuncs] substitutes known
-//     values for some of them.
+//     values for some of them. FlagCall (CALL): what a procedure leaves on
+//     the connection no reply reports.
 //   - FlagTempTable (CREATE TEMPORARY ...), FlagDropTemp (DROP TEMPORARY
 //     ...), FlagLockTables (LOCK TABLE(S), LOCK INSTANCE FOR BACKUP, FLUSH
 //     ... WITH READ LOCK, FLUSH TABLES ... FOR EXPORT, BACKUP LOCK),
