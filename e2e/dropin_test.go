@@ -746,27 +746,23 @@ func testInsertIDSetUnseen(t *testing.T, env *dropInEnv) {
 		c := env.conn(t, "dropin")
 		execIn(t, c, "CALL ins_proc()")
 		want := one(t, c, "SELECT MAX(id) FROM t WHERE v = 'proc'")
-		// Other clients take the pool's connections (the procedure's one
-		// most likely), so the next statement runs elsewhere.
-		var busy []client
-		for range 3 {
-			b := env.conn(t, "dropin")
-			execIn(t, b, "BEGIN")
-			rowsOf(t, b, "SELECT COUNT(*) FROM t")
-			busy = append(busy, b)
-		}
+		// Other clients take the pool's connections, so that an unpinned
+		// session's next statement runs elsewhere (CALL pins the session).
+		release := occupyPool(t, env)
 		if got := one(t, c, "SELECT LAST_INSERT_ID()"); got != want {
 			t.Fatalf("round %d: LAST_INSERT_ID() after CALL of a procedure that inserted id %s: %s", round, want, got)
 		}
-		for _, b := range busy {
-			execIn(t, b, "ROLLBACK")
-			b.Close()
-		}
+		release()
+		c.Close()
+		c = env.conn(t, "dropin") // unpinned
 		v := 7000 + round
 		if got := one(t, c, fmt.Sprintf("SELECT LAST_INSERT_ID(%d)", v)); got != fmt.Sprint(v) {
 			t.Fatal(got)
 		}
-		if got := one(t, c, "SELECT LAST_INSERT_ID()"); got != fmt.Sprint(v) {
+		release = occupyPool(t, env)
+		got := one(t, c, "SELECT LAST_INSERT_ID()")
+		release()
+		if got != fmt.Sprint(v) {
 			t.Fatalf("round %d: LAST_INSERT_ID() after LAST_INSERT_ID(%d): %s", round, v, got)
 		}
 		c.Close()
@@ -866,6 +862,18 @@ func testQualifiedSets(t *testing.T, env *dropInEnv) {
 		t.Fatal(err)
 	}
 	// Other clients take the pool's connections meanwhile.
+	release := occupyPool(t, env)
+	if got := one(t, c, "SELECT CONCAT(@@sql_mode, '/', @@max_statement_time = 9)"); got != "ANSI_QUOTES/1" {
+		t.Fatalf("a session's SET @@x values on its next statement: %s", got)
+	}
+	release()
+}
+
+// occupyPool has three other clients take server connections (each in a
+// transaction), so that a session's next statement runs on another
+// connection than its last one; release ends them.
+func occupyPool(t *testing.T, env *dropInEnv) (release func()) {
+	t.Helper()
 	var busy []client
 	for range 3 {
 		b := env.conn(t, "dropin")
@@ -873,11 +881,11 @@ func testQualifiedSets(t *testing.T, env *dropInEnv) {
 		rowsOf(t, b, "SELECT COUNT(*) FROM t")
 		busy = append(busy, b)
 	}
-	if got := one(t, c, "SELECT CONCAT(@@sql_mode, '/', @@max_statement_time = 9)"); got != "ANSI_QUOTES/1" {
-		t.Fatalf("a session's SET @@x values on its next statement: %s", got)
-	}
-	for _, b := range busy {
-		execIn(t, b, "ROLLBACK")
+	return func() {
+		for _, b := range busy {
+			execIn(t, b, "ROLLBACK")
+			b.Close()
+		}
 	}
 }
 
@@ -891,20 +899,11 @@ func testCallState(t *testing.T, env *dropInEnv) {
 	admin.Close()
 	c := env.conn(t, "dropin")
 	execIn(t, c, "CALL call_state(@out)")
-	var busy []client
-	for range 3 {
-		b := env.conn(t, "dropin")
-		execIn(t, b, "BEGIN")
-		rowsOf(t, b, "SELECT COUNT(*) FROM t")
-		busy = append(busy, b)
-	}
+	release := occupyPool(t, env)
 	if got := one(t, c, "SELECT CONCAT((SELECT a FROM call_tmp), @inner, @out, @@max_statement_time = 6)"); got != "7541" {
 		t.Fatalf("after CALL, the procedure's temporary table, @inner, @out and @@max_statement_time: %s, want 7541", got)
 	}
-	for _, b := range busy {
-		execIn(t, b, "ROLLBACK")
-		b.Close()
-	}
+	release()
 	c.Close()
 	for range 3 {
 		n := env.conn(t, "dropin")
