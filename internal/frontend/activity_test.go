@@ -6,8 +6,8 @@ import (
 )
 
 // TestRepliesCountCompletedStatements: the monitor's passive evidence
-// counts replies read to the end (errors included), never a statement
-// still waiting for its server.
+// counts replies read to the end (errors included) of statements sent
+// since its last look, never a statement still waiting for its server.
 func TestRepliesCountCompletedStatements(t *testing.T) {
 	tp := newTestProxy(t, nil)
 	db := tp.db(t, "secret")
@@ -39,9 +39,18 @@ func TestRepliesCountCompletedStatements(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Fatal("the killed sleep succeeded")
 	}
-	// The server answered the killed query with an error: a reply.
-	if got, inFlight := tp.srv.Activity(0); got != running+1 || inFlight != 0 {
-		t.Fatalf("%d replies and %d in flight after the kill, want %d and 0", got, inFlight, running+1)
+	// The server answered the killed query with an error, but the sleep
+	// was sent before the monitor's last look: it does not count for the
+	// period since (a reply read late is no evidence of life now).
+	if got, inFlight := tp.srv.Activity(0); got != running || inFlight != 0 {
+		t.Fatalf("%d replies and %d in flight after the kill, want %d and 0", got, inFlight, running)
+	}
+	// One sent after that look does.
+	if _, err := db.Exec("SELECT nosuchthing FROM nowhere"); err == nil {
+		t.Fatal("the fake backend answered an unknown statement")
+	}
+	if got, _ := tp.srv.Activity(0); got != running+1 {
+		t.Fatalf("%d replies after one more statement, want %d", got, running+1)
 	}
 	if n, w := tp.srv.Activity(-1); n != 0 || w != 0 {
 		t.Fatal("activity of a server that does not exist")
@@ -52,7 +61,7 @@ func TestRepliesCountCompletedStatements(t *testing.T) {
 }
 
 // BenchmarkNoteReply is the data path's cost of the monitor's passive
-// evidence: one atomic add per statement, sessions of two servers in
+// evidence: two atomic loads and an add per statement, sessions of two servers in
 // parallel (each server's counter has its own cache line).
 func BenchmarkNoteReply(b *testing.B) {
 	s := &Server{replies: newReplyCounters(2)}
@@ -60,7 +69,7 @@ func BenchmarkNoteReply(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			s.noteReply(i & 1)
+			s.noteReply(i&1, s.replyEpoch(i&1))
 			i++
 		}
 	})

@@ -591,6 +591,7 @@ func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome
 	s.running.Store(c)
 	defer s.running.Store(nil)
 	c.Seq = 0
+	epoch := s.srv.replyEpoch(c.Index)
 	if err := c.WritePacket(pkt); err != nil {
 		c.Broken = true
 		return outcome{}, errBackend{err}
@@ -618,7 +619,7 @@ func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome
 	}
 	out, err := s.forward(c, kind)
 	if err == nil {
-		s.srv.noteReply(c.Index) // passive evidence for the monitor (activity.go)
+		s.srv.noteReply(c.Index, epoch) // passive evidence for the monitor (activity.go)
 	}
 	if timer != nil && !timer.Stop() {
 		// The kill may land after the statement ended: never reuse the
