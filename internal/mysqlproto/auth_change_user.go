@@ -79,10 +79,7 @@ func (c *Conn) AuthChangeUser(ctx context.Context, cfg *ServerConfig, cu *Change
 	if cu.PluginAuth {
 		sw := append([]byte{AuthSwitchRequest}, AuthNativePassword...)
 		sw = append(append(append(sw, 0), nonce...), 0)
-		if err := c.WritePacket(sw); err != nil {
-			return nil, err
-		}
-		if err := c.Flush(); err != nil {
+		if err := c.sendAuth(sw); err != nil {
 			return nil, err
 		}
 		reply, err := c.ReadPacket()

@@ -220,6 +220,8 @@ func (c *Conn) handshakeClient(ctx context.Context, cfg *DialConfig) (*Greeting,
 	return nil, fmt.Errorf("authentication to %s did not finish", cfg.Addr)
 }
 
+// sendAuth writes one packet of an authentication exchange (either side)
+// and flushes it.
 func (c *Conn) sendAuth(b []byte) error {
 	if err := c.WritePacket(b); err != nil {
 		return err

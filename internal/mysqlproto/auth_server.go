@@ -109,10 +109,7 @@ func (c *Conn) Accept(ctx context.Context, cfg *ServerConfig, connID uint32, rem
 		MariaDBCaps: ext,
 	}
 	c.nonce = nonce
-	if err := c.WritePacket(AppendGreeting(nil, g)); err != nil {
-		return nil, err
-	}
-	if err := c.Flush(); err != nil {
+	if err := c.sendAuth(AppendGreeting(nil, g)); err != nil {
 		return nil, err
 	}
 	p, err := c.ReadPacket()
@@ -175,10 +172,7 @@ func (c *Conn) Accept(ctx context.Context, cfg *ServerConfig, connID uint32, rem
 		c.nonce = nonce
 		sw := append([]byte{AuthSwitchRequest}, AuthNativePassword...)
 		sw = append(append(append(sw, 0), nonce...), 0)
-		if err := c.WritePacket(sw); err != nil {
-			return nil, err
-		}
-		if err := c.Flush(); err != nil {
+		if err := c.sendAuth(sw); err != nil {
 			return nil, err
 		}
 		if authData, err = c.ReadPacket(); err != nil {
