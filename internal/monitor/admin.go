@@ -70,6 +70,14 @@ func setWriter(i int, opts *Options, reason string) func(*State) error {
 		}
 		st.Designated = i
 		st.Discovered = true
+		if opts.Type == TypeReplication {
+			// The executor promotes it: it was shunned for what the
+			// promotion ends (its replication stopped on purpose), not for
+			// failing. Its next good check routes it at once rather than
+			// after recover_after of them (a check that started before
+			// it turned writable may still fail first).
+			s.Promoted = true
+		}
 		st.WriterNote = " (set: " + reason + ")"
 		if opts.Type != TypeReplication {
 			st.WriterReason = s.Name + " set as writer: " + reason

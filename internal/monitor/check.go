@@ -18,10 +18,11 @@ import (
 
 // statusNames are the SHOW GLOBAL STATUS variables every check reads.
 var statusNames = []string{
-	"Threads_connected", "Connection_errors_max_connections",
+	"Threads_connected", "Connection_errors_max_connections", "Uptime",
 	"Rpl_semi_sync_master_status", "Rpl_semi_sync_master_clients", "Rpl_semi_sync_master_no_tx",
-	"Rpl_semi_sync_slave_status",
+	"Rpl_semi_sync_master_wait_sessions", "Rpl_semi_sync_slave_status",
 	"Rpl_semi_sync_source_status", "Rpl_semi_sync_source_clients", "Rpl_semi_sync_source_no_tx",
+	"Rpl_semi_sync_source_wait_sessions",
 	"Rpl_semi_sync_replica_status",
 }
 
@@ -144,6 +145,10 @@ func collect(ctx context.Context, c *backend.Conn, flavor topology.Flavor, opts 
 	}
 	st := topology.StatusMap(res.Rows)
 	o.SemiSync = topology.ParseSemiSyncStatus(st)
+	o.Uptime = -1
+	if v, err := strconv.ParseInt(st["uptime"], 10, 64); err == nil {
+		o.Uptime = v
+	}
 	o.Connections = topology.ParseConnectionStatus(st, maxConn)
 	if galera {
 		for _, name := range wsrepVariables {

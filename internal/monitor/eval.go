@@ -77,6 +77,10 @@ type ServerState struct {
 	FailingSince time.Time
 	// Conflict: read_only=OFF in a replication cluster but not the writer.
 	Conflict bool
+	// Promoted: named the writer by the failover executor while not
+	// Online (its replication was stopped on purpose): its next good
+	// check brings it Online at once.
+	Promoted bool
 
 	// AliveAt is the start of the latest check that showed the server
 	// alive: it answered (data, a server error, an overload refusal), or
@@ -271,8 +275,9 @@ func (s *ServerState) apply(o *topology.Observation, opts *Options, env judgeEnv
 		}
 		s.Verdict = v
 		switch {
-		case first:
+		case first || s.Promoted:
 			s.Computed, s.Reason = topology.Online, v.Reason
+			s.Promoted = false
 		case s.Computed == topology.Online:
 			s.Reason = v.Reason
 		case s.Good >= opts.RecoverAfter:

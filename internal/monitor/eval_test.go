@@ -558,3 +558,22 @@ func TestHeartbeatLag(t *testing.T) {
 	h.seeN("node2", 6, heartbeatObs(replicaObs(0), t0.Add(-time.Minute), 660))
 	h.expect("node2", topology.Online, true, false)
 }
+
+// A candidate shunned because the failover stopped its replication is
+// routed at its first good check once named the writer, not after
+// recover_after of them; a check that started before it turned writable
+// and fails after it was named does not change that.
+func TestPromotedCandidateOnlineDespiteALateBadCheck(t *testing.T) {
+	h := newHarness(t, TypeReplication, 2, nil)
+	h.round(writableObs(), replicaObs(0))
+	stopped := replicaObs(0)
+	stopped.Replica.IORunning = topology.IONo
+	h.seeN("node2", 3, stopped)
+	_ = h.cmd(fence(0, "dead"))
+	if err := h.cmd(setWriter(1, &h.opts, "failover")); err != nil {
+		t.Fatal(err)
+	}
+	h.see("node2", stopped)
+	h.see("node2", writableObs())
+	h.expectWriter("node2")
+}

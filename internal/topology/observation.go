@@ -127,6 +127,9 @@ type Observation struct {
 	// none. Comparing it with the writer's says how far behind a replica's
 	// data is, even while the writer is down.
 	HeartbeatTS time.Time
+	// Uptime is the server's Uptime status in seconds, -1 when unknown: a
+	// smaller value than the previous check's means it restarted.
+	Uptime int64
 }
 
 // Slow reports whether the check timed out while the server completed

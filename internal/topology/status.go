@@ -57,6 +57,10 @@ type SemiSyncStatus struct {
 	// NoTx is Rpl_semi_sync_master_no_tx, commits not acknowledged in time
 	// (a counter that only grows).
 	NoTx int64
+	// WaitSessions is Rpl_semi_sync_master_wait_sessions: commits waiting
+	// for an acknowledgement now. While it is 0 (and SourceOn), every
+	// transaction in the binary log was acknowledged by a replica.
+	WaitSessions int64
 	// ReplicaOn is Rpl_semi_sync_slave_status.
 	ReplicaOn bool
 }
@@ -74,6 +78,9 @@ func ParseSemiSyncStatus(m map[string]string) SemiSyncStatus {
 		}
 		if v := mapInt(m, "rpl_semi_sync_"+side+"_no_tx", -1); v >= 0 {
 			s.NoTx = max(s.NoTx, v)
+		}
+		if v := mapInt(m, "rpl_semi_sync_"+side+"_wait_sessions", -1); v >= 0 {
+			s.WaitSessions = max(s.WaitSessions, v)
 		}
 	}
 	for _, side := range []string{"slave", "replica"} {
