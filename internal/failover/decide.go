@@ -163,6 +163,15 @@ func (v *view) decideReplication() Decision {
 		d.Reason = det.reason + "; but no replica may be promoted (see the candidates)"
 		return d
 	}
+	if n, why := v.knownLoss(best); n > 0 {
+		if v.in.Acked.SemiSync {
+			d.Situation = WouldLoseData
+			d.Reason = fmt.Sprintf("%s; but %s. Vigil does not promote over known loss: it waits for %s to answer again (it keeps them), or an operator runs `vigil ctl failover --accept-loss`",
+				det.reason, why, v.name(v.primary))
+			return d
+		}
+		d.Events = append(d.Events, "asynchronous replication: "+why)
+	}
 	plan := v.failoverPlan(best, true)
 	if sit, why, at := v.gate(); sit != Unknown {
 		d.Situation, d.RecheckAt = sit, at
@@ -172,7 +181,7 @@ func (v *view) decideReplication() Decision {
 	}
 	// The plan's notes name the unreachable replicas with what to do.
 	d.Plan = plan
-	d.Events = append(returned, plan.notes...)
+	d.Events = append(d.Events, plan.notes...)
 	return d
 }
 
@@ -199,9 +208,18 @@ func (v *view) manualFailover(req Request) Decision {
 		return d
 	}
 	markChosen(d.Choices, target, v, req.To != "")
+	loss := ""
+	if n, why := v.knownLoss(target); n > 0 {
+		if v.in.Acked.SemiSync && !req.AcceptLoss {
+			d.Situation = WouldLoseData
+			d.Reason = fmt.Sprintf("failover refused: %s; wait for %s to answer again, or add --accept-loss to promote anyway", why, v.name(v.primary))
+			return d
+		}
+		loss = "; known loss: " + why
+	}
 	d.Plan = v.failoverPlan(target, false)
 	d.Situation = ManualFailover
-	d.Reason = fmt.Sprintf("failover requested (primary: %s); promote %s", det.reason, v.name(target))
+	d.Reason = fmt.Sprintf("failover requested (primary: %s); promote %s%s", det.reason, v.name(target), loss)
 	d.Events = d.Plan.notes
 	return d
 }
@@ -386,6 +404,9 @@ func (v *view) facts(i int) (ServerFacts, bool) {
 }
 
 func (v *view) fenced(i int) bool { return slices.Contains(v.in.Fenced, v.name(i)) }
+
+// cut: the running failover stopped server i's IO thread.
+func (v *view) cut(i int) bool { return slices.Contains(v.in.Cut, v.name(i)) }
 
 func (v *view) received(i int) position { return receivedPos(v.obs(i)) }
 

@@ -134,8 +134,10 @@ var detectRows = []row{
 		check: reasonHas("node3 (IO thread Yes)", "while node2")},
 	{name: "IO error while Yes counts as lost", scen: dead + "server node2 io=yes ioerr=2013\nserver node3 io=yes ioerr=2013", sit: DeadPrimary, act: ActExecute},
 	{name: "IO thread stopped counts as lost", scen: dead + "server node2 io=no\nserver node3 io=no", sit: DeadPrimary, act: ActExecute},
-	{name: "nothing received for the heartbeat period", scen: dead + "server node2 io=yes since_event=5 hb=1\nserver node3 io=yes since_event=3 hb=2",
+	{name: "nothing received for two heartbeat periods", scen: dead + "server node2 io=yes since_event=5 hb=1\nserver node3 io=yes since_event=4.5 hb=2",
 		sit: DeadPrimary, act: ActExecute, check: reasonHas("nothing received for 5.0s, heartbeat period 1.0s")},
+	{name: "one missed heartbeat is not a loss", scen: dead + "server node2 io=yes since_event=5 hb=1\nserver node3 io=yes since_event=1.5 hb=1",
+		sit: UnreachablePrimary, act: ActEvent, check: reasonHas("received from it 1.5s ago")},
 	{name: "recent event beats a stale IO error", scen: dead + "server node2 io=yes ioerr=2013 since_event=0.5 hb=1", sit: UnreachablePrimary, act: ActEvent,
 		check: reasonHas("received from it 0.5s ago")},
 	{name: "replica checked before the failure: wait", scen: dead + "server node2 seen=94", sit: PrimaryFailing, act: ActWait,
@@ -155,6 +157,13 @@ var detectRows = []row{
 }
 
 var gateRows = []row{
+	{name: "never promote over known loss", scen: dead + "server node2 gtid=0-1-90\nserver node3 gtid=0-1-98\nacked node1 gtid=0-1-100 semisync=yes",
+		sit: WouldLoseData, act: ActEvent, detected: DeadPrimary, newPrimary: "-",
+		check: reasonHas("node3 would lose ≥ 2 transactions", "waits for node1", "failover --accept-loss")},
+	{name: "candidate has what was acknowledged", scen: dead + "server node2 gtid=0-1-90\nserver node3 gtid=0-1-100\nacked node1 gtid=0-1-100 semisync=yes",
+		sit: DeadPrimary, act: ActExecute, newPrimary: "node3"},
+	{name: "asynchronous loss is noted, not refused", scen: dead + "server node2 gtid=0-1-90\nserver node3 gtid=0-1-98\nacked node1 gtid=0-1-100",
+		sit: DeadPrimary, act: ActExecute, newPrimary: "node3", check: textHas("asynchronous replication: node3 would lose ≥ 2")},
 	{name: "automatic failover off", scen: dead + "options auto=no", sit: AutoFailoverOff, act: ActEvent, detected: DeadPrimary, newPrimary: "-",
 		check: textHas("a failover now would promote node2")},
 	{name: "recent failover blocks", scen: dead + "history failover started=40 ended=60 ok=yes old=node0 new=node1 auto=yes",
@@ -200,6 +209,12 @@ var gateRows = []row{
 }
 
 var requestRows = []row{
+	{name: "manual failover refused over known loss", scen: dead + "server node2 gtid=0-1-90\nserver node3 gtid=0-1-95\nacked node1 gtid=0-1-100 semisync=yes at=94\nrequest failover",
+		sit: WouldLoseData, act: ActRefuse, newPrimary: "-", detected: DeadPrimary,
+		check: reasonHas("node3 would lose ≥ 5 transactions acknowledged by node1", "0-1-96..100", "--accept-loss")},
+	{name: "manual failover accepting known loss", scen: dead + "server node2 gtid=0-1-90\nserver node3 gtid=0-1-95\nacked node1 gtid=0-1-100 semisync=yes async=yes\nrequest failover accept-loss=yes",
+		sit: ManualFailover, act: ActExecute, newPrimary: "node3", detected: DeadPrimary,
+		check: reasonHas("known loss: node3 would lose ≥ 5", "fell back to asynchronous")},
 	{name: "manual failover with auto off", scen: dead + "options auto=no\nrequest failover", sit: ManualFailover, act: ActExecute, newPrimary: "node2", detected: DeadPrimary},
 	{name: "manual failover despite a recent failover", scen: dead + "history failover started=40 ended=60 ok=yes old=node0 new=node1\nrequest failover",
 		sit: ManualFailover, act: ActExecute},
@@ -261,7 +276,7 @@ func TestFencingComesFirst(t *testing.T) {
 	if d.Plan == nil {
 		t.Fatalf("no plan:\n%s", d)
 	}
-	want := []StepKind{FenceRouter, SetReadOnly, FenceHook, StopReplication, ResetReplica, SetWritable, SetRouterWriter}
+	want := []StepKind{FenceRouter, SetReadOnly, StopIOThread, FenceHook, StopReplication, ResetReplica, SetWritable, SetRouterWriter}
 	var got []StepKind
 	for _, s := range d.Plan.Steps {
 		if s.Server == "node1" || s.Server == "node2" {
@@ -272,8 +287,8 @@ func TestFencingComesFirst(t *testing.T) {
 		t.Errorf("steps %v, want %v", got, want)
 	}
 	s := d.Plan.Steps
-	if s[0].Server != "node1" || s[1].OnFail != Continue || s[2].OnFail != Abort || !strings.Contains(s[2].Detail, "stonith") {
-		t.Errorf("fence steps: %v", s[:3])
+	if s[0].Server != "node1" || s[1].OnFail != Continue || s[4].Kind != FenceHook || s[4].OnFail != Abort || !strings.Contains(s[4].Detail, "stonith") {
+		t.Errorf("fence steps: %v", s[:5])
 	}
 	if d.Plan.Term != 8 {
 		t.Errorf("term %d, want snapshot term + 1", d.Plan.Term)

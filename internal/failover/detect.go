@@ -189,9 +189,10 @@ func grouped(vs []verdict) string {
 }
 
 // replicaLost says whether a replica's receiver has lost its source: the
-// IO thread is not running, nothing arrived for longer than the heartbeat
-// period, or an IO error is set (unless something arrived within the
-// heartbeat period, which is the stronger evidence).
+// IO thread is not running, nothing arrived for longer than two heartbeat
+// periods (one late heartbeat is not a loss; the executor samples the
+// counter every check interval), or an IO error is set (unless something
+// arrived within that time, which is the stronger evidence).
 func replicaLost(r *topology.ReplicaStatus, f ServerFacts) (bool, string) {
 	ioErr := ""
 	if r.LastIOErrno != 0 || r.LastIOError != "" {
@@ -205,7 +206,7 @@ func replicaLost(r *topology.ReplicaStatus, f ServerFacts) (bool, string) {
 		return true, why
 	}
 	if f.HeartbeatPeriod > 0 && f.SecondsSinceSourceEvent >= 0 {
-		if f.SecondsSinceSourceEvent > f.HeartbeatPeriod {
+		if f.SecondsSinceSourceEvent > 2*f.HeartbeatPeriod {
 			return true, fmt.Sprintf("nothing received for %.1fs, heartbeat period %.1fs", f.SecondsSinceSourceEvent, f.HeartbeatPeriod)
 		}
 		return false, fmt.Sprintf("received from it %.1fs ago", f.SecondsSinceSourceEvent)

@@ -54,6 +54,9 @@ type Options struct {
 	// FenceCommand is run after fencing the old primary; a non-zero exit
 	// aborts the failover. Empty: none.
 	FenceCommand string
+	// SemiSync is the semi-synchronous replication policy the plans apply
+	// to the servers whose role they change.
+	SemiSync SemiSyncPolicy
 }
 
 // WithDefaults returns o with every zero value replaced by its default.
@@ -97,6 +100,14 @@ func (o Options) Validate(servers []string) error {
 	}
 	if o.MaxRunningSeconds < 0 {
 		add("max_running_seconds: %v is negative", o.MaxRunningSeconds)
+	}
+	switch o.SemiSync.Manage {
+	case "", SemiSyncAuto, SemiSyncOn, SemiSyncOff:
+	default:
+		add("semi_sync.manage: %q is not auto, on or off", o.SemiSync.Manage)
+	}
+	if o.SemiSync.Timeout < 0 {
+		add("semi_sync.timeout: %v is negative", o.SemiSync.Timeout)
 	}
 	for _, n := range o.Candidates {
 		if slices.Contains(o.NeverPromote, n) {
@@ -217,6 +228,9 @@ type Request struct {
 	// DryRun: the decision is shown, not executed. It changes nothing in
 	// the decision but its rendering.
 	DryRun bool
+	// AcceptLoss lets a failover promote a server that lacks transactions
+	// the old primary is known to have acknowledged (Input.Acked).
+	AcceptLoss bool
 }
 
 // ServerFacts are what the engine needs of a server beyond its
@@ -249,6 +263,8 @@ type ServerFacts struct {
 	// by the executor; empty: the engine matches Source_Host:Source_Port
 	// with the servers' addresses.
 	Source string
+	// SemiSync are the server's semi-sync variables.
+	SemiSync SemiSyncSettings
 }
 
 // Input is everything one decision rests on. Decide never changes it.
@@ -270,4 +286,33 @@ type Input struct {
 	// Fenced are the servers the executor keeps fenced at the router (old
 	// primaries, quarantined replicas) until an operator rejoins them.
 	Fenced []string
+	// Acked is what the primary is known to have acknowledged to clients,
+	// as the executor watched it; nil when unknown.
+	Acked *AckedMark
+	// Cut are the servers whose IO thread the running failover stopped
+	// (its first phase): their replication is stopped on purpose.
+	Cut []string
+}
+
+// AckedMark is the highest GTID position a primary is known to have
+// acknowledged to its clients, from the monitor's checks of it: a
+// position seen while semi-sync was on and no commit waited for an
+// acknowledgement (every transaction in it reached a replica), or while
+// the primary had fallen back to asynchronous replication (commits were
+// acknowledged without any replica).
+type AckedMark struct {
+	// Server is the primary the mark is of.
+	Server string
+	// Pos is the position (MariaDB gtid_binlog_pos).
+	Pos topology.GTIDPos
+	// At is when it was seen.
+	At time.Time
+	// Async: some of it was acknowledged while semi-sync had fallen back
+	// to asynchronous replication (Rpl_semi_sync_master_status OFF).
+	Async bool
+	// AsyncSince is when the primary was first seen acknowledging
+	// asynchronously in its current streak, zero when it was not.
+	AsyncSince time.Time
+	// SemiSync: the primary ran semi-sync (enabled) when the mark was taken.
+	SemiSync bool
 }

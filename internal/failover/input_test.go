@@ -136,6 +136,21 @@ func (p *scenarioParser) line(w []string) error {
 		p.in.History = p.in.History.Ack()
 	case "fenced":
 		p.in.Fenced = append(p.in.Fenced, w[1:]...)
+	case "cut":
+		p.in.Cut = append(p.in.Cut, w[1:]...)
+	case "acked":
+		// acked SERVER gtid=POS [semisync=yes] [async=yes] [at=T]
+		kv := keyvals(w[2:])
+		pos, err := topology.ParseGTIDPos(kv["gtid"])
+		if err != nil {
+			return err
+		}
+		m := &AckedMark{Server: w[1], Pos: pos, SemiSync: kv["semisync"] == "yes", Async: kv["async"] == "yes"}
+		if v, ok := kv["at"]; ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			m.At = at(f)
+		}
+		p.in.Acked = m
 	case "request":
 		r := &Request{}
 		switch w[1] {
@@ -149,7 +164,7 @@ func (p *scenarioParser) line(w []string) error {
 			return fmt.Errorf("unknown request %q", w[1])
 		}
 		rk := keyvals(w[2:])
-		r.To, r.Force, r.DryRun = rk["to"], rk["force"] == "yes", rk["dry-run"] == "yes"
+		r.To, r.Force, r.DryRun, r.AcceptLoss = rk["to"], rk["force"] == "yes", rk["dry-run"] == "yes", rk["accept-loss"] == "yes"
 		p.in.Request = r
 	default:
 		return fmt.Errorf("unknown line kind %q", w[0])
@@ -242,6 +257,15 @@ func (p *scenarioParser) build() (Input, error) {
 				f.SecondsSinceSourceEvent, _ = strconv.ParseFloat(v, 64)
 			}
 			f.HeartbeatPeriod, _ = strconv.ParseFloat(kv["hb"], 64)
+			if v, ok := kv["semisync"]; ok {
+				// semisync=master,slave,wait,timeout_ms: the server's
+				// rpl_semi_sync_* variables (master, slave, wait_no_slave
+				// each on/off).
+				parts := strings.Split(v, ",")
+				ms, _ := strconv.Atoi(parts[3])
+				f.SemiSync = SemiSyncSettings{Known: true, SourceEnabled: parts[0] == "on", ReplicaEnabled: parts[1] == "on",
+					WaitNoReplica: parts[2] == "on", Timeout: time.Duration(ms) * time.Millisecond}
+			}
 			if o != nil && !o.OK {
 				f.FailingSince = at(p.now - 10)
 				if v, ok := kv["since"]; ok {
@@ -290,6 +314,7 @@ func (p *scenarioParser) build() (Input, error) {
 		in.Options.NeverPromote = strings.Split(v, ",")
 	}
 	in.Options.FenceCommand = o["fence_command"]
+	in.Options.SemiSync = SemiSyncPolicy{Manage: o["semi_sync"], AsyncWithoutReplica: o["async_without_replica"] == "yes", Timeout: dur("semi_timeout")}
 	return in, nil
 }
 

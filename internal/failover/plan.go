@@ -60,6 +60,11 @@ type Plan struct {
 	// statements). A failure at or after NoReturn only stops the plan.
 	Rollback []Step
 	NoReturn int
+	// CutEnd: the steps before it fence the old primary and cut its
+	// replicas' IO threads (a failover's first phase); after them the
+	// executor reads the cut replicas again and asks PlanAfterCut for the
+	// rest. 0 in other plans.
+	CutEnd int
 
 	notes []string
 }
@@ -124,6 +129,15 @@ const (
 	Unfence
 	// StartReplication: START SLAVE / START REPLICA (rollback).
 	StartReplication
+	// SetSemiSync: SET GLOBAL each of Settings (the semi-sync role
+	// settings).
+	SetSemiSync
+	// StopIOThread: STOP SLAVE IO_THREAD / STOP REPLICA IO_THREAD, so
+	// nothing the old primary does after the decision reaches the server.
+	StopIOThread
+	// KillPreFence: kill the connections Vigil had open on the server when
+	// it was fenced (statements still in flight on them must not run).
+	KillPreFence
 
 	numStepKinds
 )
@@ -134,7 +148,8 @@ var stepNames = [numStepKinds]string{
 	ResetReplica: "reset-replica", SetWritable: "set-writable", SetRouterWriter: "set-router-writer", Repoint: "repoint",
 	VerifyReplicating: "verify-replicating", Hold: "hold", DrainTransactions: "drain-transactions",
 	KillTransactions: "kill-transactions", WaitGTID: "wait-gtid", VerifyNoErrant: "verify-no-errant",
-	Release: "release", Unfence: "unfence", StartReplication: "start-replication",
+	Release: "release", Unfence: "unfence", StartReplication: "start-replication", SetSemiSync: "set-semi-sync",
+	StopIOThread: "stop-io-thread", KillPreFence: "kill-pre-fence",
 }
 
 func (k StepKind) String() string {
@@ -184,6 +199,8 @@ type Step struct {
 	// Position is the GTID position to wait for, when known in advance.
 	Position string
 	Timeout  time.Duration
+	// Settings are the global variables a SetSemiSync step sets, in order.
+	Settings []Setting
 	OnFail   OnFail
 	// Detail says what the step does and why, with the SQL it stands for.
 	Detail string
@@ -207,10 +224,27 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 		add(Step{Kind: SetReadOnly, Server: old, OnFail: Continue,
 			Detail: ro + " if it is reachable (best effort: it was not at the last check)"})
 	}
+
+	// Cut replication from the old primary before anything else: a primary
+	// that resumes (SIGSTOP, a healed partition) runs what is queued in its
+	// sockets, and a replica still connected would receive it and then
+	// hold transactions the new primary lacks. The candidate is then
+	// chosen again from the positions after the cut (PlanAfterCut).
+	for i := range v.snap.Servers {
+		if i == v.primary || !v.ok(i) || v.cut(i) || !v.replicatesFrom(i, v.primary) {
+			continue
+		}
+		if r := v.obs(i).Replica; r == nil || r.IORunning == topology.IONo && r.LastIOErrno == 0 {
+			continue // stopped already
+		}
+		add(Step{Kind: StopIOThread, Server: v.name(i), OnFail: Continue,
+			Detail: fmt.Sprintf("%s: nothing %s does from now on reaches %s (at the same time as the step before)", stopIOSQL(co.Flavor), old, v.name(i))})
+	}
 	if v.opts.FenceCommand != "" {
 		add(Step{Kind: FenceHook, Server: old,
 			Detail: fmt.Sprintf("run fence_command %q; a non-zero exit aborts the failover", v.opts.FenceCommand)})
 	}
+	pl.CutEnd = len(pl.Steps)
 
 	pc := v.received(c)
 	var repoint []int
@@ -249,6 +283,9 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 	}
 	add(Step{Kind: StopReplication, Server: newName, Detail: stopSQL(co.Flavor)})
 	add(Step{Kind: ResetReplica, Server: newName, Detail: resetSQL(co.Flavor) + ": forget " + old + " as its source"})
+	if st, ok := v.semiSyncPrimaryStep(c); ok {
+		add(st)
+	}
 	add(Step{Kind: SetWritable, Server: newName, Detail: "SET GLOBAL read_only=0" + superRO(co.Flavor, "0")})
 	add(Step{Kind: SetRouterWriter, Server: newName, Detail: fmt.Sprintf("route writes to %s under term %d", newName, pl.Term)})
 
@@ -273,11 +310,15 @@ func (v *view) repointSteps(i, src int, formerPrimary bool) []Step {
 	if relayPending(o) {
 		detail += fmt.Sprintf("; its unapplied relay log (up to %s) is discarded: %s holds all of it and sends it again", orNone(v.received(i).String()), srcName)
 	}
-	return []Step{
-		{Kind: Repoint, Server: name, Source: srcName, OnFail: QuarantineServer, Detail: detail},
-		{Kind: VerifyReplicating, Server: name, Source: srcName, Timeout: v.opts.ApplyTimeout, OnFail: QuarantineServer,
-			Detail: fmt.Sprintf("both replication threads of %s run without error (at most %s); otherwise it is quarantined", name, v.opts.ApplyTimeout)},
+	var steps []Step
+	if st, ok := v.semiSyncReplicaStep(i); ok {
+		st.OnFail = QuarantineServer
+		steps = append(steps, st)
 	}
+	return append(steps,
+		Step{Kind: Repoint, Server: name, Source: srcName, OnFail: QuarantineServer, Detail: detail},
+		Step{Kind: VerifyReplicating, Server: name, Source: srcName, Timeout: v.opts.ApplyTimeout, OnFail: QuarantineServer,
+			Detail: fmt.Sprintf("both replication threads of %s run without error (at most %s); otherwise it is quarantined", name, v.opts.ApplyTimeout)})
 }
 
 // relayPending reports whether a replica received transactions it has not
@@ -321,6 +362,13 @@ func waitFunc(f topology.Flavor) string {
 		return "WAIT_FOR_EXECUTED_GTID_SET"
 	}
 	return "MASTER_GTID_WAIT"
+}
+
+func stopIOSQL(f topology.Flavor) string {
+	if f == topology.FlavorMySQL {
+		return "STOP REPLICA IO_THREAD"
+	}
+	return "STOP SLAVE IO_THREAD"
 }
 
 func stopSQL(f topology.Flavor) string {

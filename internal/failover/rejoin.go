@@ -82,6 +82,10 @@ func (v *view) rejoin(node string) Decision {
 	// A former primary's own transactions are in gtid_binlog_pos: it must
 	// start from gtid_current_pos on MariaDB.
 	formerPrimary := no.Replica == nil || !no.ReadOnly
+	if v.fenced(n) {
+		pl.Steps = append(pl.Steps, Step{Kind: KillPreFence, Server: node,
+			Detail: fmt.Sprintf("kill the connections Vigil had open on %s when it was fenced (unless it restarted since): nothing still in flight on them may run", node)})
+	}
 	pl.Steps = append(pl.Steps, Step{Kind: SetReadOnly, Server: node, Detail: "SET GLOBAL read_only=1" + superRO(no.Flavor) + ": a replica takes no direct writes"})
 	pl.Steps = append(pl.Steps, v.repointSteps(n, p, formerPrimary)...)
 	for i := range pl.Steps {

@@ -16,7 +16,7 @@ server node0 role=replica ro=no gtid=0-1-95
 var rejoinRows = []row{
 	{name: "rejoin compatible", scen: returned + "request rejoin to=node0", sit: Rejoin, act: ActExecute, newPrimary: "node1",
 		check: func(t *testing.T, d Decision) {
-			if got, want := steps(d), []StepKind{SetReadOnly, Repoint, VerifyReplicating, Unfence}; !slices.Equal(got, want) {
+			if got, want := steps(d), []StepKind{KillPreFence, SetReadOnly, Repoint, VerifyReplicating, Unfence}; !slices.Equal(got, want) {
 				t.Errorf("steps %v, want %v", got, want)
 			}
 			if d.Plan.Kind != KindRejoin || d.Plan.Term != 7 || d.Plan.OldPrimary != "node0" {

@@ -45,6 +45,9 @@ const (
 	NoCandidate
 	// OldPrimaryReturned: a primary replaced by a failover answers again.
 	OldPrimaryReturned
+	// WouldLoseData: a failover is needed but every candidate lacks
+	// transactions the old primary is known to have acknowledged.
+	WouldLoseData
 
 	// AutoFailoverOff: a failover is needed but failover.auto is off.
 	AutoFailoverOff
@@ -146,6 +149,8 @@ var situations = [numSituations]situationInfo{
 	DeadPrimaryAndNoReplicas: {"DeadPrimaryAndNoReplicas", "the primary is down and has no replicas: nothing to promote", ActEvent},
 	DeadPrimary:              {"DeadPrimary", "the primary is down and every reachable replica confirms it: fail over", ActExecute},
 	NoCandidate:              {"NoCandidate", "a new primary is needed but no server may be promoted", ActEvent},
+	WouldLoseData: {"WouldLoseData",
+		"a failover is needed but the best candidate lacks transactions the old primary is known to have acknowledged: wait for the old primary, or an operator runs `failover --accept-loss`", ActEvent},
 	OldPrimaryReturned: {"OldPrimaryReturned",
 		"a primary replaced by a failover answers again; it stays fenced (never routed, never made writable) until an operator runs `rejoin`", ActEvent},
 

@@ -101,6 +101,9 @@ func (v *view) switchoverPlan(c int) *Plan {
 	add(Step{Kind: StopReplication, Server: newName, Detail: stopSQL(co.Flavor)})
 	pl.NoReturn = len(pl.Steps)
 	add(Step{Kind: ResetReplica, Server: newName, Detail: resetSQL(co.Flavor) + ": forget " + old + " as its source"})
+	if st, ok := v.semiSyncPrimaryStep(c); ok {
+		add(st)
+	}
 	add(Step{Kind: SetWritable, Server: newName, Detail: "SET GLOBAL read_only=0" + superRO(co.Flavor, "0")})
 	add(Step{Kind: SetRouterWriter, Server: newName, Detail: fmt.Sprintf("route writes to %s under term %d", newName, pl.Term)})
 	add(Step{Kind: Release, Detail: "release the held statements to " + newName})

@@ -1,0 +1,105 @@
+package failover
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// semi is base with semi-sync as the sandbox sets it: master on
+// everywhere, wait_no_slave on only on the primary, a 3 s timeout.
+const semi = base + `
+server node1 semisync=on,on,on,3000
+server node2 semisync=on,on,off,3000
+server node3 semisync=on,on,off,3000
+`
+
+func settingsText(ss []Setting) string {
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = s.Name + "=" + s.Value
+	}
+	return strings.Join(parts, " ")
+}
+
+// The promoted replica gets the policy's primary settings (the old
+// primary's timeout, wait_no_slave on), repointed replicas the replica
+// side: the plan says so, step by step.
+func TestSemiSyncFollowsThePrimary(t *testing.T) {
+	d := decide(t, semi+"server node1 down=refused since=95\nserver node2 io=lost\nserver node3 io=lost\n")
+	if d.Plan == nil {
+		t.Fatalf("no plan:\n%s", d)
+	}
+	var prim, rep []string
+	for _, s := range d.Plan.Steps {
+		if s.Kind != SetSemiSync {
+			continue
+		}
+		if s.Server == d.Plan.NewPrimary {
+			prim = append(prim, settingsText(s.Settings))
+		} else {
+			rep = append(rep, s.Server+": "+settingsText(s.Settings))
+		}
+	}
+	if want := []string{"rpl_semi_sync_master_enabled=ON rpl_semi_sync_master_wait_no_slave=ON rpl_semi_sync_master_timeout=3000"}; !slices.Equal(prim, want) {
+		t.Errorf("primary settings %q, want %q", prim, want)
+	}
+	if want := []string{"node3: rpl_semi_sync_master_enabled=OFF rpl_semi_sync_slave_enabled=ON"}; !slices.Equal(rep, want) {
+		t.Errorf("replica settings %q, want %q", rep, want)
+	}
+	// The primary's settings come before it is writable.
+	kinds := steps(d)
+	if slices.Index(kinds, SetSemiSync) > slices.Index(kinds, SetWritable) {
+		t.Errorf("set-semi-sync after set-writable: %v", kinds)
+	}
+	// A configured policy wins over the old primary's own values.
+	d = decide(t, semi+"options async_without_replica=yes\nserver node1 down=refused since=95\nserver node2 io=lost\nserver node3 io=lost\n")
+	if !strings.Contains(d.String(), "rpl_semi_sync_master_wait_no_slave = OFF") {
+		t.Errorf("async_without_replica not applied:\n%s", d)
+	}
+	// Without semi-sync anywhere: no step.
+	d = decide(t, dead)
+	if slices.Contains(steps(d), SetSemiSync) {
+		t.Errorf("semi-sync steps in a cluster without semi-sync:\n%s", d)
+	}
+}
+
+func TestSwitchoverAndRejoinSemiSync(t *testing.T) {
+	d := decide(t, semi+"request switchover to=node2")
+	txt := d.String()
+	for _, want := range []string{
+		"set-semi-sync node2: SET GLOBAL rpl_semi_sync_master_enabled = ON; SET GLOBAL rpl_semi_sync_master_wait_no_slave = ON",
+		"set-semi-sync node1: SET GLOBAL rpl_semi_sync_master_enabled = OFF; SET GLOBAL rpl_semi_sync_slave_enabled = ON",
+	} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("switchover lacks %q:\n%s", want, txt)
+		}
+	}
+	d = decide(t, semi+"history failover started=10 ended=20 ok=yes old=node0 new=node1\nfenced node0\nserver node0 role=replica ro=no gtid=0-1-95 semisync=on,on,on,3000\nrequest rejoin to=node0")
+	if !strings.Contains(d.String(), "set-semi-sync node0: SET GLOBAL rpl_semi_sync_master_enabled = OFF") {
+		t.Errorf("rejoin without the replica's semi-sync settings:\n%s", d)
+	}
+}
+
+func TestRoleSettingsAfterRestart(t *testing.T) {
+	in, err := parseInput(semi + "server node2 ro=no\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, ok := ReplicaRoleSettings(in, "node2", in.Obs["node2"])
+	if got := settingsText(ss); !ok || got != "read_only=ON rpl_semi_sync_master_enabled=OFF rpl_semi_sync_slave_enabled=ON" {
+		t.Errorf("replica settings %q", got)
+	}
+	// The primary restarted with read_only=ON from its my.cnf: writable
+	// again, as no failover replaced it.
+	in, _ = parseInput(semi + "server node1 ro=yes semisync=on,on,off,1000\n")
+	ps, held := PrimaryRoleSettings(in, "node1", in.Obs["node1"])
+	if got := settingsText(ps); held != "" || got != "read_only=OFF rpl_semi_sync_master_wait_no_slave=ON" {
+		t.Errorf("primary settings %q (held %q)", got, held)
+	}
+	// ... unless a replica holds transactions it lost in the crash.
+	in, _ = parseInput(semi + "server node1 ro=yes gtid=0-1-90\n")
+	if ps, held := PrimaryRoleSettings(in, "node1", in.Obs["node1"]); len(ps) != 0 || !strings.Contains(held, "node2 holds transactions it lacks") {
+		t.Errorf("primary settings %q, held %q", settingsText(ps), held)
+	}
+}
