@@ -194,7 +194,7 @@ func (d *daemon) Switchover(ctx context.Context, r admin.OpRequest) (admin.OpRes
 }
 
 func (d *daemon) Failover(ctx context.Context, r admin.OpRequest) (admin.OpResult, error) {
-	return d.operation(ctx, r.Cluster, failover.Request{Kind: failover.RequestFailover, To: r.To, DryRun: r.DryRun, Force: r.Force})
+	return d.operation(ctx, r.Cluster, failover.Request{Kind: failover.RequestFailover, To: r.To, DryRun: r.DryRun, Force: r.Force, AcceptLoss: r.AcceptLoss})
 }
 
 func (d *daemon) Rejoin(ctx context.Context, cluster, node string) (admin.OpResult, error) {

@@ -28,7 +28,7 @@ Commands:
   sessions                      client sessions
   events [--server N] [--kind K] [--limit N]
   switchover [--to NODE] [--dry-run]
-  failover [--to NODE] [--dry-run] [--force]
+  failover [--to NODE] [--dry-run] [--force] [--accept-loss]
   ack                           acknowledge a failover so automatic failover may run again
   rejoin NODE                   make a returned old primary a replica of the new primary
   set-state NODE ONLINE|OFFLINE_SOFT|OFFLINE_HARD
@@ -115,10 +115,11 @@ func cmdCtl(ctx context.Context, args []string) int {
 		to := ofs.String("to", "", "the replica to promote (default: the best one)")
 		dry := ofs.Bool("dry-run", false, "print the plan and the reasons, do nothing")
 		force := ofs.Bool("force", false, "failover even though the primary still answers checks")
+		acceptLoss := ofs.Bool("accept-loss", false, "failover even though the candidate lacks transactions the old primary is known to have acknowledged")
 		if err := ofs.Parse(cargs); err != nil {
 			return 2
 		}
-		return c.op(ctx, "/api/v1/"+cmd, admin.OpRequest{Cluster: *cluster, To: *to, DryRun: *dry, Force: *force})
+		return c.op(ctx, "/api/v1/"+cmd, admin.OpRequest{Cluster: *cluster, To: *to, DryRun: *dry, Force: *force, AcceptLoss: *acceptLoss})
 	case "ack":
 		return c.op(ctx, "/api/v1/ack", admin.OpRequest{Cluster: *cluster})
 	case "rejoin":

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -444,10 +445,18 @@ func executorOptions(cfg *config.Config, cc config.Cluster) executor.Options {
 			ApplyTimeout: cc.Failover.ApplyTimeout.Duration, Candidates: cc.Failover.Candidates, NeverPromote: cc.Failover.NeverPromote,
 			HoldTimeout: cc.Failover.HoldTimeout.Duration, DrainTimeout: cc.Failover.DrainTimeout.Duration,
 			MaxRunningSeconds: cc.Failover.MaxRunningSeconds, FenceCommand: cc.Failover.FenceCommand,
+			SemiSync: failover.SemiSyncPolicy{Manage: cc.Failover.SemiSync.Manage,
+				AsyncWithoutReplica: cc.Failover.SemiSync.AsyncWithoutReplica, Timeout: cc.Failover.SemiSync.Timeout.Duration},
 		},
 	}
 	for _, s := range cc.Servers {
 		o.Servers = append(o.Servers, executor.Server{Name: s.Name, Addr: s.Address})
+	}
+	creds := credentialsFunc(cfg)
+	for _, u := range cfg.Users {
+		if bu, bp, ok := creds(u.Name); ok && !strings.HasPrefix(bp, "*") {
+			o.AppAccounts = append(o.AppAccounts, executor.Account{User: bu, Password: bp})
+		}
 	}
 	return o
 }

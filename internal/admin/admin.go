@@ -67,6 +67,9 @@ type OpRequest struct {
 	DryRun  bool   `json:"dry_run,omitempty"`
 	// Force lets a failover run while the primary still answers checks.
 	Force bool `json:"force,omitempty"`
+	// AcceptLoss lets a failover promote a server that lacks transactions
+	// the old primary is known to have acknowledged.
+	AcceptLoss bool `json:"accept_loss,omitempty"`
 }
 
 // OpResult is what an operation returns.

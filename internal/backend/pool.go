@@ -66,6 +66,8 @@ type Pool struct {
 	waiters int           // goroutines waiting on notify
 	closed  bool
 	keys    map[Key]time.Time // keys seen, for min_idle
+	// ids are the server connection ids of the connections open now.
+	ids map[uint32]struct{}
 
 	waits, dials, dialErrors atomic.Int64
 	fenced                   atomic.Bool
@@ -81,7 +83,7 @@ func (p *Pool) SetFenced(on bool) { p.fenced.Store(on) }
 func NewPool(name, addr string, index int, opts Options, log *slog.Logger) *Pool {
 	opts.defaults()
 	return &Pool{Name: name, Addr: addr, Index: index, opts: opts, log: log,
-		idle: map[Key][]*Conn{}, notify: make(chan struct{}), keys: map[Key]time.Time{}}
+		idle: map[Key][]*Conn{}, notify: make(chan struct{}), keys: map[Key]time.Time{}, ids: map[uint32]struct{}{}}
 }
 
 // SetOptions changes limits and credentials (hot reload).
@@ -338,7 +340,23 @@ func (p *Pool) Discard(c *Conn) { p.discard(c) }
 
 func (p *Pool) discard(c *Conn) {
 	c.Close()
+	p.mu.Lock()
+	delete(p.ids, c.ID)
+	p.mu.Unlock()
 	p.release()
+}
+
+// ConnIDs are the server connection ids of the pool's open connections,
+// idle or lent: what to KILL on the server when Vigil must be sure that
+// nothing still in flight on them runs (a fenced server that returns).
+func (p *Pool) ConnIDs() []uint32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]uint32, 0, len(p.ids))
+	for id := range p.ids {
+		out = append(out, id)
+	}
+	return out
 }
 
 func (p *Pool) dial(ctx context.Context, key Key) (*Conn, error) {
@@ -374,6 +392,9 @@ func (p *Pool) dial(ctx context.Context, key Key) (*Conn, error) {
 		p.dialErrors.Add(1)
 		return nil, fmt.Errorf("preparing connection to %s (%s): %w", p.Name, p.Addr, err)
 	}
+	p.mu.Lock()
+	p.ids[c.ID] = struct{}{}
+	p.mu.Unlock()
 	return c, nil
 }
 

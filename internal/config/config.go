@@ -263,6 +263,22 @@ type Failover struct {
 	HoldTimeout       Duration `yaml:"hold_timeout"`
 	DrainTimeout      Duration `yaml:"drain_timeout"`
 	MaxRunningSeconds float64  `yaml:"max_running_seconds"`
+	// SemiSync is the semi-synchronous replication policy Vigil applies
+	// to a server whose role a failover, switchover or rejoin changes.
+	SemiSync SemiSync `yaml:"semi_sync"`
+}
+
+// SemiSync configures how semi-sync settings follow the roles.
+type SemiSync struct {
+	// Manage is auto (default: when the cluster runs semi-sync), on or off.
+	Manage string `yaml:"manage"`
+	// AsyncWithoutReplica: the primary's rpl_semi_sync_master_wait_no_slave
+	// OFF (commit at once when no semi-sync replica is connected). Default
+	// false: it waits for the timeout.
+	AsyncWithoutReplica bool `yaml:"async_without_replica"`
+	// Timeout is rpl_semi_sync_master_timeout on a new primary; 0: the old
+	// primary's own value.
+	Timeout Duration `yaml:"timeout"`
 }
 
 // Routing configures the default read/write split.
@@ -621,6 +637,12 @@ func (c *Config) Validate() error {
 			if !names[n] {
 				add(key+".failover", "names server %q, which is not in servers", n)
 			}
+		}
+		if !oneOf(cl.Failover.SemiSync.Manage, "", "auto", "on", "off") {
+			add(key+".failover.semi_sync.manage", "must be auto, on or off, not %q", cl.Failover.SemiSync.Manage)
+		}
+		if cl.Failover.SemiSync.Timeout.Duration < 0 {
+			add(key+".failover.semi_sync.timeout", "must not be negative")
 		}
 		if cl.Pool.MinIdle < 0 || cl.Pool.MinIdle > cl.Pool.MaxOpen {
 			add(key+".pool.min_idle", "must be between 0 and pool.max_open (%d)", cl.Pool.MaxOpen)

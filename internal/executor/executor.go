@@ -26,6 +26,10 @@ type Router interface {
 	Release()
 	BoundSessions(idx int) int
 	KillBound(idx int) int
+	// PreFenceConns and ForgetPreFenceConns: the server connection ids
+	// Vigil had open on a server when it was fenced.
+	PreFenceConns(idx int) []uint32
+	ForgetPreFenceConns(idx int, ids []uint32)
 }
 
 // Monitor is the monitor's side (monitor.Monitor).
@@ -56,7 +60,13 @@ type Options struct {
 	PreFailover, PostFailover, PostSwitchover string
 	// Interval is how often the executor re-decides without news.
 	Interval time.Duration
+	// AppAccounts are the server accounts client sessions use: Vigil
+	// warns at start about those that read_only does not stop.
+	AppAccounts []Account
 }
+
+// Account is a server login.
+type Account struct{ User, Password string }
 
 // Event is one journal entry shown to operators.
 type Event struct {
@@ -95,13 +105,23 @@ type Executor struct {
 	facts   map[string]failover.ServerFacts
 	lastSit string // for event deduplication
 
-	salvaged map[int64]bool // failover records (by start) already salvaged
+	salvaged map[int64]*salvageState // by failover record (its start)
 	// noTxBase is, per server, Rpl_semi_sync_master_no_tx as last seen
 	// while it replicated: what the counter held before the server's
 	// latest time as primary (salvage.go).
 	noTxBase map[string]int64
 	// roSetAt: when Vigil last set read_only on a fenced server.
 	roSetAt map[string]time.Time
+	// fencedAt: when Vigil fenced a server (FenceRouter, quarantine).
+	fencedAt map[string]time.Time
+	// uptime: each server's Uptime at its last answered check.
+	uptime map[string]int64
+	// rejoinSalvaged: per server, the binlog position whose salvage file
+	// a refused rejoin wrote.
+	rejoinSalvaged map[string]string
+	marks          markState
+	// hb: per replica, heartbeat sampling while the primary fails.
+	hb map[string]*hbSample
 
 	opMu sync.Mutex // held while an operation runs
 	kick chan struct{}
@@ -122,8 +142,8 @@ func New(opts Options, mon Monitor, router Router, log *slog.Logger, onEvent fun
 		onEvent = func(Event) {}
 	}
 	e := &Executor{opts: opts, mon: mon, router: router, log: log, onEv: onEvent, history: hist,
-		facts: map[string]failover.ServerFacts{}, kick: make(chan struct{}, 1), j: j, salvaged: map[int64]bool{},
-		noTxBase: map[string]int64{}, roSetAt: map[string]time.Time{}}
+		facts: map[string]failover.ServerFacts{}, kick: make(chan struct{}, 1), j: j, salvaged: map[int64]*salvageState{},
+		noTxBase: map[string]int64{}, roSetAt: map[string]time.Time{}, fencedAt: map[string]time.Time{}, uptime: map[string]int64{}, rejoinSalvaged: map[string]string{}, hb: map[string]*hbSample{}}
 	// An operation that never ended means Vigil stopped during it: it
 	// counts as failed until an operator acknowledges it.
 	for i := range e.history.Records {
@@ -167,6 +187,7 @@ func (e *Executor) Run(ctx context.Context) error {
 	recheck.Stop()
 	defer recheck.Stop()
 	e.refreshFacts(ctx)
+	e.checkAppAccounts(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -197,6 +218,10 @@ func (e *Executor) input(req *failover.Request) failover.Input {
 	}
 	hist := failover.History{Records: append([]failover.Record(nil), e.history.Records...)}
 	running := e.running
+	since := map[string]float64{}
+	for name := range e.hb {
+		since[name] = e.sinceSourceEventLocked(name, now)
+	}
 	e.mu.Unlock()
 	for _, h := range e.mon.Observations() {
 		if h.Last != nil {
@@ -207,6 +232,9 @@ func (e *Executor) input(req *failover.Request) failover.Input {
 		f := facts[h.Name]
 		f.FailingSince = h.FailingSince
 		f.SecondsSinceSourceEvent = -1 // not measured: the IO thread state decides
+		if v, ok := since[h.Name]; ok {
+			f.SecondsSinceSourceEvent = v
+		}
 		facts[h.Name] = f
 	}
 	var fenced []string
@@ -223,7 +251,7 @@ func (e *Executor) input(req *failover.Request) failover.Input {
 		run = &r
 	}
 	return failover.Input{Now: now, Snapshot: snap, Obs: obs, Facts: facts, History: hist,
-		Options: e.opts.Engine, Request: req, Running: run, Fenced: fenced}
+		Options: e.opts.Engine, Request: req, Running: run, Fenced: fenced, Acked: e.ackedMark()}
 }
 
 // decideAuto decides once and acts on the decision; it returns when the
@@ -233,7 +261,10 @@ func (e *Executor) decideAuto(ctx context.Context) time.Time {
 		return time.Time{} // an operation runs; it decides for itself
 	}
 	defer e.opMu.Unlock()
+	e.noteAcked()
+	e.sampleHeartbeats(ctx)
 	e.keepFencedReadOnly(ctx)
+	e.enforceRoles(ctx)
 	e.noteReplicaNoTx()
 	e.checkSalvage(ctx)
 	d := failover.Decide(e.input(nil))
@@ -282,7 +313,18 @@ func (e *Executor) Request(ctx context.Context, req failover.Request) (Result, e
 			e.refreshRunning(ctx)
 		}
 	}
-	d := failover.Decide(e.input(&req))
+	in := e.input(&req)
+	if req.Kind == failover.RequestRejoin {
+		// Both positions from one moment: a replica under write load is
+		// always "ahead" of an older sample of its primary.
+		if w := in.Snapshot.WriterServer(); w != nil {
+			e.freshen(ctx, &in, req.To, w.Name)
+		}
+	}
+	d := failover.Decide(in)
+	if d.Situation == failover.RejoinDiverged && !req.DryRun {
+		d.Reason += e.salvageAtRejoin(ctx, in, req.To)
+	}
 	res := Result{Decision: d, Text: d.String()}
 	if d.Action != failover.ActExecute || req.DryRun {
 		res.OK = d.Action == failover.ActExecute
@@ -357,11 +399,20 @@ func (e *Executor) keepFencedReadOnly(ctx context.Context) {
 		return
 	}
 	for _, h := range e.mon.Observations() {
-		if h.Last == nil || !h.Last.OK || h.Last.ReadOnly {
+		if h.Last == nil || !h.Last.OK {
 			continue
 		}
 		i := snap.Index(h.Name)
 		if i < 0 || snap.Servers[i].State != topology.OfflineHard || !isFenceReason(snap.Servers[i].Reason) {
+			continue
+		}
+		// First the connections Vigil left there, then read_only: a
+		// statement in flight on them from an account with SUPER or
+		// READ_ONLY ADMIN would run despite read_only.
+		if err := e.killPreFence(ctx, h.Name); err != nil {
+			e.log.Warn("could not kill Vigil's connections on a fenced server", "server", h.Name, "err", err)
+		}
+		if h.Last.ReadOnly {
 			continue
 		}
 		e.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/failover"
@@ -67,20 +68,43 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 	}
 	st := &runState{}
 	skip := map[string]bool{}
-	for i, step := range pl.Steps {
+	for i := 0; i < len(pl.Steps); i++ {
+		if i == pl.CutEnd && pl.CutEnd > 0 {
+			// The failover's second phase, from positions read after the
+			// cut (see failover.PlanAfterCut).
+			pl = e.replanAfterCut(ctx, d, pl, &res)
+			res.Decision.Plan = pl
+			e.mu.Lock()
+			rec.NewPrimary = pl.NewPrimary // e.running is &rec
+			e.mu.Unlock()
+		}
+		step := pl.Steps[i]
 		if skip[step.Server] && step.Server != "" {
 			res.Steps = append(res.Steps, fmt.Sprintf("skip %s %s (quarantined)", step.Kind, step.Server))
 			continue
 		}
+		report := func(i int, step failover.Step, took time.Duration, err error) {
+			line := fmt.Sprintf("%-20s %-8s %6s  %s", step.Kind, step.Server, took.Round(time.Millisecond), "ok")
+			if err != nil {
+				line = fmt.Sprintf("%-20s %-8s %6s  FAILED (%s): %v", step.Kind, step.Server, took.Round(time.Millisecond), step.OnFail, err)
+			}
+			res.Steps = append(res.Steps, line)
+			e.event(step.Server, "step", fmt.Sprintf("%s step %d %s %s: %s", rec.Kind, i+1, step.Kind, step.Server, strings.TrimSpace(line[29:])))
+		}
+		if j := parallelRun(pl.Steps, i); j > i+1 {
+			// Best-effort steps on different servers (the old primary's
+			// read_only, its replicas' IO threads): at the same time, so
+			// servers that do not answer cost one timeout, not one each.
+			errs, took := e.stepsAtOnce(ctx, pl, pl.Steps[i:j], st)
+			for k := i; k < j; k++ {
+				report(k, pl.Steps[k], took[k-i], errs[k-i])
+			}
+			i = j - 1
+			continue
+		}
 		t0 := time.Now()
 		err := e.step(ctx, pl, step, st)
-		took := time.Since(t0).Round(time.Millisecond)
-		line := fmt.Sprintf("%-20s %-8s %6s  %s", step.Kind, step.Server, took, "ok")
-		if err != nil {
-			line = fmt.Sprintf("%-20s %-8s %6s  FAILED (%s): %v", step.Kind, step.Server, took, step.OnFail, err)
-		}
-		res.Steps = append(res.Steps, line)
-		e.event(step.Server, "step", fmt.Sprintf("%s step %d %s %s: %s", rec.Kind, i+1, step.Kind, step.Server, strings.TrimSpace(line[29:])))
+		report(i, step, time.Since(t0), err)
 		if err == nil {
 			continue
 		}
@@ -125,6 +149,41 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 	return finish(true, msg)
 }
 
+// parallelRun returns the end of the run of steps from i that may run at
+// once: best-effort (OnFail Continue) set-read-only and stop-io-thread
+// steps, each on another server, before the plan's cut ends.
+func parallelRun(steps []failover.Step, i int) int {
+	seen := map[string]bool{}
+	j := i
+	for ; j < len(steps); j++ {
+		s := steps[j]
+		if s.OnFail != failover.Continue || s.Kind != failover.SetReadOnly && s.Kind != failover.StopIOThread || seen[s.Server] {
+			break
+		}
+		seen[s.Server] = true
+	}
+	return j
+}
+
+// stepsAtOnce runs steps concurrently and returns each one's error and
+// duration.
+func (e *Executor) stepsAtOnce(ctx context.Context, pl *failover.Plan, steps []failover.Step, st *runState) ([]error, []time.Duration) {
+	errs := make([]error, len(steps))
+	took := make([]time.Duration, len(steps))
+	var wg sync.WaitGroup
+	for k, s := range steps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			errs[k] = e.step(ctx, pl, s, st)
+			took[k] = time.Since(t0)
+		}()
+	}
+	wg.Wait()
+	return errs, took
+}
+
 type runState struct {
 	held      bool
 	holdStart time.Time
@@ -148,6 +207,9 @@ func orNone(s string) string {
 func (e *Executor) quarantine(server, why string) {
 	if i := e.serverIndex(server); i >= 0 {
 		e.router.Fence(i, "quarantined: "+why)
+		e.mu.Lock()
+		e.fencedAt[server] = time.Now()
+		e.mu.Unlock()
 	}
 	_ = e.mon.Fence(server, fencePrefix+" (quarantined): "+why)
 	e.event(server, "quarantined", server+" is quarantined and not routed: "+why)
@@ -167,11 +229,14 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 	case failover.FenceRouter:
 		idx := e.serverIndex(s.Server)
 		n := e.router.Fence(idx, fmt.Sprintf("%s in progress", recordKind(pl.Kind)))
+		e.mu.Lock()
+		e.fencedAt[s.Server] = time.Now()
+		e.mu.Unlock()
 		if err := e.mon.Fence(s.Server, fmt.Sprintf("%s by %s (term %d)", fencePrefix, recordKind(pl.Kind), pl.Term)); err != nil {
 			return err
 		}
 		if n > 0 {
-			e.event(s.Server, "fenced", fmt.Sprintf("%d client transactions on %s were cut: they did not commit", n, s.Server))
+			e.event(s.Server, "fenced", fmt.Sprintf("%d client statements or transactions on %s were cut: their clients got an error and none was acknowledged. If %s is only cut off, what was already sent may still run when it returns: Vigil then kills these connections first, and the salvage check reports anything that committed", n, s.Server, s.Server))
 		}
 		return nil
 	case failover.SetReadOnly:
@@ -196,16 +261,29 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 	case failover.ResetReplica:
 		return e.replicaCmd(ctx, s.Server, 10*time.Second, mysql, "RESET SLAVE ALL", "RESET REPLICA ALL")
 	case failover.SetWritable:
+		// The monitor learns first that this server is to be the writer:
+		// turning writable beside the old writer is then no "conflict".
+		_ = e.mon.SetWriter(s.Server, fmt.Sprintf("%s (term %d)", recordKind(pl.Kind), pl.Term))
 		q := []string{"SET GLOBAL read_only = 0"}
 		if mysql {
 			q = []string{"SET GLOBAL super_read_only = 0", "SET GLOBAL read_only = 0"}
-		} else if e.semiSync(ctx, s.Server, "rpl_semi_sync_slave_enabled") {
-			// Semi-synchronous replication follows the primary role: the new
-			// primary waits for its replicas' acknowledgements.
-			q = append([]string{"SET GLOBAL rpl_semi_sync_master_enabled = ON"}, q...)
 		}
 		_, err := e.exec(ctx, s.Server, 5*time.Second, q...)
 		return err
+	case failover.SetSemiSync:
+		q := make([]string, len(s.Settings))
+		for i, st := range s.Settings {
+			q[i] = st.SQL()
+		}
+		_, err := e.exec(ctx, s.Server, 5*time.Second, q...)
+		return err
+	case failover.StopIOThread:
+		// A semi-sync replica's IO thread stops only after it tried to
+		// connect to its source to end the dump thread there: up to 2 s
+		// when the source is paused or cut off (refused: at once).
+		return e.replicaCmd(ctx, s.Server, 3*time.Second, mysql, "STOP SLAVE IO_THREAD", "STOP REPLICA IO_THREAD")
+	case failover.KillPreFence:
+		return e.killPreFence(ctx, s.Server)
 	case failover.SetRouterWriter:
 		if i := e.serverIndex(s.Server); i >= 0 {
 			e.router.Unfence(i)
@@ -333,14 +411,7 @@ func (e *Executor) repoint(ctx context.Context, s failover.Step, mysql bool) err
 		if strings.Contains(s.Detail, "MASTER_USE_GTID=current_pos") {
 			mode = "current_pos"
 		}
-		q = []string{"STOP SLAVE"}
-		if e.semiSync(ctx, s.Server, "rpl_semi_sync_master_enabled") {
-			// A former primary must not wait for acknowledgements of its
-			// own applied transactions (it has no replicas): it becomes a
-			// semi-sync replica instead.
-			q = append(q, "SET GLOBAL rpl_semi_sync_master_enabled = OFF", "SET GLOBAL rpl_semi_sync_slave_enabled = ON")
-		}
-		q = append(q, fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=%s, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1", host, port, e.opts.ReplUser, e.opts.ReplPass, mode), "START SLAVE")
+		q = []string{"STOP SLAVE", fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=%s, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1", host, port, e.opts.ReplUser, e.opts.ReplPass, mode), "START SLAVE"}
 	}
 	_, err = e.exec(ctx, s.Server, 10*time.Second, q...)
 	return err
@@ -424,13 +495,6 @@ func (e *Executor) hook(ctx context.Context, command string, pl *failover.Plan) 
 		return fmt.Errorf("%q: %v: %s", command, err, strings.TrimSpace(string(out)))
 	}
 	return nil
-}
-
-// semiSync reports whether a semi-sync variable is ON on a server (false
-// when the plugin is absent or the server cannot be asked).
-func (e *Executor) semiSync(ctx context.Context, server, variable string) bool {
-	rows, err := e.exec(ctx, server, 2*time.Second, "SELECT @@GLOBAL."+variable)
-	return err == nil && len(rows) == 1 && (rows[0][0] == "1" || rows[0][0] == "ON")
 }
 
 // replicaCmd runs a replication statement in the server's dialect: MariaDB

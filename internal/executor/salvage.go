@@ -21,8 +21,15 @@ import (
 // primary had fallen back to asynchronous replication the event says that
 // data could be lost.
 
-// salvageDue returns the latest successful failover whose old primary is
-// fenced, answers now and was not salvaged yet.
+// salvageSettle is how long after a returned old primary first answers
+// its salvage check runs again: statements still in flight towards it
+// (retransmitted once a partition heals) may commit in the first moments,
+// after the first check.
+const salvageSettle = 5 * time.Second
+
+// salvageDue returns the latest successful failover whose old primary was
+// not salvaged yet, or whose first check is older than salvageSettle and
+// not re-checked.
 func (e *Executor) salvageDue() (failover.Record, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -31,12 +38,26 @@ func (e *Executor) salvageDue() (failover.Record, bool) {
 		if r.Kind != failover.RecordFailover {
 			continue
 		}
-		if !r.OK || e.salvaged[r.Started.UnixNano()] {
+		if !r.OK {
 			return r, false
 		}
-		return r, true
+		st := e.salvaged[r.Started.UnixNano()]
+		switch {
+		case st == nil:
+			return r, true
+		case !st.settled && time.Since(st.first) >= salvageSettle:
+			return r, true
+		}
+		return r, false
 	}
 	return failover.Record{}, false
+}
+
+// salvageState is a failover's salvage progress.
+type salvageState struct {
+	first   time.Time // the first check
+	settled bool      // checked again after salvageSettle
+	extra   uint64    // transactions found missing so far
 }
 
 func (e *Executor) checkSalvage(ctx context.Context) {
@@ -56,9 +77,38 @@ func (e *Executor) checkSalvage(ctx context.Context) {
 	if oldObs == nil || !oldObs.OK || newObs == nil || !newObs.OK {
 		return // wait until both answer
 	}
+	key := rec.Started.UnixNano()
 	e.mu.Lock()
-	e.salvaged[rec.Started.UnixNano()] = true
+	st := e.salvaged[key]
+	again := st != nil
+	if st == nil {
+		st = &salvageState{first: time.Now()}
+		e.salvaged[key] = st
+	} else {
+		st.settled = true
+	}
+	before := st.extra
 	e.mu.Unlock()
+	if again {
+		// The same moment for both servers: read them now.
+		if o, err := e.freshObs(ctx, rec.OldPrimary, oldObs); err == nil {
+			oldObs = o
+		}
+		if o, err := e.freshObs(ctx, rec.NewPrimary, newObs); err == nil {
+			newObs = o
+		}
+	}
+	extra := e.salvage(ctx, rec, oldObs, newObs, again, before)
+	e.mu.Lock()
+	st.extra = max(before, extra)
+	e.mu.Unlock()
+}
+
+// salvage compares what rec's old primary holds with the new primary,
+// writes what the new primary lacks to a salvage file and reports it.
+// again: a later check, which reports only when it finds more than
+// before.
+func (e *Executor) salvage(ctx context.Context, rec failover.Record, oldObs, newObs *topology.Observation, again bool, before uint64) uint64 {
 	extra, start := missing(oldObs.GTID.Binlog, newObs.GTID.Current)
 	if n, st, ok := missingByState(oldObs.GTID.BinlogState, newObs.GTID.BinlogState); ok && n > extra {
 		// Positions miss a last transaction that no replica received once
@@ -66,11 +116,18 @@ func (e *Executor) checkSalvage(ctx context.Context) {
 		// (per server id) do not.
 		extra, start = n, st
 	}
+	if again && extra <= before {
+		return extra
+	}
+	label := "salvage"
+	if again {
+		label = "salvage (checked again after it settled)"
+	}
 	if extra == 0 {
 		// Nothing it committed is missing: whatever its semi-sync
 		// counters say, no data was lost.
-		e.event(rec.OldPrimary, "salvage", fmt.Sprintf("salvage: %s has no transaction that %s lacks (0 transactions)", rec.OldPrimary, rec.NewPrimary))
-		return
+		e.event(rec.OldPrimary, "salvage", fmt.Sprintf("%s: %s has no transaction that %s lacks (0 transactions)", label, rec.OldPrimary, rec.NewPrimary))
+		return 0
 	}
 	fallback := ""
 	if n := e.unackedAsPrimary(rec.OldPrimary, oldObs.SemiSync.NoTx); n > 0 {
@@ -78,12 +135,13 @@ func (e *Executor) checkSalvage(ctx context.Context) {
 	}
 	path, err := e.writeSalvage(ctx, rec, oldObs, start)
 	if err != nil {
-		e.event(rec.OldPrimary, "salvage", fmt.Sprintf("salvage: %s has %d transactions %s lacks (binlog position %s vs %s), but they could not be written: %v%s",
-			rec.OldPrimary, extra, rec.NewPrimary, oldObs.GTID.Binlog, newObs.GTID.Current, err, fallback))
-		return
+		e.event(rec.OldPrimary, "salvage", fmt.Sprintf("%s: %s has %d transactions %s lacks (binlog position %s vs %s), but they could not be written: %v%s",
+			label, rec.OldPrimary, extra, rec.NewPrimary, oldObs.GTID.Binlog, newObs.GTID.Current, err, fallback))
+		return extra
 	}
-	e.event(rec.OldPrimary, "salvage", fmt.Sprintf("salvage: %s has %d transactions %s lacks (its binlog position %s, the new primary's %s); written to %s — review and re-apply what is needed, then `vigil ctl rejoin` refuses until they are dealt with%s",
-		rec.OldPrimary, extra, rec.NewPrimary, oldObs.GTID.Binlog, newObs.GTID.Current, path, fallback))
+	e.event(rec.OldPrimary, "salvage", fmt.Sprintf("%s: %s has %d transactions %s lacks (its binlog position %s, the new primary's %s); written to %s — review and re-apply what is needed, then `vigil ctl rejoin` refuses until they are dealt with%s",
+		label, rec.OldPrimary, extra, rec.NewPrimary, oldObs.GTID.Binlog, newObs.GTID.Current, path, fallback))
+	return extra
 }
 
 // noteReplicaNoTx records, for every server that replicates now, its
@@ -192,4 +250,38 @@ func (e *Executor) writeSalvage(ctx context.Context, rec failover.Record, oldObs
 		return "", err
 	}
 	return path, nil
+}
+
+// salvageAtRejoin writes the transactions a server to rejoin holds that
+// the primary lacks to a salvage file, once per position of the server,
+// and returns a sentence naming it ("" when none was written).
+func (e *Executor) salvageAtRejoin(ctx context.Context, in failover.Input, node string) string {
+	w := in.Snapshot.WriterServer()
+	no, po := in.Obs[node], (*topology.Observation)(nil)
+	if w != nil {
+		po = in.Obs[w.Name]
+	}
+	if w == nil || no == nil || po == nil || !no.OK || !po.OK || no.Flavor == topology.FlavorMySQL {
+		return ""
+	}
+	key := no.GTID.Binlog.String()
+	e.mu.Lock()
+	done := e.rejoinSalvaged[node] == key
+	e.rejoinSalvaged[node] = key
+	e.mu.Unlock()
+	if done {
+		return " (its salvage file was written at the first refused rejoin: see the salvage event)"
+	}
+	_, start := missing(no.GTID.Binlog, po.GTID.Current)
+	if _, st, ok := missingByState(no.GTID.BinlogState, po.GTID.BinlogState); ok && st != "" {
+		start = st
+	}
+	rec := failover.Record{Kind: failover.RecordRejoin, Started: time.Now(), OldPrimary: node, NewPrimary: w.Name}
+	path, err := e.writeSalvage(ctx, rec, no, start)
+	if err != nil {
+		e.event(node, "salvage", fmt.Sprintf("salvage at rejoin: %s holds transactions %s lacks, but they could not be written: %v", node, w.Name, err))
+		return ""
+	}
+	e.event(node, "salvage", fmt.Sprintf("salvage at rejoin: the transactions %s holds that %s lacks are written to %s", node, w.Name, path))
+	return " (written to " + path + ")"
 }

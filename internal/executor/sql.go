@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
@@ -62,31 +63,46 @@ func redact(q string) string {
 }
 
 // refreshFacts reads, from every reachable server, what the engine needs
-// beyond the monitor's observations. Unreachable servers keep their last
-// known facts.
+// beyond the monitor's observations: all servers at once, each bounded by
+// a short timeout, so that a paused server delays a decision by at most
+// that timeout, not by one per server. Unreachable servers keep their
+// last known facts.
 func (e *Executor) refreshFacts(ctx context.Context) {
+	var wg sync.WaitGroup
 	for _, s := range e.opts.Servers {
-		f, err := e.readFacts(ctx, s.Name)
-		if err != nil {
-			continue
-		}
-		e.mu.Lock()
-		old := e.facts[s.Name]
-		f.FailingSince = old.FailingSince
-		f.LongestQuerySeconds = old.LongestQuerySeconds
-		e.facts[s.Name] = f
-		e.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.refreshFactsOf(ctx, s.Name)
+		}()
 	}
+	wg.Wait()
 }
+
+func (e *Executor) refreshFactsOf(ctx context.Context, name string) {
+	f, err := e.readFacts(ctx, name)
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	old := e.facts[name]
+	f.FailingSince = old.FailingSince
+	f.LongestQuerySeconds = old.LongestQuerySeconds
+	e.facts[name] = f
+	e.mu.Unlock()
+}
+
+// factsTimeout bounds each server's facts: connecting and every query.
+const factsTimeout = time.Second
 
 func (e *Executor) readFacts(ctx context.Context, name string) (failover.ServerFacts, error) {
 	f := failover.ServerFacts{SecondsSinceSourceEvent: -1}
-	c, err := e.conn(ctx, name)
+	c, err := e.connTimeout(ctx, name, factsTimeout)
 	if err != nil {
 		return f, err
 	}
 	defer c.Close()
-	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	qctx, cancel := context.WithTimeout(ctx, factsTimeout)
 	defer cancel()
 	res, err := c.Exec(qctx, "SELECT @@log_bin, @@log_slave_updates")
 	if err != nil || len(res.Rows) != 1 {
@@ -96,6 +112,9 @@ func (e *Executor) readFacts(ctx context.Context, name string) (failover.ServerF
 	f.LogSlaveUpdates = res.Rows[0][1] == "1"
 	if r, err := c.Exec(qctx, "SHOW GLOBAL STATUS LIKE 'Slave_heartbeat_period'"); err == nil && len(r.Rows) == 1 && len(r.Rows[0]) == 2 {
 		f.HeartbeatPeriod, _ = strconv.ParseFloat(r.Rows[0][1], 64)
+	}
+	if r, err := c.Exec(qctx, "SHOW GLOBAL VARIABLES LIKE 'rpl\\_semi\\_sync\\_%'"); err == nil {
+		f.SemiSync = parseSemiSyncSettings(r.Rows)
 	}
 	cols, rows, err := c.ExecColumns(qctx, "SHOW SLAVE STATUS")
 	if err == nil && len(rows) == 1 {
@@ -114,20 +133,57 @@ func (e *Executor) readFacts(ctx context.Context, name string) (failover.ServerF
 	return f, nil
 }
 
+// parseSemiSyncSettings reads SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync_%'.
+func parseSemiSyncSettings(rows [][]string) failover.SemiSyncSettings {
+	var ss failover.SemiSyncSettings
+	for _, r := range rows {
+		if len(r) < 2 {
+			continue
+		}
+		name, val := strings.ToLower(r[0]), r[1]
+		on := strings.EqualFold(val, "ON") || val == "1"
+		for _, side := range []struct{ src, rep string }{{"rpl_semi_sync_master", "rpl_semi_sync_slave"}, {"rpl_semi_sync_source", "rpl_semi_sync_replica"}} {
+			switch name {
+			case side.src + "_enabled":
+				ss.Known, ss.SourceEnabled = true, on
+				ss.SourceName, ss.ReplicaName = side.src, side.rep
+			case side.rep + "_enabled":
+				ss.Known, ss.ReplicaEnabled = true, on
+			case side.src + "_wait_no_slave", side.src + "_wait_no_replica":
+				ss.WaitNoReplica = on
+			case side.src + "_timeout":
+				if ms, err := strconv.ParseInt(val, 10, 64); err == nil {
+					ss.Timeout = time.Duration(ms) * time.Millisecond
+				}
+			}
+		}
+	}
+	if ss.SourceName == "rpl_semi_sync_master" {
+		ss.SourceName, ss.ReplicaName = "", "" // the default names
+	}
+	return ss
+}
+
 // refreshRunning reads the longest running query of every server (for the
 // switchover check).
 func (e *Executor) refreshRunning(ctx context.Context) {
+	var wg sync.WaitGroup
 	for _, s := range e.opts.Servers {
-		rows, err := e.exec(ctx, s.Name, 2*time.Second,
-			"SELECT IFNULL(MAX(TIME),0) FROM information_schema.PROCESSLIST WHERE COMMAND NOT IN ('Sleep','Binlog Dump','Daemon','Slave_IO','Slave_SQL','Slave_worker') AND USER NOT IN ('system user','event_scheduler') AND ID <> CONNECTION_ID()")
-		if err != nil || len(rows) != 1 {
-			continue
-		}
-		v, _ := strconv.ParseFloat(rows[0][0], 64)
-		e.mu.Lock()
-		f := e.facts[s.Name]
-		f.LongestQuerySeconds = v
-		e.facts[s.Name] = f
-		e.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rows, err := e.exec(ctx, s.Name, factsTimeout,
+				"SELECT IFNULL(MAX(TIME),0) FROM information_schema.PROCESSLIST WHERE COMMAND NOT IN ('Sleep','Binlog Dump','Daemon','Slave_IO','Slave_SQL','Slave_worker') AND USER NOT IN ('system user','event_scheduler') AND ID <> CONNECTION_ID()")
+			if err != nil || len(rows) != 1 {
+				return
+			}
+			v, _ := strconv.ParseFloat(rows[0][0], 64)
+			e.mu.Lock()
+			f := e.facts[s.Name]
+			f.LongestQuerySeconds = v
+			e.facts[s.Name] = f
+			e.mu.Unlock()
+		}()
 	}
+	wg.Wait()
 }

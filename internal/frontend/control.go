@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
@@ -83,6 +84,15 @@ func (s *Server) Fence(idx int, reason string) int {
 	s.fenced[idx].Store(true)
 	s.fenceReason[idx].Store(&reason)
 	s.pools[idx].SetFenced(true)
+	// Closing a connection here does not stop what was already sent on
+	// it: a partitioned server receives it (TCP retransmits) once the
+	// partition heals. The executor kills these on the server when it
+	// answers again (PreFenceConns).
+	s.fenceMu.Lock()
+	for _, id := range s.pools[idx].ConnIDs() {
+		s.preFence[idx][id] = struct{}{}
+	}
+	s.fenceMu.Unlock()
 	s.pools[idx].CloseIdle()
 	n := 0
 	s.mu.Lock()
@@ -102,6 +112,35 @@ func (s *Server) Fence(idx int, reason string) int {
 	}
 	s.mu.Unlock()
 	return n
+}
+
+// PreFenceConns are the server connection ids of server idx that Vigil
+// had open when it was fenced and that were not killed yet.
+func (s *Server) PreFenceConns(idx int) []uint32 {
+	if idx < 0 || idx >= len(s.pools) {
+		return nil
+	}
+	s.fenceMu.Lock()
+	defer s.fenceMu.Unlock()
+	out := make([]uint32, 0, len(s.preFence[idx]))
+	for id := range s.preFence[idx] {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ForgetPreFenceConns drops ids from server idx's pre-fence list (they
+// were killed, or the server restarted and they are gone).
+func (s *Server) ForgetPreFenceConns(idx int, ids []uint32) {
+	if idx < 0 || idx >= len(s.pools) {
+		return
+	}
+	s.fenceMu.Lock()
+	for _, id := range ids {
+		delete(s.preFence[idx], id)
+	}
+	s.fenceMu.Unlock()
 }
 
 // Unfence lets traffic reach server idx again (after rejoin).

@@ -84,7 +84,9 @@ type Server struct {
 	insertTokens atomic.Uint64
 	fenced       []atomic.Bool
 	fenceReason  []atomic.Pointer[string]
-	replies      []replyCounter // activity.go
+	fenceMu      sync.Mutex
+	preFence     []map[uint32]struct{} // by server: connection ids open at the fence
+	replies      []replyCounter        // activity.go
 
 	mu       sync.Mutex
 	sessions map[uint32]*Session
@@ -98,8 +100,11 @@ type Server struct {
 func New(opts Options, users []User, topo *topology.Holder, pools []*backend.Pool, log *slog.Logger) *Server {
 	s := &Server{topo: topo, pools: pools, bal: router.NewBalancer(len(pools)), log: log,
 		sessions: map[uint32]*Session{}, Stats: newStats(len(pools)),
-		fenced: make([]atomic.Bool, len(pools)), fenceReason: make([]atomic.Pointer[string], len(pools)),
+		fenced: make([]atomic.Bool, len(pools)), fenceReason: make([]atomic.Pointer[string], len(pools)), preFence: make([]map[uint32]struct{}, len(pools)),
 		replies: newReplyCounters(len(pools))}
+	for i := range s.preFence {
+		s.preFence[i] = map[uint32]struct{}{}
+	}
 	s.mirror = &mirrorer{srv: s, jobs: make(chan mirrorJob, 1024)}
 	s.trackDefault.Store(builtinTrackDefaults())
 	s.SetOptions(opts)

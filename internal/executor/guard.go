@@ -1,0 +1,465 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+// What the executor watches between operations: the position the primary
+// is known to have acknowledged (for "never promote over known loss"),
+// servers that restart with role settings of their own my.cnf, and fenced
+// servers that answer again with Vigil's old connections still open on
+// them.
+
+// markState is the acknowledged-position bookkeeping of one cluster.
+type markState struct {
+	mark *failover.AckedMark
+	// prev is the writer's previous answered observation: a position seen
+	// one check before a check with semi-sync on and no commit waiting was
+	// certainly acknowledged (every commit in it finished waiting).
+	prev *topology.Observation
+}
+
+// noteAcked moves the acknowledged mark from the writer's latest check.
+func (e *Executor) noteAcked() {
+	snap := e.mon.Snapshot()
+	w := snap.WriterServer()
+	if w == nil {
+		return
+	}
+	var o *topology.Observation
+	for _, h := range e.mon.Observations() {
+		if h.Name == w.Name {
+			o = h.Last
+		}
+	}
+	if o == nil || !o.OK || o.Flavor == topology.FlavorMySQL || len(o.GTID.Binlog) == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ms := &e.marks
+	if ms.prev != nil && (ms.prev.Server != o.Server || ms.prev.Seq >= o.Seq) {
+		if ms.prev.Server != o.Server {
+			ms.prev = nil
+		} else {
+			return // seen already
+		}
+	}
+	f := e.facts[w.Name]
+	semi := f.SemiSync.Known && f.SemiSync.SourceEnabled || o.SemiSync.SourceOn
+	m := failover.AckedMark{Server: w.Name, At: o.Time, SemiSync: semi}
+	if old := ms.mark; old != nil && old.Server == w.Name {
+		m.AsyncSince = old.AsyncSince
+	}
+	switch {
+	case semi && o.SemiSync.SourceOn:
+		m.AsyncSince = time.Time{}
+		if o.SemiSync.WaitSessions > 0 || ms.prev == nil || !ms.prev.SemiSync.SourceOn {
+			break // what is in the binary log now may still wait
+		}
+		m.Pos, m.At = ms.prev.GTID.Binlog, ms.prev.Time
+	case semi:
+		// Fallen back to asynchronous replication: commits are
+		// acknowledged without any replica.
+		if m.AsyncSince.IsZero() {
+			m.AsyncSince = o.Time
+		}
+		m.Pos, m.Async = o.GTID.Binlog, true
+	default:
+		m.Pos = o.GTID.Binlog
+	}
+	ms.prev = o
+	if m.Pos == nil {
+		if ms.mark == nil || ms.mark.Server != w.Name {
+			return
+		}
+		m.Pos, m.At, m.Async = ms.mark.Pos, ms.mark.At, ms.mark.Async
+	}
+	if old := ms.mark; old != nil && old.Server == w.Name && old.Async {
+		m.Async = true // some of the position was acknowledged asynchronously
+	}
+	if m.AsyncSince.IsZero() && ms.mark != nil && ms.mark.Server == w.Name {
+		m.AsyncSince = ms.mark.AsyncSince
+	}
+	ms.mark = &m
+}
+
+// ackedMark is a copy of the mark for the engine's input.
+func (e *Executor) ackedMark() *failover.AckedMark {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.marks.mark == nil {
+		return nil
+	}
+	m := *e.marks.mark
+	return &m
+}
+
+// killPreFence kills, on server, the connections Vigil had open there
+// when it was fenced: statements sent before the fence may still be in
+// flight (TCP retransmits them when a partition heals) and must not run.
+// A server that restarted since has none of them (and may have given
+// their ids to other connections): the list is dropped.
+func (e *Executor) killPreFence(ctx context.Context, server string) error {
+	idx := e.serverIndex(server)
+	ids := e.router.PreFenceConns(idx)
+	if len(ids) == 0 {
+		return nil
+	}
+	e.mu.Lock()
+	fencedAt := e.fencedAt[server]
+	e.mu.Unlock()
+	if o := e.lastObs(server); o != nil && o.OK && o.Uptime >= 0 && !fencedAt.IsZero() &&
+		time.Duration(o.Uptime)*time.Second < time.Since(fencedAt) {
+		e.router.ForgetPreFenceConns(idx, ids)
+		return nil
+	}
+	c, err := e.connTimeout(ctx, server, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	killed := 0
+	for _, id := range ids {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := c.Exec(qctx, "KILL CONNECTION "+strconv.FormatUint(uint64(id), 10))
+		cancel()
+		var se *mysqlproto.SQLError
+		switch {
+		case err == nil:
+			killed++
+		case errors.As(err, &se) && se.Code == 1094:
+			// Unknown thread id: it is gone already.
+		default:
+			return fmt.Errorf("killing connection %d on %s: %w", id, server, err)
+		}
+	}
+	e.router.ForgetPreFenceConns(idx, ids)
+	if killed > 0 {
+		e.event(server, "fenced_connections_killed", fmt.Sprintf("%s answers again: Vigil killed %d of its own connections opened there before the fence, so nothing still in flight on them runs", server, killed))
+	}
+	return nil
+}
+
+func (e *Executor) lastObs(server string) *topology.Observation {
+	for _, h := range e.mon.Observations() {
+		if h.Name == server {
+			return h.Last
+		}
+	}
+	return nil
+}
+
+// freshObs reads a server's replication state now (GTID positions and
+// replica status), over base: for decisions that compare two servers'
+// positions, which must come from one moment, not from two checks
+// seconds apart.
+func (e *Executor) freshObs(ctx context.Context, server string, base *topology.Observation) (*topology.Observation, error) {
+	if base == nil || !base.OK {
+		return nil, fmt.Errorf("%s: no answered check to start from", server)
+	}
+	c, err := e.connTimeout(ctx, server, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	o := *base
+	o.Time = time.Now()
+	mysql := base.Flavor == topology.FlavorMySQL
+	q := "SELECT @@global.gtid_current_pos, @@global.gtid_binlog_pos, @@global.gtid_slave_pos, @@global.gtid_binlog_state, @@global.read_only"
+	if mysql {
+		q = "SELECT @@global.gtid_executed, @@global.read_only"
+	}
+	res, err := c.Exec(qctx, q)
+	if err != nil || len(res.Rows) != 1 {
+		return nil, fmt.Errorf("reading the positions of %s: %v", server, err)
+	}
+	r := res.Rows[0]
+	if mysql {
+		o.GTID.Executed = strings.ReplaceAll(r[0], "\n", "")
+		o.ReadOnly = topology.ParseBool(r[1])
+	} else {
+		o.GTID.Current, _ = topology.ParseGTIDPos(r[0])
+		o.GTID.Binlog, _ = topology.ParseGTIDPos(r[1])
+		o.GTID.Slave, _ = topology.ParseGTIDPos(r[2])
+		o.GTID.BinlogState, _ = topology.ParseGTIDList(r[3])
+		o.ReadOnly = topology.ParseBool(r[4])
+	}
+	stmt := "SHOW SLAVE STATUS"
+	if mysql && topology.VersionAtLeast(o.Version, 8, 0, 22) {
+		stmt = "SHOW REPLICA STATUS"
+	}
+	cols, rows, err := c.ExecColumns(qctx, stmt)
+	if err != nil {
+		return nil, fmt.Errorf("reading the replica status of %s: %w", server, err)
+	}
+	o.Replica = nil
+	if len(rows) > 0 {
+		rs := topology.ParseReplicaStatus(cols, rows[0])
+		o.Replica = &rs
+	}
+	return &o, nil
+}
+
+// freshen replaces, in in.Obs, the observations of servers by what they
+// report now. A server that cannot be read keeps its observation.
+func (e *Executor) freshen(ctx context.Context, in *failover.Input, servers ...string) {
+	obs := make(map[string]*topology.Observation, len(in.Obs))
+	for k, v := range in.Obs {
+		obs[k] = v
+	}
+	for _, s := range servers {
+		if o, err := e.freshObs(ctx, s, obs[s]); err == nil {
+			obs[s] = o
+		}
+	}
+	in.Obs = obs
+}
+
+// enforceRoles gives a server that restarted the settings of its role in
+// the cluster: its own my.cnf may be that of another role (a former
+// primary with semi-sync master on and read_only=OFF). Replicas get
+// read_only and the replica side of semi-sync; the writer its primary
+// semi-sync settings. Servers are only touched after a restart, which
+// the monitor sees as a smaller Uptime than the previous check's.
+func (e *Executor) enforceRoles(ctx context.Context) {
+	snap := e.mon.Snapshot()
+	if snap == nil || snap.Type != "replication" {
+		return
+	}
+	var restarted []*topology.Observation
+	e.mu.Lock()
+	for _, h := range e.mon.Observations() {
+		o := h.Last
+		if o == nil || !o.OK || o.Uptime < 0 {
+			continue
+		}
+		prev, seen := e.uptime[h.Name]
+		e.uptime[h.Name] = o.Uptime
+		if seen && o.Uptime < prev {
+			restarted = append(restarted, o)
+		}
+	}
+	e.mu.Unlock()
+	for _, o := range restarted {
+		e.refreshFactsOf(ctx, o.Server)
+		in := e.input(nil)
+		var ss []failover.Setting
+		if i := in.Snapshot.Index(o.Server); i >= 0 && in.Snapshot.Servers[i].Role == topology.RolePrimary {
+			var held string
+			ss, held = failover.PrimaryRoleSettings(in, o.Server, o)
+			if held != "" {
+				e.event(o.Server, "role_settings_held", held)
+			}
+		} else {
+			ss, _ = failover.ReplicaRoleSettings(in, o.Server, o)
+		}
+		if len(ss) == 0 {
+			continue
+		}
+		q := make([]string, 0, len(ss)+2)
+		restartIO := false
+		for _, s := range ss {
+			q = append(q, s.SQL())
+			restartIO = restartIO || strings.HasSuffix(s.Name, "slave_enabled") || strings.HasSuffix(s.Name, "replica_enabled")
+		}
+		if restartIO && o.Replica != nil && o.Replica.IORunning == topology.IOYes {
+			q = append(q, "STOP SLAVE IO_THREAD", "START SLAVE IO_THREAD")
+		}
+		if _, err := e.exec(ctx, o.Server, 3*time.Second, q...); err != nil {
+			e.event(o.Server, "role_settings_failed", fmt.Sprintf("%s restarted and Vigil could not give it its role's settings (%v): check its my.cnf", o.Server, err))
+			continue
+		}
+		var parts []string
+		for _, s := range ss {
+			parts = append(parts, s.Name+"="+s.Value)
+		}
+		e.event(o.Server, "role_settings", fmt.Sprintf("%s restarted with settings of another role in its my.cnf; Vigil set %s (make its my.cnf agree to avoid this)", o.Server, strings.Join(parts, ", ")))
+	}
+}
+
+// replanAfterCut runs when a failover's first phase (fence, cut the old
+// primary's replicas) is done: it reads the cut replicas' positions again
+// and asks the engine for the rest of the plan from them. What arrived
+// between the decision and the cut (a primary that resumed, say) then
+// decides the candidate, instead of costing a replica later. The new
+// steps replace the old ones after the cut; a change of candidate is an
+// event with the new plan.
+func (e *Executor) replanAfterCut(ctx context.Context, d failover.Decision, pl *failover.Plan, res *Result) *failover.Plan {
+	var cut []string
+	for _, s := range pl.Steps[:pl.CutEnd] {
+		if s.Kind == failover.StopIOThread {
+			cut = append(cut, s.Server)
+		}
+	}
+	in := e.input(nil)
+	in.Cut = cut
+	e.freshen(ctx, &in, cut...)
+	to := ""
+	if d.Request != nil {
+		to = d.Request.To
+	}
+	nd := failover.PlanAfterCut(in, pl.OldPrimary, to, pl.Auto)
+	if nd.Plan == nil {
+		e.event(pl.OldPrimary, "failover_replan_failed", "after the cut the engine found no plan ("+nd.Reason+"); the failover goes on with the plan it started with")
+		return pl
+	}
+	np := *nd.Plan
+	np.Steps = append(append([]failover.Step(nil), pl.Steps[:pl.CutEnd]...), nd.Plan.Steps...)
+	np.CutEnd = pl.CutEnd
+	if np.NewPrimary != pl.NewPrimary || len(np.Quarantine) != len(pl.Quarantine) {
+		res.Steps = append(res.Steps, "re-planned after the cut: "+nd.Reason)
+		e.event(np.NewPrimary, "failover_replanned", fmt.Sprintf("positions changed between the decision and the cut: %s instead of %s\n%s", nd.Reason, pl.NewPrimary, nd.String()))
+	}
+	return &np
+}
+
+// checkAppAccounts warns about application accounts that read_only does
+// not stop (SUPER, READ_ONLY ADMIN or ALL PRIVILEGES on *.*): a fenced
+// old primary set read-only still takes their writes, so fencing relies on
+// the router and on killing Vigil's connections alone. Each account reads
+// its own grants (SHOW GRANTS needs no privilege) on the first server
+// that answers.
+func (e *Executor) checkAppAccounts(ctx context.Context) {
+	for _, a := range e.opts.AppAccounts {
+		for _, s := range e.opts.Servers {
+			dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			mc, _, err := mysqlproto.Dial(dctx, &mysqlproto.DialConfig{Addr: s.Addr, User: a.User, Password: a.Password})
+			if err != nil {
+				cancel()
+				continue
+			}
+			c := &backend.Conn{Conn: mc, Server: s.Name}
+			res, err := c.Exec(dctx, "SHOW GRANTS")
+			c.Close()
+			cancel()
+			if err != nil {
+				break
+			}
+			if why := bypassesReadOnly(res.Rows); why != "" {
+				e.event(s.Name, "app_account_bypasses_read_only", fmt.Sprintf("the application account %s has %s: read_only does not stop its writes, so a fenced old primary that returns could still take them from a client connected directly. Grant it only what it needs (not SUPER, READ_ONLY ADMIN or ALL PRIVILEGES ON *.*)", a.User, why))
+			}
+			break
+		}
+	}
+}
+
+// bypassesReadOnly names the global privilege in SHOW GRANTS rows that
+// lets an account write despite read_only, "" for none.
+func bypassesReadOnly(rows [][]string) string {
+	for _, r := range rows {
+		if len(r) == 0 {
+			continue
+		}
+		g := strings.ToUpper(r[0])
+		on := strings.Index(g, " ON ")
+		if on < 0 || !strings.HasPrefix(strings.TrimSpace(g[on+4:]), "*.*") {
+			continue
+		}
+		privs := g[:on]
+		for _, p := range []string{"ALL PRIVILEGES", "READ_ONLY ADMIN", "SUPER"} {
+			if strings.Contains(privs, p) {
+				return p + " ON *.*"
+			}
+		}
+	}
+	return ""
+}
+
+// hbSample is what a replica received from its source, as last sampled.
+type hbSample struct {
+	count   int64     // Slave_received_heartbeats
+	pos     string    // Read_Master_Log_Pos and Gtid_IO_Pos of the monitor's check
+	movedAt time.Time // when either was first seen changed (or sampling began)
+}
+
+// sampleHeartbeats measures, while the primary's checks fail, how long
+// each replica has received nothing from it: neither a heartbeat (the
+// Slave_received_heartbeats counter) nor an event (its received
+// position). A paused or cut-off primary sends nothing, so its replicas
+// confirm the loss after two heartbeat periods instead of waiting for
+// slave_net_timeout to end their IO threads. Sampling starts at the first
+// failed check; before that (and on MySQL) nothing is measured.
+func (e *Executor) sampleHeartbeats(ctx context.Context) {
+	snap := e.mon.Snapshot()
+	if snap == nil || snap.Type != "replication" {
+		return
+	}
+	primary := ""
+	failing := false
+	obs := map[string]*topology.Observation{}
+	for _, h := range e.mon.Observations() {
+		obs[h.Name] = h.Last
+	}
+	for _, s := range snap.Servers {
+		if s.Role == topology.RolePrimary {
+			primary = s.Name
+		}
+	}
+	if o := obs[primary]; primary != "" && o != nil && !o.OK {
+		failing = true
+	}
+	if !failing {
+		e.mu.Lock()
+		clear(e.hb)
+		e.mu.Unlock()
+		return
+	}
+	type result struct {
+		name  string
+		count int64
+		pos   string
+	}
+	var names []string
+	for name, o := range obs {
+		if name != primary && o != nil && o.OK && o.Replica != nil && o.Flavor != topology.FlavorMySQL {
+			names = append(names, name)
+		}
+	}
+	results := make(chan result, len(names))
+	for _, name := range names {
+		go func() {
+			r := result{name: name, count: -1}
+			if rows, err := e.exec(ctx, name, 500*time.Millisecond, "SHOW GLOBAL STATUS LIKE 'Slave_received_heartbeats'"); err == nil && len(rows) == 1 && len(rows[0]) == 2 {
+				r.count, _ = strconv.ParseInt(rows[0][1], 10, 64)
+			}
+			rs := obs[name].Replica
+			r.pos = fmt.Sprintf("%s:%d %s", rs.SourceLogFile, rs.ReadSourceLogPos, rs.GTIDIOPos)
+			results <- r
+		}()
+	}
+	now := time.Now()
+	for range names {
+		r := <-results
+		if r.count < 0 {
+			continue
+		}
+		e.mu.Lock()
+		s, ok := e.hb[r.name]
+		if !ok || s.count != r.count || s.pos != r.pos {
+			e.hb[r.name] = &hbSample{count: r.count, pos: r.pos, movedAt: now}
+		}
+		e.mu.Unlock()
+	}
+}
+
+// sinceSourceEvent is how long replica name has received nothing, -1
+// when not measured.
+func (e *Executor) sinceSourceEventLocked(name string, now time.Time) float64 {
+	if s, ok := e.hb[name]; ok {
+		return now.Sub(s.movedAt).Seconds()
+	}
+	return -1
+}
