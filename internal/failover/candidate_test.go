@@ -95,6 +95,20 @@ var candidateRows = []row{
 			if !(slices.Index(k, StartSQLThread) >= 0 && slices.Index(k, StartSQLThread) < slices.Index(k, WaitRelayApplied)) {
 				t.Errorf("want start-sql-thread then wait-relay-applied: %v", k)
 			}
+			// MariaDB discards the relay log of a replica whose two
+			// threads are stopped: the SQL thread starts before the cut.
+			if slices.Index(k, StartSQLThread) > slices.Index(k, StopIOThread) {
+				t.Errorf("start-sql-thread after stop-io-thread: %v", k)
+			}
+		}},
+	{name: "a replica with its SQL thread stopped is not cut", scen: three + "server node2 sql=no gtid=0-1-90 iopos=0-1-95\nserver node3 gtid=0-1-101",
+		sit: DeadPrimary, act: ActExecute, newPrimary: "node3",
+		check: func(t *testing.T, d Decision) {
+			for _, s := range d.Plan.Steps {
+				if s.Kind == StopIOThread && s.Server == "node2" {
+					t.Errorf("node2's IO thread is stopped although its SQL thread is: its relay log would be lost\n%s", d)
+				}
+			}
 		}},
 	{name: "delayed excluded", scen: three + "server node2 delay=3600 gtid=0-1-100 iopos=0-1-105", sit: DeadPrimary, act: ActExecute, newPrimary: "node3",
 		check: excluded("node2", Delayed, "SQL_Delay=3600")},

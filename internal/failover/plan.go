@@ -225,6 +225,14 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 			Detail: ro + " if it is reachable (best effort: it was not at the last check)"})
 	}
 
+	r := co.Replica
+	sqlStopped := r != nil && !r.SQLRunning
+	if sqlStopped && len(v.in.Cut) == 0 {
+		// Before the cut: in GTID mode MariaDB forgets an unapplied relay
+		// log once both threads of a replica are stopped (a later START
+		// SLAVE SQL_THREAD finds "all relay log read").
+		add(Step{Kind: StartSQLThread, Server: newName, Detail: startSQLDetail + "; started before its IO thread is stopped, which would make MariaDB discard the relay log"})
+	}
 	// Cut replication from the old primary before anything else: a primary
 	// that resumes (SIGSTOP, a healed partition) runs what is queued in its
 	// sockets, and a replica still connected would receive it and then
@@ -236,6 +244,11 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 		}
 		if r := v.obs(i).Replica; r == nil || r.IORunning == topology.IONo && r.LastIOErrno == 0 {
 			continue // stopped already
+		} else if !r.SQLRunning && i != c {
+			// Stopping its IO thread too would discard its relay log
+			// (MariaDB, GTID mode); it is not the candidate, and its
+			// repoint discards the relay log anyway.
+			continue
 		}
 		add(Step{Kind: StopIOThread, Server: v.name(i), OnFail: Continue,
 			Detail: fmt.Sprintf("%s: nothing %s does from now on reaches %s (at the same time as the step before)", stopIOSQL(co.Flavor), old, v.name(i))})
@@ -245,6 +258,10 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 			Detail: fmt.Sprintf("run fence_command %q; a non-zero exit aborts the failover", v.opts.FenceCommand)})
 	}
 	pl.CutEnd = len(pl.Steps)
+	if sqlStopped && len(v.in.Cut) > 0 {
+		// Chosen after the cut: it was not cut (see above).
+		add(Step{Kind: StartSQLThread, Server: newName, Detail: startSQLDetail})
+	}
 
 	pc := v.received(c)
 	var repoint []int
@@ -272,10 +289,6 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 		repoint = append(repoint, i)
 	}
 
-	r := co.Replica
-	if r != nil && !r.SQLRunning {
-		add(Step{Kind: StartSQLThread, Server: newName, Detail: "START SLAVE SQL_THREAD: its SQL thread is stopped (without an error) and must apply the relay log"})
-	}
 	if relayPending(co) {
 		add(Step{Kind: WaitRelayApplied, Server: newName, Position: pc.String(), Timeout: v.opts.ApplyTimeout,
 			Detail: fmt.Sprintf("wait until %s has applied its relay log up to %s (%s, at most apply_timeout %s); on timeout abort: never promote over an unapplied relay log",
@@ -363,6 +376,8 @@ func waitFunc(f topology.Flavor) string {
 	}
 	return "MASTER_GTID_WAIT"
 }
+
+const startSQLDetail = "START SLAVE SQL_THREAD: its SQL thread is stopped (without an error) and must apply the relay log"
 
 func stopIOSQL(f topology.Flavor) string {
 	if f == topology.FlavorMySQL {

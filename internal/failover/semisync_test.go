@@ -103,3 +103,34 @@ func TestRoleSettingsAfterRestart(t *testing.T) {
 		t.Errorf("primary settings %q, held %q", settingsText(ps), held)
 	}
 }
+
+// After the cut the candidate is chosen again from the positions read
+// then: a replica that received more between the decision and the cut
+// (a primary that resumed) becomes the candidate instead of being
+// quarantined or failing its repoint.
+func TestPlanAfterCut(t *testing.T) {
+	first := decide(t, dead+"server node2 gtid=0-1-100\nserver node3 gtid=0-1-99\n")
+	if first.Plan == nil || first.Plan.NewPrimary != "node2" || first.Plan.CutEnd == 0 {
+		t.Fatalf("first phase:\n%s", first)
+	}
+	for _, s := range first.Plan.Steps[first.Plan.CutEnd:] {
+		if s.Kind == StopIOThread || s.Kind == FenceRouter {
+			t.Errorf("step %s after the cut", s.Kind)
+		}
+	}
+	in, err := parseInput(dead + "server node2 gtid=0-1-100 io=no\nserver node3 gtid=0-1-104 io=no\ncut node2 node3\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := PlanAfterCut(in, "node1", "", true)
+	if d.Plan == nil || d.Plan.NewPrimary != "node3" {
+		t.Fatalf("after the cut:\n%s", d)
+	}
+	k := steps(d)
+	if slices.Contains(k, FenceRouter) || slices.Contains(k, StopIOThread) || k[0] != StopReplication {
+		t.Errorf("second phase steps %v", k)
+	}
+	if !slices.Equal(d.Plan.Repoint, []string{"node2"}) || len(d.Plan.Quarantine) != 0 {
+		t.Errorf("repoint %v quarantine %v", d.Plan.Repoint, d.Plan.Quarantine)
+	}
+}
