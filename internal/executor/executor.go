@@ -187,7 +187,15 @@ func (e *Executor) Run(ctx context.Context) error {
 	recheck.Stop()
 	defer recheck.Stop()
 	e.refreshFacts(ctx)
-	e.checkAppAccounts(ctx)
+	// The grants check dials every account: beside the loop, not before
+	// it (a paused server must not delay the first decisions); Run waits
+	// for it before returning.
+	grants := make(chan struct{})
+	go func() {
+		defer close(grants)
+		e.checkAppAccounts(ctx)
+	}()
+	defer func() { <-grants }()
 	for {
 		select {
 		case <-ctx.Done():
