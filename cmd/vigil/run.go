@@ -106,6 +106,10 @@ type daemon struct {
 	running atomic.Pointer[config.Config]
 	qlog    atomic.Pointer[queryLog]
 	cache   *qcache.Cache
+	// rsaKey serves caching_sha2_password over plain TCP; a reload keeps
+	// it.
+	rsaKey   *rsa.PrivateKey
+	reloadMu sync.Mutex // one reload at a time
 }
 
 type clusterRuntime struct {
@@ -130,6 +134,7 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	d.rsaKey = rsaKey
 	ctx, cancel := context.WithCancel(parent)
 	d.cancel = cancel
 	d.ctx = ctx
@@ -259,57 +264,88 @@ func (d *daemon) stop() {
 // reload applies a new config: users and timeouts change at once; a
 // config that does not validate is rejected and the running one stays.
 func (d *daemon) reload(path string) error {
+	// One reload at a time: SIGHUP and the API may ask together.
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	reject := func(err error) error {
+		d.log.Error("config reload rejected; the running config stays", "err", err)
+		d.journal.add(admin.Event{Kind: "config_rejected", Message: err.Error()})
+		return err
+	}
 	cfg, err := config.Load(path)
 	if err != nil {
-		d.log.Error("config reload rejected; the running config stays", "err", err)
-		d.journal.add(admin.Event{Kind: "config_rejected", Message: err.Error()})
-		return err
+		return reject(err)
 	}
 	if err := d.reloadable(cfg); err != nil {
-		err = fmt.Errorf("config %s: %w", path, err)
-		d.log.Error("config reload rejected; the running config stays", "err", err)
-		d.journal.add(admin.Event{Kind: "config_rejected", Message: err.Error()})
-		return err
+		return reject(fmt.Errorf("config %s: %w", path, err))
 	}
-	users := buildUsers(cfg)
-	creds := credentialsFunc(cfg)
+	// Build everything first: a part that cannot be built (rules that do
+	// not compile, TLS files that do not load, options a component
+	// rejects) rejects the whole reload, and nothing has changed yet.
+	type next struct {
+		rt   *clusterRuntime
+		cc   config.Cluster
+		proc frontend.Processing
+		fe   frontend.Options
+		mon  monitor.Options
+		ex   executor.Options
+	}
+	var plan []next
+	for i, cc := range cfg.Clusters {
+		rt := d.clusters[cc.Name]
+		key := fmt.Sprintf("clusters[%d]", i)
+		proc, err := d.processing(cfg, cc, rt.digests, rt.fe.ProcessingNow().Rules)
+		if err != nil {
+			return reject(fmt.Errorf("config %s: %s.rules: %w", path, key, err))
+		}
+		feOpts, err := frontendOptions(cc, d.rsaKey)
+		if err != nil {
+			return reject(fmt.Errorf("config %s: %s: %w", path, key, err))
+		}
+		monOpts := monitorOptions(cc, rt.activity)
+		if err := monOpts.Validate(); err != nil {
+			return reject(fmt.Errorf("config %s: %s.monitor: %w", path, key, err))
+		}
+		exOpts := executorOptions(cfg, cc)
+		var names []string
+		for _, s := range cc.Servers {
+			names = append(names, s.Name)
+		}
+		if err := exOpts.Engine.Validate(names); err != nil {
+			return reject(fmt.Errorf("config %s: %s.failover: %w", path, key, err))
+		}
+		plan = append(plan, next{rt: rt, cc: cc, proc: proc, fe: feOpts, mon: monOpts, ex: exOpts})
+	}
 	oldLog, err := d.applyQueryLog(d.ctx, cfg.Log)
 	if err != nil {
-		d.log.Error("config reload rejected; the running config stays", "err", err)
-		d.journal.add(admin.Event{Kind: "config_rejected", Message: err.Error()})
-		return err
+		return reject(fmt.Errorf("config %s: log: %w", path, err))
 	}
 	defer oldLog.stop()
+	// Swap.
+	users := buildUsers(cfg)
+	creds := credentialsFunc(cfg)
 	d.cache.SetLimits(int64(cfg.QueryCache.MaxSize), int64(cfg.QueryCache.MaxEntrySize))
-	for _, cc := range cfg.Clusters {
-		rt := d.clusters[cc.Name]
-		if rt == nil {
-			d.log.Warn("config reload: new clusters need a restart", "cluster", cc.Name)
-			continue
-		}
+	for _, n := range plan {
+		rt := n.rt
 		rt.digests.SetMaxEntries(cfg.Digests.MaxEntries)
-		if proc, err := d.processing(cfg, cc, rt.digests, rt.fe.ProcessingNow().Rules); err != nil {
-			d.log.Warn("config reload: rules kept", "cluster", cc.Name, "err", err)
-		} else {
-			rt.fe.SetProcessing(proc)
-		}
+		rt.fe.SetProcessing(n.proc)
 		rt.fe.SetUsers(users)
-		if opts, err := frontendOptions(cc, nil); err == nil {
-			old := rt.fe
-			version, mariadbCaps, collation := discoverServers(context.Background(), cc)
-			opts.ServerVersion = rt.cfg.ServerVersion
-			if opts.ServerVersion == "" {
-				opts.ServerVersion = version
-			}
-			opts.MariaDBCaps, opts.Collation = mariadbCaps, collation
-			old.SetOptions(opts)
+		version, mariadbCaps, collation := discoverServers(context.Background(), n.cc)
+		n.fe.ServerVersion = rt.cfg.ServerVersion
+		if n.fe.ServerVersion == "" {
+			n.fe.ServerVersion = version
 		}
+		n.fe.MariaDBCaps, n.fe.Collation = mariadbCaps, collation
+		rt.fe.SetOptions(n.fe)
 		for _, p := range rt.pools {
-			p.SetOptions(poolOptions(cc, creds))
+			p.SetOptions(poolOptions(n.cc, creds))
 		}
-		if err := rt.mon.SetOptions(monitorOptions(cc, rt.activity)); err != nil {
-			d.log.Warn("config reload: monitor options kept", "cluster", cc.Name, "err", err)
+		if err := rt.mon.SetOptions(n.mon); err != nil {
+			// Validated above: only a server list change fails here, and
+			// reloadable refused that.
+			d.log.Error("config reload: monitor options not applied", "cluster", n.cc.Name, "err", err)
 		}
+		rt.exec.SetOptions(n.ex)
 	}
 	d.running.Store(cfg)
 	d.log.Info("config reloaded", "config", path)

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -636,6 +637,23 @@ func (c *Config) Validate() error {
 		for _, n := range append(append([]string{}, cl.Failover.Candidates...), cl.Failover.NeverPromote...) {
 			if !names[n] {
 				add(key+".failover", "names server %q, which is not in servers", n)
+			}
+		}
+		for _, d := range []struct {
+			name string
+			v    Duration
+		}{{"detect_after", cl.Failover.DetectAfter}, {"apply_timeout", cl.Failover.ApplyTimeout},
+			{"hold_timeout", cl.Failover.HoldTimeout}, {"drain_timeout", cl.Failover.DrainTimeout}} {
+			if d.v.Duration < 0 {
+				add(key+".failover."+d.name, "must not be negative (%s)", d.v.Duration)
+			}
+		}
+		if cl.Failover.MaxRunningSeconds < 0 {
+			add(key+".failover.max_running_seconds", "must not be negative")
+		}
+		for _, n := range cl.Failover.Candidates {
+			if slices.Contains(cl.Failover.NeverPromote, n) {
+				add(key+".failover.candidates", "%q is also in never_promote: a server is either preferred or never promoted", n)
 			}
 		}
 		if !oneOf(cl.Failover.SemiSync.Manage, "", "auto", "on", "off") {

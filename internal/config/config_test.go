@@ -51,6 +51,9 @@ func TestParseErrors(t *testing.T) {
 		{"hash without backend password", strings.Replace(good, "password: app}", "password: '*0123456789012345678901234567890123456789'}", 1), "users[0].backend_password"},
 		{"unknown candidate", strings.Replace(good, "name: main", "name: main\n    failover: {candidates: [n9]}", 1), `names server "n9"`},
 		{"bad plugin", strings.Replace(good, "name: main", "name: main\n    auth_plugin: ed25519", 1), "clusters[0].auth_plugin"},
+		{"negative detect_after", strings.Replace(good, "name: main", "name: main\n    failover: {detect_after: -5s}", 1), "clusters[0].failover.detect_after: must not be negative"},
+		{"candidate never promoted", strings.Replace(good, "name: main", "name: main\n    failover: {candidates: [n2], never_promote: [n2]}", 1), `"n2" is also in never_promote`},
+		{"bad semi_sync", strings.Replace(good, "name: main", "name: main\n    failover: {semi_sync: {manage: sometimes}}", 1), "clusters[0].failover.semi_sync.manage"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

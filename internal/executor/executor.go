@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/failover"
@@ -93,7 +94,8 @@ var ErrBusy = errors.New("another operation is running on this cluster")
 
 // Executor runs one cluster's operations, one at a time.
 type Executor struct {
-	opts   Options
+	// opts are swapped whole by a reload (SetOptions); read them with o().
+	opts   atomic.Pointer[Options]
 	mon    Monitor
 	router Router
 	log    *slog.Logger
@@ -141,9 +143,10 @@ func New(opts Options, mon Monitor, router Router, log *slog.Logger, onEvent fun
 	if onEvent == nil {
 		onEvent = func(Event) {}
 	}
-	e := &Executor{opts: opts, mon: mon, router: router, log: log, onEv: onEvent, history: hist,
+	e := &Executor{mon: mon, router: router, log: log, onEv: onEvent, history: hist,
 		facts: map[string]failover.ServerFacts{}, kick: make(chan struct{}, 1), j: j, salvaged: map[int64]*salvageState{},
 		noTxBase: map[string]int64{}, roSetAt: map[string]time.Time{}, fencedAt: map[string]time.Time{}, uptime: map[string]int64{}, rejoinSalvaged: map[string]string{}, hb: map[string]*hbSample{}}
+	e.opts.Store(&opts)
 	// An operation that never ended means Vigil stopped during it: it
 	// counts as failed until an operator acknowledges it.
 	for i := range e.history.Records {
@@ -156,6 +159,34 @@ func New(opts Options, mon Monitor, router Router, log *slog.Logger, onEvent fun
 		}
 	}
 	return e, nil
+}
+
+// o is the executor's options now.
+func (e *Executor) o() *Options { return e.opts.Load() }
+
+// SetOptions applies a reloaded configuration: the engine's options
+// (failover.auto, detect_after, candidates, semi_sync...), hooks,
+// accounts. An operation already running finishes with the options it
+// started with where it read them. The cluster, its servers and the
+// state directory cannot change (the reload refuses that).
+func (e *Executor) SetOptions(opts Options) {
+	cur := e.o()
+	if opts.Interval <= 0 {
+		opts.Interval = cur.Interval
+	}
+	opts.Engine = opts.Engine.WithDefaults()
+	opts.Cluster, opts.Servers, opts.StateDir = cur.Cluster, cur.Servers, cur.StateDir
+	e.opts.Store(&opts)
+	e.event("", "options_reloaded", fmt.Sprintf("failover options reloaded: auto=%v detect_after=%s min_interval=%s apply_timeout=%s semi_sync=%s",
+		opts.Engine.Auto, opts.Engine.DetectAfter, opts.Engine.MinInterval, opts.Engine.ApplyTimeout, orDefault(opts.Engine.SemiSync.Manage, failover.SemiSyncAuto)))
+	e.Kick()
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // History returns the cluster's operations.
@@ -178,7 +209,7 @@ func (e *Executor) Run(ctx context.Context) error {
 	defer e.j.close()
 	factsTick := time.NewTicker(5 * time.Second)
 	defer factsTick.Stop()
-	t := time.NewTicker(e.opts.Interval)
+	t := time.NewTicker(e.o().Interval)
 	defer t.Stop()
 	// recheck fires when the engine said its decision changes without new
 	// observations (detect_after running out), so a failover does not
@@ -259,7 +290,7 @@ func (e *Executor) input(req *failover.Request) failover.Input {
 		run = &r
 	}
 	return failover.Input{Now: now, Snapshot: snap, Obs: obs, Facts: facts, History: hist,
-		Options: e.opts.Engine, Request: req, Running: run, Fenced: fenced, Acked: e.ackedMark()}
+		Options: e.o().Engine, Request: req, Running: run, Fenced: fenced, Acked: e.ackedMark()}
 }
 
 // decideAuto decides once and acts on the decision; it returns when the
@@ -298,7 +329,7 @@ func (e *Executor) decideAuto(ctx context.Context) time.Time {
 		e.event(d.Plan.OldPrimary, "failover_decided", d.Reason)
 		res := e.execute(ctx, d)
 		if !res.OK {
-			e.log.Error("automatic operation failed", "cluster", e.opts.Cluster, "err", res.Message)
+			e.log.Error("automatic operation failed", "cluster", e.o().Cluster, "err", res.Message)
 		}
 	default:
 		e.mu.Lock()
@@ -370,14 +401,14 @@ func (e *Executor) Ack() {
 }
 
 func (e *Executor) event(server, kind, msg string) {
-	ev := Event{Time: time.Now(), Cluster: e.opts.Cluster, Server: server, Kind: kind, Message: msg}
-	e.log.Info(msg, "cluster", e.opts.Cluster, "server", server, "event", kind)
+	ev := Event{Time: time.Now(), Cluster: e.o().Cluster, Server: server, Kind: kind, Message: msg}
+	e.log.Info(msg, "cluster", e.o().Cluster, "server", server, "event", kind)
 	_ = e.j.event(ev)
 	e.onEv(ev)
 }
 
 func (e *Executor) serverIndex(name string) int {
-	for i, s := range e.opts.Servers {
+	for i, s := range e.o().Servers {
 		if s.Name == name {
 			return i
 		}
@@ -387,7 +418,7 @@ func (e *Executor) serverIndex(name string) int {
 
 func (e *Executor) addr(name string) string {
 	if i := e.serverIndex(name); i >= 0 {
-		return e.opts.Servers[i].Addr
+		return e.o().Servers[i].Addr
 	}
 	return ""
 }

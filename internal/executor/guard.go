@@ -333,8 +333,8 @@ func (e *Executor) replanAfterCut(ctx context.Context, d failover.Decision, pl *
 // its own grants (SHOW GRANTS needs no privilege) on the first server
 // that answers.
 func (e *Executor) checkAppAccounts(ctx context.Context) {
-	for _, a := range e.opts.AppAccounts {
-		for _, s := range e.opts.Servers {
+	for _, a := range e.o().AppAccounts {
+		for _, s := range e.o().Servers {
 			dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			mc, _, err := mysqlproto.Dial(dctx, &mysqlproto.DialConfig{Addr: s.Addr, User: a.User, Password: a.Password})
 			if err != nil {

@@ -62,7 +62,7 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 	}
 	e.event(pl.OldPrimary, rec.Kind.String()+"_started", fmt.Sprintf("%s started: %s → %s (term %d)", rec.Kind, orNone(pl.OldPrimary), orNone(pl.NewPrimary), pl.Term))
 	if pl.Kind == failover.KindFailover {
-		if err := e.hook(ctx, e.opts.PreFailover, pl); err != nil {
+		if err := e.hook(ctx, e.o().PreFailover, pl); err != nil {
 			return finish(false, "pre_failover hook refused: "+err.Error())
 		}
 	}
@@ -137,10 +137,10 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 	switch pl.Kind {
 	case failover.KindFailover:
 		msg = fmt.Sprintf("%s is the new primary (term %d); %s is fenced until `vigil ctl rejoin %s`", pl.NewPrimary, pl.Term, pl.OldPrimary, pl.OldPrimary)
-		_ = e.hook(ctx, e.opts.PostFailover, pl)
+		_ = e.hook(ctx, e.o().PostFailover, pl)
 	case failover.KindSwitchover:
 		msg = fmt.Sprintf("%s is the new primary (term %d); writes were held for %s", pl.NewPrimary, pl.Term, st.pause.Round(time.Millisecond))
-		_ = e.hook(ctx, e.opts.PostSwitchover, pl)
+		_ = e.hook(ctx, e.o().PostSwitchover, pl)
 	case failover.KindRejoin:
 		msg = fmt.Sprintf("%s replicates from %s again and is routed as a replica", rec.OldPrimary, pl.NewPrimary)
 	default:
@@ -248,7 +248,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		_, err := e.exec(ctx, s.Server, timeoutOr(s.Timeout, time.Second), q...)
 		return err
 	case failover.FenceHook:
-		return e.hook(ctx, e.opts.Engine.FenceCommand, pl)
+		return e.hook(ctx, e.o().Engine.FenceCommand, pl)
 	case failover.Quarantine:
 		e.quarantine(s.Server, s.Detail)
 		return nil
@@ -405,13 +405,13 @@ func (e *Executor) repoint(ctx context.Context, s failover.Step, mysql bool) err
 	}
 	var q []string
 	if mysql {
-		q = []string{"STOP REPLICA", fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST='%s', SOURCE_PORT=%s, SOURCE_USER='%s', SOURCE_PASSWORD='%s', SOURCE_AUTO_POSITION=1", host, port, e.opts.ReplUser, e.opts.ReplPass), "START REPLICA"}
+		q = []string{"STOP REPLICA", fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST='%s', SOURCE_PORT=%s, SOURCE_USER='%s', SOURCE_PASSWORD='%s', SOURCE_AUTO_POSITION=1", host, port, e.o().ReplUser, e.o().ReplPass), "START REPLICA"}
 	} else {
 		mode := "slave_pos"
 		if strings.Contains(s.Detail, "MASTER_USE_GTID=current_pos") {
 			mode = "current_pos"
 		}
-		q = []string{"STOP SLAVE", fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=%s, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1", host, port, e.opts.ReplUser, e.opts.ReplPass, mode), "START SLAVE"}
+		q = []string{"STOP SLAVE", fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=%s, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1", host, port, e.o().ReplUser, e.o().ReplPass, mode), "START SLAVE"}
 	}
 	_, err = e.exec(ctx, s.Server, 10*time.Second, q...)
 	return err
@@ -487,7 +487,7 @@ func (e *Executor) hook(ctx context.Context, command string, pl *failover.Plan) 
 	hctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(hctx, "/bin/sh", "-c", command)
-	cmd.Env = append(os.Environ(), "VIGIL_CLUSTER="+e.opts.Cluster, "VIGIL_OLD_PRIMARY="+pl.OldPrimary,
+	cmd.Env = append(os.Environ(), "VIGIL_CLUSTER="+e.o().Cluster, "VIGIL_OLD_PRIMARY="+pl.OldPrimary,
 		"VIGIL_NEW_PRIMARY="+pl.NewPrimary, "VIGIL_OPERATION="+recordKind(pl.Kind).String(),
 		"VIGIL_OLD_PRIMARY_ADDR="+e.addr(pl.OldPrimary), "VIGIL_NEW_PRIMARY_ADDR="+e.addr(pl.NewPrimary))
 	out, err := cmd.CombinedOutput()

@@ -220,7 +220,7 @@ func missingByState(old, cur []topology.GTID) (n uint64, start string, ok bool) 
 }
 
 func (e *Executor) writeSalvage(ctx context.Context, rec failover.Record, oldObs *topology.Observation, start string) (string, error) {
-	dir := filepath.Join(e.opts.StateDir, "salvage")
+	dir := filepath.Join(e.o().StateDir, "salvage")
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return "", err
 	}
@@ -230,7 +230,7 @@ func (e *Executor) writeSalvage(ctx context.Context, rec failover.Record, oldObs
 	}
 	host, port, _ := net.SplitHostPort(e.addr(rec.OldPrimary))
 	args := []string{"--no-defaults", "--read-from-remote-server", "--host=" + host, "--port=" + port,
-		"--user=" + e.opts.ReplUser, "--to-last-log"}
+		"--user=" + e.o().ReplUser, "--to-last-log"}
 	if start != "" {
 		args = append(args, "--start-position="+start)
 	}
@@ -238,7 +238,7 @@ func (e *Executor) writeSalvage(ctx context.Context, rec failover.Record, oldObs
 	bctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(bctx, "mariadb-binlog", args...)
-	cmd.Env = append(os.Environ(), "MYSQL_PWD="+e.opts.ReplPass)
+	cmd.Env = append(os.Environ(), "MYSQL_PWD="+e.o().ReplPass)
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("mariadb-binlog: %w", err)

@@ -26,7 +26,7 @@ func (e *Executor) connTimeout(ctx context.Context, name string, timeout time.Du
 	}
 	dctx, cancel := context.WithTimeout(ctx, min(timeout, 3*time.Second))
 	defer cancel()
-	mc, g, err := mysqlproto.Dial(dctx, &mysqlproto.DialConfig{Addr: addr, User: e.opts.User, Password: e.opts.Password})
+	mc, g, err := mysqlproto.Dial(dctx, &mysqlproto.DialConfig{Addr: addr, User: e.o().User, Password: e.o().Password})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", name, err)
 	}
@@ -69,7 +69,7 @@ func redact(q string) string {
 // last known facts.
 func (e *Executor) refreshFacts(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, s := range e.opts.Servers {
+	for _, s := range e.o().Servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -168,7 +168,7 @@ func parseSemiSyncSettings(rows [][]string) failover.SemiSyncSettings {
 // switchover check).
 func (e *Executor) refreshRunning(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, s := range e.opts.Servers {
+	for _, s := range e.o().Servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
