@@ -116,8 +116,9 @@ type Executor struct {
 	roSetAt map[string]time.Time
 	// fencedAt: when Vigil fenced a server (FenceRouter, quarantine).
 	fencedAt map[string]time.Time
-	// uptime: each server's Uptime at its last answered check.
-	uptime map[string]int64
+	// started: each server's start time by its last answered check
+	// (check time - Uptime).
+	started map[string]time.Time
 	// rejoinSalvaged: per server, the binlog position whose salvage file
 	// a refused rejoin wrote.
 	rejoinSalvaged map[string]string
@@ -145,7 +146,7 @@ func New(opts Options, mon Monitor, router Router, log *slog.Logger, onEvent fun
 	}
 	e := &Executor{mon: mon, router: router, log: log, onEv: onEvent, history: hist,
 		facts: map[string]failover.ServerFacts{}, kick: make(chan struct{}, 1), j: j, salvaged: map[int64]*salvageState{},
-		noTxBase: map[string]int64{}, roSetAt: map[string]time.Time{}, fencedAt: map[string]time.Time{}, uptime: map[string]int64{}, rejoinSalvaged: map[string]string{}, hb: map[string]*hbSample{}}
+		noTxBase: map[string]int64{}, roSetAt: map[string]time.Time{}, fencedAt: map[string]time.Time{}, started: map[string]time.Time{}, rejoinSalvaged: map[string]string{}, hb: map[string]*hbSample{}}
 	e.opts.Store(&opts)
 	// An operation that never ended means Vigil stopped during it: it
 	// counts as failed until an operator acknowledges it.
@@ -465,6 +466,12 @@ func (e *Executor) keepFencedReadOnly(ctx context.Context) {
 		q := []string{"SET GLOBAL read_only = 1"}
 		if h.Last.Flavor == topology.FlavorMySQL {
 			q = append(q, "SET GLOBAL super_read_only = 1")
+		} else if h.Last.SemiSync.Known {
+			// Its commits may wait for semi-sync acknowledgements that no
+			// replica sends any more, and SET GLOBAL read_only waits for
+			// commits in progress: end the waits first. What they commit
+			// was committed already (the salvage check reports it).
+			q = append([]string{"SET GLOBAL rpl_semi_sync_master_enabled = OFF"}, q...)
 		}
 		if _, err := e.exec(ctx, h.Name, 2*time.Second, q...); err != nil {
 			e.log.Warn("could not make a fenced server read-only", "server", h.Name, "err", err)

@@ -246,9 +246,21 @@ func (e *Executor) enforceRoles(ctx context.Context) {
 		if o == nil || !o.OK || o.Uptime < 0 {
 			continue
 		}
-		prev, seen := e.uptime[h.Name]
-		e.uptime[h.Name] = o.Uptime
-		if seen && o.Uptime < prev {
+		// When the server started, by this check: a later start than the
+		// previous check's (beyond Uptime's one-second granularity) is a
+		// restart, even one too quick for a check to fail in between.
+		started := o.Time.Add(-time.Duration(o.Uptime) * time.Second)
+		prev, seen := e.started[h.Name]
+		e.started[h.Name] = started
+		i := snap.Index(h.Name)
+		// A replica of the writer that reports read_only=OFF takes writes
+		// from anyone connected to it directly, and Vigil reports it as a
+		// conflict: it gets its role's settings too.
+		writableReplica := i >= 0 && i != snap.Writer && snap.Writer >= 0 && !o.ReadOnly && o.Replica != nil &&
+			snap.Servers[i].Role == topology.RoleReplica && !isFenceReason(snap.Servers[i].Reason)
+		// (Not again for a check that predates Vigil's last correction.)
+		writableReplica = writableReplica && o.Time.After(e.roSetAt[h.Name])
+		if seen && started.Sub(prev) > 1500*time.Millisecond || writableReplica {
 			restarted = append(restarted, o)
 		}
 	}
@@ -282,11 +294,14 @@ func (e *Executor) enforceRoles(ctx context.Context) {
 			e.event(o.Server, "role_settings_failed", fmt.Sprintf("%s restarted and Vigil could not give it its role's settings (%v): check its my.cnf", o.Server, err))
 			continue
 		}
+		e.mu.Lock()
+		e.roSetAt[o.Server] = time.Now()
+		e.mu.Unlock()
 		var parts []string
 		for _, s := range ss {
 			parts = append(parts, s.Name+"="+s.Value)
 		}
-		e.event(o.Server, "role_settings", fmt.Sprintf("%s restarted with settings of another role in its my.cnf; Vigil set %s (make its my.cnf agree to avoid this)", o.Server, strings.Join(parts, ", ")))
+		e.event(o.Server, "role_settings", fmt.Sprintf("%s restarted, or reports settings of another role (a my.cnf that does not match its role); Vigil set %s (make its my.cnf agree to avoid this)", o.Server, strings.Join(parts, ", ")))
 	}
 }
 

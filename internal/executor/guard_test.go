@@ -3,6 +3,7 @@ package executor
 import (
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,5 +150,16 @@ func TestParallelRun(t *testing.T) {
 	steps[3].Server = "node2"
 	if j := parallelRun(steps, 1); j != 3 {
 		t.Fatalf("two steps on one server do not run at once: %d", j)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for _, q := range []string{
+		"CHANGE MASTER TO MASTER_HOST='h', MASTER_USER='r', MASTER_PASSWORD='secret', MASTER_USE_GTID=slave_pos",
+		"CHANGE REPLICATION SOURCE TO SOURCE_HOST='h', SOURCE_USER='r', SOURCE_PASSWORD='secret', SOURCE_AUTO_POSITION=1",
+	} {
+		if got := redact(q); strings.Contains(got, "secret") {
+			t.Errorf("redact left the password: %s", got)
+		}
 	}
 }

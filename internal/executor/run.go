@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -293,7 +292,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		}
 		return e.waitWriter(ctx, s.Server, timeoutOr(s.Timeout, 5*time.Second))
 	case failover.Repoint:
-		return e.repoint(ctx, s, mysql)
+		return e.repoint(ctx, s, pl.Flavor)
 	case failover.VerifyReplicating:
 		return e.verifyReplicating(ctx, s.Server, timeoutOr(s.Timeout, 30*time.Second))
 	case failover.Hold:
@@ -333,7 +332,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		}
 		return e.waitGTID(ctx, s.Server, pos, timeoutOr(s.Timeout, 30*time.Second), mysql)
 	case failover.VerifyNoErrant:
-		return e.verifyNoErrant(ctx, s.Server, s.Source)
+		return e.verifyNoErrant(ctx, s.Server, s.Source, pl.Flavor)
 	case failover.Release:
 		if st.held {
 			e.router.Release()
@@ -398,22 +397,13 @@ func (e *Executor) waitWriter(ctx context.Context, server string, timeout time.D
 	}
 }
 
-func (e *Executor) repoint(ctx context.Context, s failover.Step, mysql bool) error {
-	host, port, err := net.SplitHostPort(e.addr(s.Source))
-	if err != nil {
-		return fmt.Errorf("address of %s: %w", s.Source, err)
+func (e *Executor) repoint(ctx context.Context, s failover.Step, flavor topology.Flavor) error {
+	addr := e.addr(s.Source)
+	if addr == "" {
+		return fmt.Errorf("no address for %s", s.Source)
 	}
-	var q []string
-	if mysql {
-		q = []string{"STOP REPLICA", fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST='%s', SOURCE_PORT=%s, SOURCE_USER='%s', SOURCE_PASSWORD='%s', SOURCE_AUTO_POSITION=1", host, port, e.o().ReplUser, e.o().ReplPass), "START REPLICA"}
-	} else {
-		mode := "slave_pos"
-		if strings.Contains(s.Detail, "MASTER_USE_GTID=current_pos") {
-			mode = "current_pos"
-		}
-		q = []string{"STOP SLAVE", fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=%s, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1", host, port, e.o().ReplUser, e.o().ReplPass, mode), "START SLAVE"}
-	}
-	_, err = e.exec(ctx, s.Server, 10*time.Second, q...)
+	o := e.o()
+	_, err := e.exec(ctx, s.Server, 10*time.Second, failover.RepointSQL(flavor, addr, o.ReplUser, o.ReplPass, s.Mode)...)
 	return err
 }
 
@@ -448,33 +438,28 @@ func (e *Executor) verifyReplicating(ctx context.Context, server string, timeout
 	}
 }
 
-func (e *Executor) verifyNoErrant(ctx context.Context, server, source string) error {
-	a, err := e.exec(ctx, server, 3*time.Second, "SELECT @@gtid_current_pos")
+func (e *Executor) verifyNoErrant(ctx context.Context, server, source string, flavor topology.Flavor) error {
+	q := "SELECT @@gtid_current_pos"
+	if flavor == topology.FlavorMySQL {
+		q = "SELECT @@gtid_executed"
+	}
+	a, err := e.exec(ctx, server, 3*time.Second, q)
 	if err != nil {
 		return err
 	}
-	b, err := e.exec(ctx, source, 3*time.Second, "SELECT @@gtid_current_pos")
+	b, err := e.exec(ctx, source, 3*time.Second, q)
 	if err != nil {
 		return err
 	}
-	pa, err1 := topology.ParseGTIDPos(a[0][0])
-	pb, err2 := topology.ParseGTIDPos(b[0][0])
-	if err1 != nil || err2 != nil {
-		return fmt.Errorf("cannot compare GTID positions %q and %q", a[0][0], b[0][0])
+	if len(a) != 1 || len(b) != 1 {
+		return fmt.Errorf("cannot read the GTID positions of %s and %s", server, source)
 	}
-	for _, g := range pa {
-		found := false
-		for _, h := range pb {
-			if h.Domain == g.Domain {
-				found = true
-				if g.Seq > h.Seq {
-					return fmt.Errorf("%s has %d-%d-%d, beyond %s's %d-%d-%d", server, g.Domain, g.Server, g.Seq, source, h.Domain, h.Server, h.Seq)
-				}
-			}
-		}
-		if !found && g.Seq > 0 {
-			return fmt.Errorf("%s has GTID domain %d, which %s lacks", server, g.Domain, source)
-		}
+	x, err := failover.Extra(flavor, strings.ReplaceAll(a[0][0], "\n", ""), strings.ReplaceAll(b[0][0], "\n", ""))
+	if err != nil {
+		return fmt.Errorf("cannot compare GTID positions %q and %q: %v", a[0][0], b[0][0], err)
+	}
+	if x != "" {
+		return fmt.Errorf("%s holds transactions %s lacks: %s", server, source, x)
 	}
 	return nil
 }

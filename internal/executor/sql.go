@@ -55,9 +55,14 @@ func (e *Executor) exec(ctx context.Context, name string, timeout time.Duration,
 	return rows, nil
 }
 
+// redact hides a replication password (MASTER_PASSWORD, SOURCE_PASSWORD)
+// and everything after it in a statement shown in an error.
 func redact(q string) string {
-	if i := strings.Index(strings.ToUpper(q), "MASTER_PASSWORD"); i >= 0 {
-		return q[:i] + "MASTER_PASSWORD='…'"
+	u := strings.ToUpper(q)
+	for _, k := range []string{"MASTER_PASSWORD", "SOURCE_PASSWORD"} {
+		if i := strings.Index(u, k); i >= 0 {
+			return q[:i] + k + "='…'"
+		}
 	}
 	return q
 }

@@ -257,6 +257,12 @@ func binlogStateExtra(old, cur []topology.GTID) string {
 	for _, gap := range topology.StateBeyond(old, cur) {
 		g := gap.Last
 		if gap.Known {
+			first := gap.Other.Seq + 1
+			if first < g.Seq {
+				// Every sequence number of the pair beyond the other's last.
+				parts = append(parts, fmt.Sprintf("%d-%d-%d..%d (the other's last of server %d is %s)", g.Domain, g.Server, first, g.Seq, g.Server, gap.Other))
+				continue
+			}
 			parts = append(parts, fmt.Sprintf("%s (the other's last of server %d is %s)", g, g.Server, gap.Other))
 		} else {
 			parts = append(parts, fmt.Sprintf("%s (the other has no transaction of server %d in domain %d)", g, g.Server, g.Domain))
@@ -297,4 +303,27 @@ func exceptServer(state []topology.GTID, sid uint32) []topology.GTID {
 		return state
 	}
 	return slices.DeleteFunc(slices.Clone(state), func(g topology.GTID) bool { return g.Server == sid })
+}
+
+// Extra lists the transactions of the GTID position have (MariaDB
+// gtid_current_pos, MySQL gtid_executed) that other lacks, "" when none:
+// the executor's no-errant-transactions check, with the engine's rules
+// for each flavour.
+func Extra(f topology.Flavor, have, other string) (string, error) {
+	if f == topology.FlavorMySQL {
+		a, b := mysqlPos(have), mysqlPos(other)
+		if a.bad != "" || b.bad != "" {
+			return "", fmt.Errorf("%s%s", a.bad, b.bad)
+		}
+		return a.extra(b), nil
+	}
+	pa, err := topology.ParseGTIDPos(have)
+	if err != nil {
+		return "", err
+	}
+	pb, err := topology.ParseGTIDPos(other)
+	if err != nil {
+		return "", err
+	}
+	return mariaPos(pa).extra(mariaPos(pb)), nil
 }

@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"strings"
 	"testing"
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
@@ -118,5 +119,59 @@ func TestSeries(t *testing.T) {
 	}
 	if _, ok := series("garbage"); ok {
 		t.Error("garbage has a series")
+	}
+}
+
+func TestExtraBothFlavours(t *testing.T) {
+	for _, c := range []struct {
+		f           topology.Flavor
+		have, other string
+		want        string
+	}{
+		{topology.FlavorMariaDB, "0-1-100", "0-1-100", ""},
+		{topology.FlavorMariaDB, "0-1-100", "0-1-90", "domain 0 sequences 91..100 (last 0-1-100)"},
+		{topology.FlavorMySQL, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-7", ""},
+		{topology.FlavorMySQL, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-9", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-7", "3e11fa47-71ca-11e1-9e33-c80aa9429562:8-9"},
+	} {
+		got, err := Extra(c.f, c.have, c.other)
+		if err != nil || got != c.want {
+			t.Errorf("Extra(%v, %s, %s) = %q, %v; want %q", c.f, c.have, c.other, got, err, c.want)
+		}
+	}
+	if _, err := Extra(topology.FlavorMariaDB, "zz", "0-1-1"); err == nil {
+		t.Error("a malformed position compares")
+	}
+}
+
+// The statements a repoint runs are the ones the plan shows, with the
+// account masked; quotes in a password cannot end the literal.
+func TestRepointSQL(t *testing.T) {
+	run := RepointSQL(topology.FlavorMariaDB, "127.0.0.1:3307", "repl", `p'w\`, ModeCurrentPos)
+	shown := RepointSQL(topology.FlavorMariaDB, "127.0.0.1:3307", "", "", ModeCurrentPos)
+	if run[1] != `CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=3307, MASTER_USER='repl', MASTER_PASSWORD='p\'w\\', MASTER_USE_GTID=current_pos, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1` {
+		t.Errorf("run: %s", run[1])
+	}
+	if !strings.Contains(shown[1], "MASTER_USER='…', MASTER_PASSWORD='…'") || strings.Replace(shown[1], "MASTER_USER='…', MASTER_PASSWORD='…'", "", 1) != strings.Replace(run[1], `MASTER_USER='repl', MASTER_PASSWORD='p\'w\\'`, "", 1) {
+		t.Errorf("shown %s\nrun   %s", shown[1], run[1])
+	}
+	my := RepointSQL(topology.FlavorMySQL, "db:3306", "repl", "pw", ModeSlavePos)
+	if my[1] != "CHANGE REPLICATION SOURCE TO SOURCE_HOST='db', SOURCE_PORT=3306, SOURCE_USER='repl', SOURCE_PASSWORD='pw', SOURCE_AUTO_POSITION=1" || my[0] != "STOP REPLICA" {
+		t.Errorf("mysql: %q", my)
+	}
+}
+
+// A refusal names every transaction of a (domain, server) pair beyond the
+// other's last, not only the last one.
+func TestBinlogStateExtraRange(t *testing.T) {
+	list := func(s string) []topology.GTID {
+		l, err := topology.ParseGTIDList(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	got := binlogStateExtra(list("0-2-50"), list("0-2-48,0-3-60"))
+	if got != "0-2-49..50 (the other's last of server 2 is 0-2-48)" {
+		t.Errorf("%q", got)
 	}
 }

@@ -3,6 +3,7 @@ package failover
 import (
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/topology"
@@ -201,7 +202,10 @@ type Step struct {
 	Timeout  time.Duration
 	// Settings are the global variables a SetSemiSync step sets, in order.
 	Settings []Setting
-	OnFail   OnFail
+	// Mode is a MariaDB repoint's MASTER_USE_GTID (ModeSlavePos,
+	// ModeCurrentPos); the statements are RepointSQL's.
+	Mode   string
+	OnFail OnFail
 	// Detail says what the step does and why, with the SQL it stands for.
 	Detail string
 }
@@ -319,7 +323,11 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 func (v *view) repointSteps(i, src int, formerPrimary bool) []Step {
 	name, srcName := v.name(i), v.name(src)
 	o := v.obs(i)
-	detail := changeMasterSQL(o.Flavor, v.snap.Servers[src].Addr, formerPrimary)
+	mode := ModeSlavePos
+	if formerPrimary {
+		mode = ModeCurrentPos
+	}
+	detail := changeMasterSQL(o.Flavor, v.snap.Servers[src].Addr, mode)
 	if relayPending(o) {
 		detail += fmt.Sprintf("; its unapplied relay log (up to %s) is discarded: %s holds all of it and sends it again", orNone(v.received(i).String()), srcName)
 	}
@@ -329,7 +337,7 @@ func (v *view) repointSteps(i, src int, formerPrimary bool) []Step {
 		steps = append(steps, st)
 	}
 	return append(steps,
-		Step{Kind: Repoint, Server: name, Source: srcName, OnFail: QuarantineServer, Detail: detail},
+		Step{Kind: Repoint, Server: name, Source: srcName, Mode: mode, OnFail: QuarantineServer, Detail: detail},
 		Step{Kind: VerifyReplicating, Server: name, Source: srcName, Timeout: v.opts.ApplyTimeout, OnFail: QuarantineServer,
 			Detail: fmt.Sprintf("both replication threads of %s run without error (at most %s); otherwise it is quarantined", name, v.opts.ApplyTimeout)})
 }
@@ -400,16 +408,50 @@ func resetSQL(f topology.Flavor) string {
 	return "RESET SLAVE ALL"
 }
 
-func changeMasterSQL(f topology.Flavor, addr string, formerPrimary bool) string {
+// GTID modes of a MariaDB repoint (Step.Mode).
+const (
+	// ModeSlavePos: start from gtid_slave_pos (a replica).
+	ModeSlavePos = "slave_pos"
+	// ModeCurrentPos: start from gtid_current_pos (a former primary: its
+	// own transactions are in gtid_binlog_pos, not gtid_slave_pos).
+	ModeCurrentPos = "current_pos"
+)
+
+// maskedPassword is what plans show in place of the replication password.
+const maskedPassword = "'…'"
+
+// RepointSQL is the statements that make a server a replica of the
+// server at addr, in its flavour: the executor runs them, and plans show
+// them with the user and password masked (user and pass empty). mode is
+// ModeSlavePos or ModeCurrentPos (MariaDB; MySQL always auto-positions).
+func RepointSQL(f topology.Flavor, addr, user, pass, mode string) []string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		host, port = addr, "3306"
 	}
+	quote := func(v string) string {
+		if v == "" {
+			return maskedPassword
+		}
+		return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", `\'`) + "'"
+	}
 	if f == topology.FlavorMySQL {
-		return fmt.Sprintf("STOP REPLICA; CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_AUTO_POSITION=1; START REPLICA", host, port)
+		return []string{"STOP REPLICA",
+			fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST='%s', SOURCE_PORT=%s, SOURCE_USER=%s, SOURCE_PASSWORD=%s, SOURCE_AUTO_POSITION=1", host, port, quote(user), quote(pass)),
+			"START REPLICA"}
 	}
-	if formerPrimary {
-		return fmt.Sprintf("STOP SLAVE; CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USE_GTID=current_pos; START SLAVE (current_pos: its own transactions are in gtid_binlog_pos, not gtid_slave_pos)", host, port)
+	if mode == "" {
+		mode = ModeSlavePos
 	}
-	return fmt.Sprintf("STOP SLAVE; CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USE_GTID=slave_pos; START SLAVE", host, port)
+	return []string{"STOP SLAVE",
+		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s, MASTER_USE_GTID=%s, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1", host, port, quote(user), quote(pass), mode),
+		"START SLAVE"}
+}
+
+func changeMasterSQL(f topology.Flavor, addr, mode string) string {
+	q := strings.Join(RepointSQL(f, addr, "", "", mode), "; ")
+	if mode == ModeCurrentPos && f != topology.FlavorMySQL {
+		q += " (current_pos: its own transactions are in gtid_binlog_pos, not gtid_slave_pos)"
+	}
+	return q
 }

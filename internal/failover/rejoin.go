@@ -86,8 +86,16 @@ func (v *view) rejoin(node string) Decision {
 		pl.Steps = append(pl.Steps, Step{Kind: KillPreFence, Server: node,
 			Detail: fmt.Sprintf("kill the connections Vigil had open on %s when it was fenced (unless it restarted since): nothing still in flight on them may run", node)})
 	}
+	rs := v.repointSteps(n, p, formerPrimary)
+	if rs[0].Kind == SetSemiSync {
+		// Semi-sync master off before read_only: SET GLOBAL read_only waits
+		// for commits in progress, and a former primary's may wait for
+		// acknowledgements no replica sends.
+		pl.Steps = append(pl.Steps, rs[0])
+		rs = rs[1:]
+	}
 	pl.Steps = append(pl.Steps, Step{Kind: SetReadOnly, Server: node, Detail: "SET GLOBAL read_only=1" + superRO(no.Flavor) + ": a replica takes no direct writes"})
-	pl.Steps = append(pl.Steps, v.repointSteps(n, p, formerPrimary)...)
+	pl.Steps = append(pl.Steps, rs...)
 	for i := range pl.Steps {
 		pl.Steps[i].OnFail = Abort
 	}

@@ -165,13 +165,17 @@ func ReplicaRoleSettings(in Input, server string, o *topology.Observation) ([]Se
 		return nil, false
 	}
 	var ss []Setting
-	if !o.ReadOnly {
-		ss = append(ss, Setting{"read_only", "ON"})
-	}
 	if f, ok := v.facts(i); ok && f.SemiSync.Known {
 		if st, ok := v.semiSyncReplicaStep(i); ok && (f.SemiSync.SourceEnabled || !f.SemiSync.ReplicaEnabled) {
 			ss = append(ss, st.Settings...)
 		}
+	}
+	// read_only last: SET GLOBAL read_only waits for commits in progress,
+	// and a replica with semi-sync master on (and wait_no_slave) has its
+	// applier's commits waiting for acknowledgements no one sends until
+	// the master side is off.
+	if !o.ReadOnly {
+		ss = append(ss, Setting{"read_only", "ON"})
 	}
 	return ss, len(ss) > 0
 }

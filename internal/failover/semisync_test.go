@@ -79,6 +79,11 @@ func TestSwitchoverAndRejoinSemiSync(t *testing.T) {
 	if !strings.Contains(d.String(), "set-semi-sync node0: SET GLOBAL rpl_semi_sync_master_enabled = OFF") {
 		t.Errorf("rejoin without the replica's semi-sync settings:\n%s", d)
 	}
+	// read_only waits for commits in progress, which wait for semi-sync
+	// acknowledgements while the master side is on: semi-sync first.
+	if k := steps(d); slices.Index(k, SetSemiSync) > slices.Index(k, SetReadOnly) {
+		t.Errorf("rejoin sets read_only before semi-sync: %v", k)
+	}
 }
 
 func TestRoleSettingsAfterRestart(t *testing.T) {
@@ -87,7 +92,7 @@ func TestRoleSettingsAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ss, ok := ReplicaRoleSettings(in, "node2", in.Obs["node2"])
-	if got := settingsText(ss); !ok || got != "read_only=ON rpl_semi_sync_master_enabled=OFF rpl_semi_sync_slave_enabled=ON" {
+	if got := settingsText(ss); !ok || got != "rpl_semi_sync_master_enabled=OFF rpl_semi_sync_slave_enabled=ON read_only=ON" {
 		t.Errorf("replica settings %q", got)
 	}
 	// The primary restarted with read_only=ON from its my.cnf: writable
