@@ -90,7 +90,7 @@ func TestFailoverTiming(t *testing.T) {
 		slices.Sort(s)
 		return s[len(s)/2]
 	}
-	t.Logf("failover: median %s, min %s, max %s over %d runs (target ≤ 3s)", med(failovers).Round(time.Millisecond),
+	t.Logf("failover: median %s, min %s, max %s over %d runs (target ≤ 2.5s)", med(failovers).Round(time.Millisecond),
 		slices.Min(failovers).Round(time.Millisecond), slices.Max(failovers).Round(time.Millisecond), n)
 	t.Logf("switchover write pause: median %s, min %s, max %s over %d runs (target ≤ 0.5s)", med(pauses).Round(time.Millisecond),
 		slices.Min(pauses).Round(time.Millisecond), slices.Max(pauses).Round(time.Millisecond), n)

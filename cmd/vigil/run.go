@@ -168,6 +168,7 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 		}
 		opts.MariaDBCaps, opts.Collation = mariadbCaps, collation
 		rt.fe = frontend.New(opts, users, rt.topo, rt.pools, d.log.With("cluster", cc.Name))
+		rt.fe.OnServerLost(mon.CheckNow)
 		rt.digests = qstats.New(cfg.Digests.MaxEntries)
 		proc, err := d.processing(cfg, cc, rt.digests, nil)
 		if err != nil {

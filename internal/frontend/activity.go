@@ -61,3 +61,16 @@ func (s *Server) Activity(idx int) (replies uint64, inFlight int64) {
 	r.epoch.Add(1)
 	return n, s.bal.Outstanding(idx)
 }
+
+// OnServerLost sets what Vigil calls when a statement's server connection
+// fails with an I/O error (reset, EOF): the monitor checks that server at
+// once instead of at its next interval, so a server that died is known
+// dead from the moment its clients saw it, not up to a check interval
+// later. The hook must not block.
+func (s *Server) OnServerLost(f func(idx int)) { s.lostHook.Store(&f) }
+
+func (s *Server) serverLost(idx int) {
+	if f := s.lostHook.Load(); f != nil && *f != nil {
+		(*f)(idx)
+	}
+}

@@ -173,6 +173,9 @@ func (f *fakeBackend) answer(c *mysqlproto.Conn, fc *fakeConn, q string, depreca
 		case <-time.After(time.Duration(secs * float64(time.Second))):
 			writeRows(c, []string{"SLEEP"}, [][]string{{"0"}}, st, deprecateEOF)
 		}
+	case q == "SELECT 'hangup'":
+		// The server dies mid-statement: no reply, the connection ends.
+		fc.nc.Close()
 	case strings.HasPrefix(q, "SELECT '"):
 		// SELECT 'text': one row with the text and a per-statement counter,
 		// so a cached reply can be told from a fresh one.
@@ -584,6 +587,36 @@ func TestSessionPanicIsContained(t *testing.T) {
 	}
 	if got := tp.srv.Stats.Panics.Load(); got != 1 {
 		t.Fatalf("panics counted: %d, want 1", got)
+	}
+}
+
+// A statement whose server connection breaks asks the monitor for an
+// immediate check of that server (OnServerLost): the death is noticed
+// when clients see it, not at the next check interval.
+func TestServerLostHook(t *testing.T) {
+	tp := newTestProxy(t, nil)
+	lost := make(chan int, 4)
+	tp.srv.OnServerLost(func(idx int) { lost <- idx })
+	db := tp.db(t, "secret")
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec("SELECT 'warm'"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case i := <-lost:
+		t.Fatalf("hook called for a working statement (server %d)", i)
+	default:
+	}
+	if _, err := db.Exec("SELECT 'hangup'"); err == nil {
+		t.Fatal("a statement whose server hung up succeeded")
+	}
+	select {
+	case i := <-lost:
+		if i != 0 {
+			t.Fatalf("hook called for server %d, want 0", i)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the hook was not called when the server connection broke")
 	}
 }
 

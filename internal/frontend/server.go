@@ -85,6 +85,7 @@ type Server struct {
 	fenced       []atomic.Bool
 	fenceReason  []atomic.Pointer[string]
 	fenceMu      sync.Mutex
+	lostHook     atomic.Pointer[func(idx int)]
 	preFence     []map[uint32]struct{} // by server: connection ids open at the fence
 	replies      []replyCounter        // activity.go
 

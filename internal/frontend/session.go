@@ -569,6 +569,7 @@ func (s *Session) execute(ctx context.Context, pkt []byte, info sqlscan.Info, ta
 		if err != nil {
 			var eb errBackend
 			if errors.As(err, &eb) && !out.sent && target == router.Reader && attempt == 0 && !s.bound() {
+				s.srv.serverLost(c.Index)
 				s.srv.Stats.ReadRetries.Add(1)
 				s.srv.log.Warn("read failed on a server; retrying on another", "session", s.id, "server", c.Server, "err", eb.err)
 				s.dropConn(c)
@@ -686,6 +687,7 @@ func (s *Session) watchClient() {
 func (s *Session) failed(c *backend.Conn, err error, out outcome) error {
 	var eb errBackend
 	if errors.As(err, &eb) {
+		s.srv.serverLost(c.Index)
 		wasBound := s.bound()
 		s.dropConn(c)
 		s.resetTxn()

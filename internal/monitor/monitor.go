@@ -277,6 +277,19 @@ func (m *Monitor) SetWriter(server, reason string) error {
 	return nil
 }
 
+// CheckNow asks for a check of server i (its index) at once, for
+// passive evidence that it failed (the data path lost a connection to
+// it). It never blocks; the probe spaces such checks (minCheckSpacing).
+func (m *Monitor) CheckNow(i int) {
+	if i < 0 || i >= len(m.probes) {
+		return
+	}
+	select {
+	case m.probes[i].kick <- struct{}{}:
+	default:
+	}
+}
+
 // Fence takes server out of routing (OFFLINE_HARD) until Unfence, whatever
 // it reports. A fenced replication primary stops being the primary.
 func (m *Monitor) Fence(server, reason string) error {

@@ -22,6 +22,8 @@ type probe struct {
 	idx  int
 	name string
 	kick chan struct{}
+	// lastStart is when the latest check started.
+	lastStart time.Time
 	// reconnect asks for a new monitor connection (credentials changed).
 	reconnect atomic.Bool
 
@@ -40,6 +42,10 @@ func newProbe(m *Monitor, idx int, name string) *probe {
 	return &probe{m: m, idx: idx, name: name, kick: make(chan struct{}, 1), refused: -1}
 }
 
+// minCheckSpacing is the least time between the starts of two checks of
+// a server when the second was asked for (a kick).
+const minCheckSpacing = 100 * time.Millisecond
+
 // run checks the server every Interval until ctx ends. A check that
 // overruns the interval is followed by the next one at once; a kick (after
 // SetWriter) checks at once.
@@ -53,9 +59,20 @@ func (p *probe) run(ctx context.Context) {
 			return
 		case <-timer.C:
 		case <-p.kick:
+			// Kicks come from SetWriter and from clients that lost a
+			// connection: a storm of them must not turn into back-to-back
+			// checks.
+			if wait := minCheckSpacing - time.Since(p.lastStart); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
 		}
 		opts := p.m.options()
 		start := time.Now()
+		p.lastStart = start
 		o := p.check(ctx, &opts, start)
 		if ctx.Err() != nil {
 			return // cancelled mid-check: the failure is ours, not the server's
