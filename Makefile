@@ -84,6 +84,19 @@ bench-failover: deps build
 soak-starvation: deps build
 	VIGIL_STARVATION_DURATION=$${DURATION:-10m} $(STARVATION_FLAGS) $(GO) test -count=1 -v -run '^TestMonitorUnderCPUStarvation$$' -timeout 30m ./e2e/
 
+# Randomized compound faults (docs/failover.md, "Chaos testing"): kill -9,
+# SIGSTOP and isolation of primaries and replicas, switchovers and their
+# overlaps on a 3-node semi-sync sandbox under writes, every invariant
+# checked after each round. Not part of `make test`. CHAOS_SEED replays a
+# run (its seed is always logged), CHAOS_BUDGET bounds its time (default
+# 5m), CHAOS_ROUNDS its rounds. The test timeout is the budget plus 10
+# minutes ("5m10m" is a valid Go duration: 15m).
+CHAOS_BUDGET ?= 5m
+.PHONY: chaos
+chaos: deps build
+	VIGIL_CHAOS=1 VIGIL_CHAOS_SEED=$(CHAOS_SEED) VIGIL_CHAOS_BUDGET=$(CHAOS_BUDGET) VIGIL_CHAOS_ROUNDS=$(CHAOS_ROUNDS) \
+		$(GO) test -count=1 -p 1 -v -run '^TestChaos$$' -timeout $(CHAOS_BUDGET)10m ./e2e/
+
 demo: deps build
 	scripts/demo.sh
 
