@@ -280,7 +280,7 @@ func (e *Executor) input(req *failover.Request) failover.Input {
 	var fenced []string
 	if snap != nil {
 		for _, s := range snap.Servers {
-			if s.State == topology.OfflineHard && s.Reason != "" && isFenceReason(s.Reason) {
+			if s.Fenced {
 				fenced = append(fenced, s.Name)
 			}
 		}
@@ -426,9 +426,6 @@ func (e *Executor) addr(name string) string {
 
 const fencePrefix = "fenced"
 
-func isFenceReason(r string) bool {
-	return len(r) >= len(fencePrefix) && r[:len(fencePrefix)] == fencePrefix
-}
 
 // keepFencedReadOnly sets read_only=1 on a fenced server that answers
 // with read_only=OFF: an old primary that restarts with its own config
@@ -443,7 +440,7 @@ func (e *Executor) keepFencedReadOnly(ctx context.Context) {
 			continue
 		}
 		i := snap.Index(h.Name)
-		if i < 0 || snap.Servers[i].State != topology.OfflineHard || !isFenceReason(snap.Servers[i].Reason) {
+		if i < 0 || !snap.Servers[i].Fenced {
 			continue
 		}
 		// First the connections Vigil left there, then read_only: a

@@ -257,7 +257,7 @@ func (e *Executor) enforceRoles(ctx context.Context) {
 		// from anyone connected to it directly, and Vigil reports it as a
 		// conflict: it gets its role's settings too.
 		writableReplica := i >= 0 && i != snap.Writer && snap.Writer >= 0 && !o.ReadOnly && o.Replica != nil &&
-			snap.Servers[i].Role == topology.RoleReplica && !isFenceReason(snap.Servers[i].Reason)
+			snap.Servers[i].Role == topology.RoleReplica && !snap.Servers[i].Fenced
 		// (Not again for a check that predates Vigil's last correction.)
 		writableReplica = writableReplica && o.Time.After(e.roSetAt[h.Name])
 		if seen && started.Sub(prev) > 1500*time.Millisecond || writableReplica {

@@ -665,7 +665,7 @@ func (st *State) Snapshot(opts *Options) *topology.Snapshot {
 		srv := topology.Server{
 			Name: s.Name, Addr: opts.Servers[i].Addr, Weight: opts.Servers[i].Weight,
 			Role: st.role(opts, i), State: state, Readable: r, Writable: w,
-			LagSeconds: -1, Reason: reason, Overloaded: s.Overloaded, Conflict: s.Conflict,
+			LagSeconds: -1, Reason: reason, Overloaded: s.Overloaded, Conflict: s.Conflict, Fenced: s.Fenced,
 		}
 		if o := s.LastOK; o != nil {
 			srv.LagSeconds = s.Lag

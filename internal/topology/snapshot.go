@@ -81,6 +81,9 @@ type Server struct {
 	// Conflict: the server reports read_only=OFF in a replication cluster
 	// but is not the writer; it never gets writes for that.
 	Conflict bool
+	// Fenced: the failover executor took it out of routing (an old
+	// primary, a quarantined replica) until an operator rejoins it.
+	Fenced bool
 }
 
 // Snapshot is one immutable view of a cluster. Never modify a published
