@@ -426,7 +426,6 @@ func (e *Executor) addr(name string) string {
 
 const fencePrefix = "fenced"
 
-
 // keepFencedReadOnly sets read_only=1 on a fenced server that answers
 // with read_only=OFF: an old primary that restarts with its own config
 // must not take writes from anyone, not only not from Vigil.
@@ -435,43 +434,40 @@ func (e *Executor) keepFencedReadOnly(ctx context.Context) {
 	if snap == nil || snap.Type != "replication" {
 		return
 	}
+	var in *failover.Input
 	for _, h := range e.mon.Observations() {
 		if h.Last == nil || !h.Last.OK {
 			continue
 		}
-		i := snap.Index(h.Name)
-		if i < 0 || !snap.Servers[i].Fenced {
+		if i := snap.Index(h.Name); i < 0 || !snap.Servers[i].Fenced {
 			continue
 		}
-		// First the connections Vigil left there, then read_only: a
-		// statement in flight on them from an account with SUPER or
-		// READ_ONLY ADMIN would run despite read_only.
-		if err := e.killPreFence(ctx, h.Name); err != nil {
-			e.log.Warn("could not kill Vigil's connections on a fenced server", "server", h.Name, "err", err)
+		if in == nil {
+			x := e.input(nil)
+			in = &x
 		}
-		if h.Last.ReadOnly {
-			continue
-		}
+		// The engine's steps: first the connections Vigil left there, then
+		// semi-sync waits and read_only (a statement in flight on them from
+		// an account with SUPER or READ_ONLY ADMIN would run despite it).
 		e.mu.Lock()
 		setAt := e.roSetAt[h.Name]
 		e.mu.Unlock()
-		if !h.Last.Time.After(setAt) {
-			// Sampled before Vigil set it: not writable again, only not
-			// seen since (one SET and one event per time it comes back).
-			continue
+		pl := &failover.Plan{Kind: failover.KindRejoin, Cluster: e.o().Cluster, Flavor: h.Last.Flavor}
+		setRO := false
+		for _, st := range failover.GuardFenced(*in, h.Name) {
+			if st.Kind != failover.KillPreFence && !h.Last.Time.After(setAt) {
+				// Sampled before Vigil set it: not writable again, only not
+				// seen since (one SET and one event per time it comes back).
+				continue
+			}
+			if err := e.step(ctx, pl, st, &runState{}); err != nil {
+				e.log.Warn("could not guard a fenced server", "server", h.Name, "step", st.Kind.String(), "err", err)
+				setRO = false
+				break
+			}
+			setRO = setRO || st.Kind == failover.SetReadOnly
 		}
-		q := []string{"SET GLOBAL read_only = 1"}
-		if h.Last.Flavor == topology.FlavorMySQL {
-			q = append(q, "SET GLOBAL super_read_only = 1")
-		} else if h.Last.SemiSync.Known {
-			// Its commits may wait for semi-sync acknowledgements that no
-			// replica sends any more, and SET GLOBAL read_only waits for
-			// commits in progress: end the waits first. What they commit
-			// was committed already (the salvage check reports it).
-			q = append([]string{"SET GLOBAL rpl_semi_sync_master_enabled = OFF"}, q...)
-		}
-		if _, err := e.exec(ctx, h.Name, 2*time.Second, q...); err != nil {
-			e.log.Warn("could not make a fenced server read-only", "server", h.Name, "err", err)
+		if !setRO {
 			continue
 		}
 		e.mu.Lock()

@@ -275,6 +275,7 @@ func (p *scenarioParser) build() (Input, error) {
 			}
 			in.Facts[name] = f
 		}
+		srv.Fenced = slices.Contains(p.in.Fenced, name)
 		snap.Servers = append(snap.Servers, srv)
 	}
 	switch w := p.cluster["writer"]; {

@@ -239,3 +239,36 @@ func onOff(b bool) string {
 	}
 	return "OFF"
 }
+
+// GuardFenced is what a fenced server (an old primary, a quarantined
+// replica) that answers again needs, as steps: kill the connections
+// Vigil had open there at the fence (the executor knows which), and, when
+// it reports read_only=OFF, end semi-sync master waits (SET GLOBAL
+// read_only waits for commits in progress, which wait for
+// acknowledgements no replica sends) and set read_only. nil when server
+// is not fenced or did not answer.
+func GuardFenced(in Input, server string) []Step {
+	v, bad := newView(in)
+	if bad != "" {
+		return nil
+	}
+	i := v.snap.Index(server)
+	if i < 0 || !v.snap.Servers[i].Fenced || !v.ok(i) {
+		return nil
+	}
+	o := v.obs(i)
+	steps := []Step{{Kind: KillPreFence, Server: server, OnFail: Continue,
+		Detail: fmt.Sprintf("kill the connections Vigil had open on %s when it was fenced (unless it restarted since)", server)}}
+	if o.ReadOnly {
+		return steps
+	}
+	f, _ := v.facts(i)
+	if o.Flavor != topology.FlavorMySQL && (o.SemiSync.Known || f.SemiSync.Known) {
+		src, _ := v.semiSyncNames(i)
+		ss := []Setting{{src + "_enabled", "OFF"}}
+		steps = append(steps, Step{Kind: SetSemiSync, Server: server, Settings: ss, OnFail: Continue,
+			Detail: settingsSQL(ss) + ": its commits may wait for acknowledgements no replica sends; what they commit was committed already (salvage reports it)"})
+	}
+	return append(steps, Step{Kind: SetReadOnly, Server: server, OnFail: Continue,
+		Detail: "SET GLOBAL read_only=1" + superRO(o.Flavor) + ": a fenced server takes no writes from anyone"})
+}

@@ -139,3 +139,27 @@ func TestPlanAfterCut(t *testing.T) {
 		t.Errorf("repoint %v quarantine %v", d.Plan.Repoint, d.Plan.Quarantine)
 	}
 }
+
+// A fenced server that answers writable: kill Vigil's old connections,
+// end semi-sync waits, then read_only — in that order; only the kill
+// when it is read-only already; nothing for a server that is not fenced.
+func TestGuardFenced(t *testing.T) {
+	in, err := parseInput(semi + "fenced node3\nserver node3 ro=no\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range GuardFenced(in, "node3") {
+		got = append(got, s.Kind.String()+" "+settingsText(s.Settings))
+	}
+	if want := []string{"kill-pre-fence ", "set-semi-sync rpl_semi_sync_master_enabled=OFF", "set-read-only "}; !slices.Equal(got, want) {
+		t.Errorf("steps %q, want %q", got, want)
+	}
+	in, _ = parseInput(semi + "fenced node3\n")
+	if s := GuardFenced(in, "node3"); len(s) != 1 || s[0].Kind != KillPreFence {
+		t.Errorf("read-only fenced server: %v", s)
+	}
+	if s := GuardFenced(in, "node2"); s != nil {
+		t.Errorf("not fenced: %v", s)
+	}
+}
