@@ -64,6 +64,9 @@ type Options struct {
 	// AppAccounts are the server accounts client sessions use: Vigil
 	// warns at start about those that read_only does not stop.
 	AppAccounts []Account
+	// Client runs the executor's SQL; nil: connections with User and
+	// Password (tests give a fake).
+	Client Client
 }
 
 // Account is a server login.
@@ -96,6 +99,7 @@ var ErrBusy = errors.New("another operation is running on this cluster")
 type Executor struct {
 	// opts are swapped whole by a reload (SetOptions); read them with o().
 	opts   atomic.Pointer[Options]
+	client Client
 	mon    Monitor
 	router Router
 	log    *slog.Logger
@@ -148,6 +152,10 @@ func New(opts Options, mon Monitor, router Router, log *slog.Logger, onEvent fun
 		facts: map[string]failover.ServerFacts{}, kick: make(chan struct{}, 1), j: j, salvaged: map[int64]*salvageState{},
 		noTxBase: map[string]int64{}, roSetAt: map[string]time.Time{}, fencedAt: map[string]time.Time{}, started: map[string]time.Time{}, rejoinSalvaged: map[string]string{}, hb: map[string]*hbSample{}}
 	e.opts.Store(&opts)
+	e.client = opts.Client
+	if e.client == nil {
+		e.client = dialClient{creds: func() (string, string) { o := e.o(); return o.User, o.Password }}
+	}
 	// An operation that never ended means Vigil stopped during it: it
 	// counts as failed until an operator acknowledges it.
 	for i := range e.history.Records {

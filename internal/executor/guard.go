@@ -124,16 +124,9 @@ func (e *Executor) killPreFence(ctx context.Context, server string) error {
 		e.router.ForgetPreFenceConns(idx, ids)
 		return nil
 	}
-	c, err := e.connTimeout(ctx, server, 2*time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	killed := 0
 	for _, id := range ids {
-		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := c.Exec(qctx, "KILL CONNECTION "+strconv.FormatUint(uint64(id), 10))
-		cancel()
+		_, err := e.exec(ctx, server, 2*time.Second, "KILL CONNECTION "+strconv.FormatUint(uint64(id), 10))
 		var se *mysqlproto.SQLError
 		switch {
 		case err == nil:
@@ -168,13 +161,6 @@ func (e *Executor) freshObs(ctx context.Context, server string, base *topology.O
 	if base == nil || !base.OK {
 		return nil, fmt.Errorf("%s: no answered check to start from", server)
 	}
-	c, err := e.connTimeout(ctx, server, 2*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
 	o := *base
 	o.Time = time.Now()
 	mysql := base.Flavor == topology.FlavorMySQL
@@ -182,11 +168,11 @@ func (e *Executor) freshObs(ctx context.Context, server string, base *topology.O
 	if mysql {
 		q = "SELECT @@global.gtid_executed, @@global.read_only"
 	}
-	res, err := c.Exec(qctx, q)
-	if err != nil || len(res.Rows) != 1 {
+	rows, err := e.exec(ctx, server, 2*time.Second, q)
+	if err != nil || len(rows) != 1 {
 		return nil, fmt.Errorf("reading the positions of %s: %v", server, err)
 	}
-	r := res.Rows[0]
+	r := rows[0]
 	if mysql {
 		o.GTID.Executed = strings.ReplaceAll(r[0], "\n", "")
 		o.ReadOnly = topology.ParseBool(r[1])
@@ -201,7 +187,7 @@ func (e *Executor) freshObs(ctx context.Context, server string, base *topology.O
 	if mysql && topology.VersionAtLeast(o.Version, 8, 0, 22) {
 		stmt = "SHOW REPLICA STATUS"
 	}
-	cols, rows, err := c.ExecColumns(qctx, stmt)
+	cols, rows, err := e.run(ctx, server, 2*time.Second, stmt)
 	if err != nil {
 		return nil, fmt.Errorf("reading the replica status of %s: %w", server, err)
 	}

@@ -239,48 +239,31 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		}
 		return nil
 	case failover.SetReadOnly:
-		q := []string{"SET GLOBAL read_only = 1"}
-		if mysql {
-			q = append(q, "SET GLOBAL super_read_only = 1")
-		}
 		// The old primary of a failover is presumed dead: do not wait long.
-		_, err := e.exec(ctx, s.Server, timeoutOr(s.Timeout, time.Second), q...)
-		return err
+		return e.runSQL(ctx, pl, s, timeoutOr(s.Timeout, time.Second))
 	case failover.FenceHook:
 		return e.hook(ctx, e.o().Engine.FenceCommand, pl)
 	case failover.Quarantine:
 		e.quarantine(s.Server, s.Detail)
 		return nil
 	case failover.StartSQLThread:
-		return e.replicaCmd(ctx, s.Server, 5*time.Second, mysql, "START SLAVE SQL_THREAD", "START REPLICA SQL_THREAD")
+		return e.runSQL(ctx, pl, s, 5*time.Second)
 	case failover.WaitRelayApplied:
 		return e.waitGTID(ctx, s.Server, s.Position, timeoutOr(s.Timeout, 30*time.Second), mysql)
-	case failover.StopReplication:
-		return e.replicaCmd(ctx, s.Server, 10*time.Second, mysql, "STOP SLAVE", "STOP REPLICA")
-	case failover.ResetReplica:
-		return e.replicaCmd(ctx, s.Server, 10*time.Second, mysql, "RESET SLAVE ALL", "RESET REPLICA ALL")
+	case failover.StopReplication, failover.ResetReplica:
+		return e.runSQL(ctx, pl, s, 10*time.Second)
 	case failover.SetWritable:
 		// The monitor learns first that this server is to be the writer:
 		// turning writable beside the old writer is then no "conflict".
 		_ = e.mon.SetWriter(s.Server, fmt.Sprintf("%s (term %d)", recordKind(pl.Kind), pl.Term))
-		q := []string{"SET GLOBAL read_only = 0"}
-		if mysql {
-			q = []string{"SET GLOBAL super_read_only = 0", "SET GLOBAL read_only = 0"}
-		}
-		_, err := e.exec(ctx, s.Server, 5*time.Second, q...)
-		return err
+		return e.runSQL(ctx, pl, s, 5*time.Second)
 	case failover.SetSemiSync:
-		q := make([]string, len(s.Settings))
-		for i, st := range s.Settings {
-			q[i] = st.SQL()
-		}
-		_, err := e.exec(ctx, s.Server, 5*time.Second, q...)
-		return err
+		return e.runSQL(ctx, pl, s, 5*time.Second)
 	case failover.StopIOThread:
 		// A semi-sync replica's IO thread stops only after it tried to
 		// connect to its source to end the dump thread there: up to 2 s
 		// when the source is paused or cut off (refused: at once).
-		return e.replicaCmd(ctx, s.Server, 3*time.Second, mysql, "STOP SLAVE IO_THREAD", "STOP REPLICA IO_THREAD")
+		return e.runSQL(ctx, pl, s, 3*time.Second)
 	case failover.KillPreFence:
 		return e.killPreFence(ctx, s.Server)
 	case failover.SetRouterWriter:
@@ -346,7 +329,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		}
 		return e.mon.Unfence(s.Server)
 	case failover.StartReplication:
-		return e.replicaCmd(ctx, s.Server, 5*time.Second, mysql, "START SLAVE", "START REPLICA")
+		return e.runSQL(ctx, pl, s, 5*time.Second)
 	}
 	return fmt.Errorf("step %s is not implemented", s.Kind)
 }
@@ -411,23 +394,18 @@ func (e *Executor) verifyReplicating(ctx context.Context, server string, timeout
 	deadline := time.Now().Add(timeout)
 	var last string
 	for {
-		c, err := e.conn(ctx, server)
-		if err == nil {
-			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			cols, rows, qerr := c.ExecColumns(qctx, "SHOW SLAVE STATUS")
-			cancel()
-			c.Close()
-			if qerr == nil && len(rows) == 1 {
-				rs := topology.ParseReplicaStatus(cols, rows[0])
-				if rs.IORunning == topology.IOYes && rs.SQLRunning {
-					return nil
-				}
-				last = fmt.Sprintf("IO %v SQL %v %s %s", rs.IORunning, rs.SQLRunning, rs.LastIOError, rs.LastSQLError)
-			} else if qerr != nil {
-				last = qerr.Error()
-			}
-		} else {
+		cols, rows, err := e.run(ctx, server, 2*time.Second, "SHOW SLAVE STATUS")
+		switch {
+		case err != nil:
 			last = err.Error()
+		case len(rows) == 1:
+			rs := topology.ParseReplicaStatus(cols, rows[0])
+			if rs.IORunning == topology.IOYes && rs.SQLRunning {
+				return nil
+			}
+			last = fmt.Sprintf("IO %v SQL %v %s %s", rs.IORunning, rs.SQLRunning, rs.LastIOError, rs.LastSQLError)
+		default:
+			last = "no replica status"
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s does not replicate after %s: %s", server, timeout, last)
@@ -482,13 +460,9 @@ func (e *Executor) hook(ctx context.Context, command string, pl *failover.Plan) 
 	return nil
 }
 
-// replicaCmd runs a replication statement in the server's dialect: MariaDB
-// (SLAVE) or MySQL 8 (REPLICA).
-func (e *Executor) replicaCmd(ctx context.Context, server string, timeout time.Duration, mysql bool, mariadb, mysql8 string) error {
-	q := mariadb
-	if mysql {
-		q = mysql8
-	}
-	_, err := e.exec(ctx, server, timeout, q)
+// runSQL runs the statements of a fixed-SQL step (failover.StepSQL: the
+// ones its plan shows) on its server.
+func (e *Executor) runSQL(ctx context.Context, pl *failover.Plan, s failover.Step, timeout time.Duration) error {
+	_, err := e.exec(ctx, s.Server, timeout, failover.StepSQL(pl.Flavor, s)...)
 	return err
 }

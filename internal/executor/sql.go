@@ -14,45 +14,59 @@ import (
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 )
 
-// conn opens a connection to a server with the monitor account.
-func (e *Executor) conn(ctx context.Context, name string) (*backend.Conn, error) {
-	return e.connTimeout(ctx, name, 3*time.Second)
+// Client runs SQL on the cluster's servers with the monitor account: the
+// statements on one connection, in order, each bounded by timeout; it
+// returns the last statement's columns and rows. Every statement the
+// executor sends goes through it, so tests run plans against a fake and
+// compare what ran with what the plan shows.
+type Client interface {
+	Run(ctx context.Context, server, addr string, timeout time.Duration, stmts ...string) (cols []string, rows [][]string, err error)
 }
 
-func (e *Executor) connTimeout(ctx context.Context, name string, timeout time.Duration) (*backend.Conn, error) {
-	addr := e.addr(name)
-	if addr == "" {
-		return nil, fmt.Errorf("no server %q", name)
-	}
+// dialClient is the Client of a running Vigil: a new connection per call.
+type dialClient struct {
+	creds func() (user, password string)
+}
+
+func (d dialClient) Run(ctx context.Context, server, addr string, timeout time.Duration, stmts ...string) ([]string, [][]string, error) {
 	dctx, cancel := context.WithTimeout(ctx, min(timeout, 3*time.Second))
 	defer cancel()
-	mc, g, err := mysqlproto.Dial(dctx, &mysqlproto.DialConfig{Addr: addr, User: e.o().User, Password: e.o().Password})
+	user, pass := d.creds()
+	mc, g, err := mysqlproto.Dial(dctx, &mysqlproto.DialConfig{Addr: addr, User: user, Password: pass})
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", name, err)
+		return nil, nil, fmt.Errorf("connecting to %s: %w", server, err)
 	}
-	return &backend.Conn{Conn: mc, Server: name,
+	c := &backend.Conn{Conn: mc, Server: server,
 		SessionTrack: g.Capabilities&mysqlproto.CapabilityClientSessionTrack != 0,
-		DeprecateEOF: g.Capabilities&mysqlproto.CapabilityClientDeprecateEOF != 0}, nil
-}
-
-// exec runs statements on a server, each bounded by timeout.
-func (e *Executor) exec(ctx context.Context, name string, timeout time.Duration, stmts ...string) ([][]string, error) {
-	c, err := e.connTimeout(ctx, name, timeout)
-	if err != nil {
-		return nil, err
-	}
+		DeprecateEOF: g.Capabilities&mysqlproto.CapabilityClientDeprecateEOF != 0}
 	defer c.Close()
+	var cols []string
 	var rows [][]string
 	for _, q := range stmts {
 		qctx, cancel := context.WithTimeout(ctx, timeout)
-		res, err := c.Exec(qctx, q)
+		cols, rows, err = c.ExecColumns(qctx, q)
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("%s on %s: %w", redact(q), name, err)
+			return nil, nil, fmt.Errorf("%s on %s: %w", redact(q), server, err)
 		}
-		rows = res.Rows
 	}
-	return rows, nil
+	return cols, rows, nil
+}
+
+// run runs statements on a server through the client and returns the
+// last one's columns and rows.
+func (e *Executor) run(ctx context.Context, name string, timeout time.Duration, stmts ...string) ([]string, [][]string, error) {
+	addr := e.addr(name)
+	if addr == "" {
+		return nil, nil, fmt.Errorf("no server %q", name)
+	}
+	return e.client.Run(ctx, name, addr, timeout, stmts...)
+}
+
+// exec is run without the columns.
+func (e *Executor) exec(ctx context.Context, name string, timeout time.Duration, stmts ...string) ([][]string, error) {
+	_, rows, err := e.run(ctx, name, timeout, stmts...)
+	return rows, err
 }
 
 // redact hides a replication password (MASTER_PASSWORD, SOURCE_PASSWORD)
@@ -102,26 +116,19 @@ const factsTimeout = time.Second
 
 func (e *Executor) readFacts(ctx context.Context, name string) (failover.ServerFacts, error) {
 	f := failover.ServerFacts{SecondsSinceSourceEvent: -1}
-	c, err := e.connTimeout(ctx, name, factsTimeout)
-	if err != nil {
-		return f, err
-	}
-	defer c.Close()
-	qctx, cancel := context.WithTimeout(ctx, factsTimeout)
-	defer cancel()
-	res, err := c.Exec(qctx, "SELECT @@log_bin, @@log_slave_updates")
-	if err != nil || len(res.Rows) != 1 {
+	rows, err := e.exec(ctx, name, factsTimeout, "SELECT @@log_bin, @@log_slave_updates")
+	if err != nil || len(rows) != 1 || len(rows[0]) != 2 {
 		return f, fmt.Errorf("facts of %s: %v", name, err)
 	}
-	f.LogBin = res.Rows[0][0] == "1"
-	f.LogSlaveUpdates = res.Rows[0][1] == "1"
-	if r, err := c.Exec(qctx, "SHOW GLOBAL STATUS LIKE 'Slave_heartbeat_period'"); err == nil && len(r.Rows) == 1 && len(r.Rows[0]) == 2 {
-		f.HeartbeatPeriod, _ = strconv.ParseFloat(r.Rows[0][1], 64)
+	f.LogBin = rows[0][0] == "1"
+	f.LogSlaveUpdates = rows[0][1] == "1"
+	if r, err := e.exec(ctx, name, factsTimeout, "SHOW GLOBAL STATUS LIKE 'Slave_heartbeat_period'"); err == nil && len(r) == 1 && len(r[0]) == 2 {
+		f.HeartbeatPeriod, _ = strconv.ParseFloat(r[0][1], 64)
 	}
-	if r, err := c.Exec(qctx, "SHOW GLOBAL VARIABLES LIKE 'rpl\\_semi\\_sync\\_%'"); err == nil {
-		f.SemiSync = parseSemiSyncSettings(r.Rows)
+	if r, err := e.exec(ctx, name, factsTimeout, "SHOW GLOBAL VARIABLES LIKE 'rpl\\_semi\\_sync\\_%'"); err == nil {
+		f.SemiSync = parseSemiSyncSettings(r)
 	}
-	cols, rows, err := c.ExecColumns(qctx, "SHOW SLAVE STATUS")
+	cols, rows, err := e.run(ctx, name, factsTimeout, "SHOW SLAVE STATUS")
 	if err == nil && len(rows) == 1 {
 		var parts []string
 		for i, col := range cols {

@@ -172,7 +172,7 @@ var candidateRows = []row{
 	{name: "MySQL: retrieved set counts, waits with WAIT_FOR_EXECUTED_GTID_SET", scen: mysqlDead + `
 server node3 gtid=3e11fa47-71ca-11e1-9e33-c80aa9429562:1-98 retrieved=3e11fa47-71ca-11e1-9e33-c80aa9429562:90-102`,
 		sit: DeadPrimary, act: ActExecute, newPrimary: "node3",
-		check: all(textHas("WAIT_FOR_EXECUTED_GTID_SET", "SOURCE_AUTO_POSITION=1", "super_read_only=1", "STOP REPLICA", "RESET REPLICA ALL"),
+		check: all(textHas("WAIT_FOR_EXECUTED_GTID_SET", "SOURCE_AUTO_POSITION=1", "super_read_only = 1", "STOP REPLICA", "RESET REPLICA ALL"),
 			func(t *testing.T, d Decision) {
 				i := slices.Index(steps(d), WaitRelayApplied)
 				if i < 0 || d.Plan.Steps[i].Position != "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-102" {

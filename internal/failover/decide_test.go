@@ -224,7 +224,7 @@ var requestRows = []row{
 		check: reasonHas("use switchover")},
 	{name: "manual failover of an overloaded primary", scen: dead + "server node1 down=overload:1040\nrequest failover", sit: PrimaryHealthy, act: ActRefuse},
 	{name: "forced failover of a healthy primary", scen: base + "request failover force", sit: ManualFailover, act: ActExecute, newPrimary: "node2",
-		check: textHas("SET GLOBAL read_only=1 (best effort)")},
+		check: textHas("SET GLOBAL read_only = 1 (best effort)")},
 	{name: "manual failover on a partition", scen: dead + "server node2 io=yes\nserver node3 io=yes\nrequest failover", sit: ManualFailover, act: ActExecute,
 		detected: UnreachablePrimary},
 	{name: "manual failover while failing", scen: dead + "server node1 since=99.5\nrequest failover", sit: ManualFailover, act: ActExecute},

@@ -221,7 +221,7 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 
 	add(Step{Kind: FenceRouter, Server: old,
 		Detail: fmt.Sprintf("stop routing to %s and close its sessions; writes wait for the new primary (term %d)", old, pl.Term)})
-	ro := "SET GLOBAL read_only=1" + superRO(co.Flavor)
+	ro := sqlText(ReadOnlySQL(co.Flavor, true))
 	if v.ok(v.primary) {
 		add(Step{Kind: SetReadOnly, Server: old, OnFail: Continue, Detail: ro + " (best effort)"})
 	} else {
@@ -235,7 +235,7 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 		// Before the cut: in GTID mode MariaDB forgets an unapplied relay
 		// log once both threads of a replica are stopped (a later START
 		// SLAVE SQL_THREAD finds "all relay log read").
-		add(Step{Kind: StartSQLThread, Server: newName, Detail: startSQLDetail + "; started before its IO thread is stopped, which would make MariaDB discard the relay log"})
+		add(Step{Kind: StartSQLThread, Server: newName, Detail: startSQLDetail(co.Flavor) + "; started before its IO thread is stopped, which would make MariaDB discard the relay log"})
 	}
 	// Cut replication from the old primary before anything else: a primary
 	// that resumes (SIGSTOP, a healed partition) runs what is queued in its
@@ -255,7 +255,7 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 			continue
 		}
 		add(Step{Kind: StopIOThread, Server: v.name(i), OnFail: Continue,
-			Detail: fmt.Sprintf("%s: nothing %s does from now on reaches %s (at the same time as the step before)", stopIOSQL(co.Flavor), old, v.name(i))})
+			Detail: fmt.Sprintf("%s: nothing %s does from now on reaches %s (at the same time as the step before)", sqlText(StepSQL(co.Flavor, Step{Kind: StopIOThread})), old, v.name(i))})
 	}
 	if v.opts.FenceCommand != "" {
 		add(Step{Kind: FenceHook, Server: old,
@@ -264,7 +264,7 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 	pl.CutEnd = len(pl.Steps)
 	if sqlStopped && len(v.in.Cut) > 0 {
 		// Chosen after the cut: it was not cut (see above).
-		add(Step{Kind: StartSQLThread, Server: newName, Detail: startSQLDetail})
+		add(Step{Kind: StartSQLThread, Server: newName, Detail: startSQLDetail(co.Flavor)})
 	}
 
 	pc := v.received(c)
@@ -298,12 +298,12 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 			Detail: fmt.Sprintf("wait until %s has applied its relay log up to %s (%s, at most apply_timeout %s); on timeout abort: never promote over an unapplied relay log",
 				newName, orNone(pc.String()), waitFunc(co.Flavor), v.opts.ApplyTimeout)})
 	}
-	add(Step{Kind: StopReplication, Server: newName, Detail: stopSQL(co.Flavor)})
-	add(Step{Kind: ResetReplica, Server: newName, Detail: resetSQL(co.Flavor) + ": forget " + old + " as its source"})
+	add(Step{Kind: StopReplication, Server: newName, Detail: sqlText(StepSQL(co.Flavor, Step{Kind: StopReplication}))})
+	add(Step{Kind: ResetReplica, Server: newName, Detail: sqlText(StepSQL(co.Flavor, Step{Kind: ResetReplica})) + ": forget " + old + " as its source"})
 	if st, ok := v.semiSyncPrimaryStep(c); ok {
 		add(st)
 	}
-	add(Step{Kind: SetWritable, Server: newName, Detail: "SET GLOBAL read_only=0" + superRO(co.Flavor, "0")})
+	add(Step{Kind: SetWritable, Server: newName, Detail: sqlText(ReadOnlySQL(co.Flavor, false))})
 	add(Step{Kind: SetRouterWriter, Server: newName, Detail: fmt.Sprintf("route writes to %s under term %d", newName, pl.Term)})
 
 	for _, i := range repoint {
@@ -367,17 +367,6 @@ func quarantineMessage(server, primary, extra string, f topology.Flavor) string 
 		server, primary, extra, server, repair, server)
 }
 
-func superRO(f topology.Flavor, val ...string) string {
-	if f != topology.FlavorMySQL {
-		return ""
-	}
-	v := "1"
-	if len(val) > 0 {
-		v = val[0]
-	}
-	return ", super_read_only=" + v
-}
-
 func waitFunc(f topology.Flavor) string {
 	if f == topology.FlavorMySQL {
 		return "WAIT_FOR_EXECUTED_GTID_SET"
@@ -385,27 +374,8 @@ func waitFunc(f topology.Flavor) string {
 	return "MASTER_GTID_WAIT"
 }
 
-const startSQLDetail = "START SLAVE SQL_THREAD: its SQL thread is stopped (without an error) and must apply the relay log"
-
-func stopIOSQL(f topology.Flavor) string {
-	if f == topology.FlavorMySQL {
-		return "STOP REPLICA IO_THREAD"
-	}
-	return "STOP SLAVE IO_THREAD"
-}
-
-func stopSQL(f topology.Flavor) string {
-	if f == topology.FlavorMySQL {
-		return "STOP REPLICA"
-	}
-	return "STOP SLAVE"
-}
-
-func resetSQL(f topology.Flavor) string {
-	if f == topology.FlavorMySQL {
-		return "RESET REPLICA ALL"
-	}
-	return "RESET SLAVE ALL"
+func startSQLDetail(f topology.Flavor) string {
+	return sqlText(StepSQL(f, Step{Kind: StartSQLThread})) + ": its SQL thread is stopped (without an error) and must apply the relay log"
 }
 
 // GTID modes of a MariaDB repoint (Step.Mode).

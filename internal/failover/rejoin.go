@@ -94,7 +94,7 @@ func (v *view) rejoin(node string) Decision {
 		pl.Steps = append(pl.Steps, rs[0])
 		rs = rs[1:]
 	}
-	pl.Steps = append(pl.Steps, Step{Kind: SetReadOnly, Server: node, Detail: "SET GLOBAL read_only=1" + superRO(no.Flavor) + ": a replica takes no direct writes"})
+	pl.Steps = append(pl.Steps, Step{Kind: SetReadOnly, Server: node, Detail: sqlText(ReadOnlySQL(no.Flavor, true)) + ": a replica takes no direct writes"})
 	pl.Steps = append(pl.Steps, rs...)
 	for i := range pl.Steps {
 		pl.Steps[i].OnFail = Abort

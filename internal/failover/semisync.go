@@ -79,7 +79,7 @@ func settingsSQL(ss []Setting) string {
 	for i, s := range ss {
 		parts[i] = s.SQL()
 	}
-	return strings.Join(parts, "; ")
+	return sqlText(parts)
 }
 
 // semiSyncInUse reports whether plans set semi-sync role settings.
@@ -270,5 +270,5 @@ func GuardFenced(in Input, server string) []Step {
 			Detail: settingsSQL(ss) + ": its commits may wait for acknowledgements no replica sends; what they commit was committed already (salvage reports it)"})
 	}
 	return append(steps, Step{Kind: SetReadOnly, Server: server, OnFail: Continue,
-		Detail: "SET GLOBAL read_only=1" + superRO(o.Flavor) + ": a fenced server takes no writes from anyone"})
+		Detail: sqlText(ReadOnlySQL(o.Flavor, true)) + ": a fenced server takes no writes from anyone"})
 }

@@ -89,7 +89,7 @@ func (v *view) switchoverPlan(c int) *Plan {
 		Detail: fmt.Sprintf("wait for open transactions on %s to commit or roll back (at most drain_timeout %s)", old, v.opts.DrainTimeout)})
 	add(Step{Kind: KillTransactions, Server: old,
 		Detail: fmt.Sprintf("kill the client connections of %s still inside a transaction after the drain (they roll back)", old)})
-	add(Step{Kind: SetReadOnly, Server: old, Detail: "SET GLOBAL read_only=1" + superRO(oo.Flavor) + ": no more writes on " + old})
+	add(Step{Kind: SetReadOnly, Server: old, Detail: sqlText(ReadOnlySQL(oo.Flavor, true)) + ": no more writes on " + old})
 	final := "@@gtid_binlog_pos"
 	if oo.Flavor == topology.FlavorMySQL {
 		final = "@@gtid_executed"
@@ -98,13 +98,13 @@ func (v *view) switchoverPlan(c int) *Plan {
 		Detail: fmt.Sprintf("read %s's final %s and wait until %s has applied it (%s, at most apply_timeout %s)", old, final, newName, waitFunc(co.Flavor), v.opts.ApplyTimeout)})
 	add(Step{Kind: VerifyNoErrant, Server: newName, Source: old,
 		Detail: fmt.Sprintf("%s holds no transaction %s lacks (now that %s is read-only the positions are final)", newName, old, old)})
-	add(Step{Kind: StopReplication, Server: newName, Detail: stopSQL(co.Flavor)})
+	add(Step{Kind: StopReplication, Server: newName, Detail: sqlText(StepSQL(co.Flavor, Step{Kind: StopReplication}))})
 	pl.NoReturn = len(pl.Steps)
-	add(Step{Kind: ResetReplica, Server: newName, Detail: resetSQL(co.Flavor) + ": forget " + old + " as its source"})
+	add(Step{Kind: ResetReplica, Server: newName, Detail: sqlText(StepSQL(co.Flavor, Step{Kind: ResetReplica})) + ": forget " + old + " as its source"})
 	if st, ok := v.semiSyncPrimaryStep(c); ok {
 		add(st)
 	}
-	add(Step{Kind: SetWritable, Server: newName, Detail: "SET GLOBAL read_only=0" + superRO(co.Flavor, "0")})
+	add(Step{Kind: SetWritable, Server: newName, Detail: sqlText(ReadOnlySQL(co.Flavor, false))})
 	add(Step{Kind: SetRouterWriter, Server: newName, Detail: fmt.Sprintf("route writes to %s under term %d", newName, pl.Term)})
 	add(Step{Kind: Release, Detail: "release the held statements to " + newName})
 
@@ -128,18 +128,11 @@ func (v *view) switchoverPlan(c int) *Plan {
 	}
 
 	pl.Rollback = []Step{
-		{Kind: SetWritable, Server: old, OnFail: Continue, Detail: "SET GLOBAL read_only=0" + superRO(oo.Flavor, "0") + ": " + old + " stays the primary"},
-		{Kind: StartReplication, Server: newName, OnFail: Continue, Detail: startSQL(co.Flavor) + ": " + newName + " still points at " + old},
+		{Kind: SetWritable, Server: old, OnFail: Continue, Detail: sqlText(ReadOnlySQL(oo.Flavor, false)) + ": " + old + " stays the primary"},
+		{Kind: StartReplication, Server: newName, OnFail: Continue, Detail: sqlText(StepSQL(co.Flavor, Step{Kind: StartReplication})) + ": " + newName + " still points at " + old},
 		{Kind: Release, OnFail: Continue, Detail: "release the held statements to " + old},
 	}
 	return pl
-}
-
-func startSQL(f topology.Flavor) string {
-	if f == topology.FlavorMySQL {
-		return "START REPLICA"
-	}
-	return "START SLAVE"
 }
 
 func yesNo(b bool) string {

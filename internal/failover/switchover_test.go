@@ -80,7 +80,7 @@ cluster my term=3
 server node1 role=primary flavor=mysql gtid=3e11fa47-71ca-11e1-9e33-c80aa9429562:1-100
 server node2 role=replica flavor=mysql source=node1 gtid=3e11fa47-71ca-11e1-9e33-c80aa9429562:1-100
 request switchover`, sit: Switchover, act: ActExecute, newPrimary: "node2",
-		check: textHas("@@gtid_executed", "WAIT_FOR_EXECUTED_GTID_SET", "SOURCE_AUTO_POSITION=1", "super_read_only=1")},
+		check: textHas("@@gtid_executed", "WAIT_FOR_EXECUTED_GTID_SET", "SOURCE_AUTO_POSITION=1", "super_read_only = 1")},
 	{name: "switchover dry run", scen: healthy3 + "request switchover to=node2 dry-run", sit: Switchover, act: ActExecute,
 		check: textHas("dry run", "point of no return", "rollback (when a step before 8 fails)")},
 }
