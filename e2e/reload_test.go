@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,6 +75,24 @@ func TestReloadAppliesAllOrNothing(t *testing.T) {
 	bad.Clusters[0].TLS = &config.TLS{Cert: filepath.Join(env.sb.Dir(), "missing.pem"), Key: filepath.Join(env.sb.Dir(), "missing.key")}
 	bad.Clusters[0].Rules = append(bad.Clusters[0].Rules, config.Rule{Name: "added-by-bad-reload", Match: config.RuleMatch{Query: "^SELECT 'never'"}, Route: "writer"})
 	bad.Users = append(bad.Users, config.User{Name: "added", Password: "pw", BackendUser: "app", BackendPassword: "app"})
+	badYAML, err := bad.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The validate API builds the parts as a reload would (it used to
+	// parse the file only and accept this one).
+	token := good.Admin.Token
+	req, _ := http.NewRequest("POST", "http://"+env.admin+"/api/v1/config/validate", strings.NewReader(string(badYAML)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 || !strings.Contains(string(body), "clusters[0]") {
+			t.Errorf("config/validate of a config whose TLS files do not load: %d %s", resp.StatusCode, body)
+		}
+	}
 	write(bad)
 	if out, err := env.ctl(t, "reload"); err == nil || !strings.Contains(out, "clusters[0]") {
 		t.Fatalf("reload with a TLS file that does not load: %v\n%s", err, out)

@@ -258,8 +258,21 @@ func (d *daemon) RunningConfig() any {
 }
 
 // ValidateConfig implements admin.ConfigController.
+// A candidate is checked as a reload would check it: parsed, then
+// refused if it needs a restart, then every part built (rules compiled,
+// TLS files loaded, monitor and failover options validated) without
+// applying anything.
 func (d *daemon) ValidateConfig(data []byte) error {
-	_, err := config.Parse(data)
+	cfg, err := config.Parse(data)
+	if err != nil {
+		return err
+	}
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	if err := d.reloadable(cfg); err != nil {
+		return err
+	}
+	_, err = d.build(cfg)
 	return err
 }
 

@@ -283,39 +283,9 @@ func (d *daemon) reload(path string) error {
 	// Build everything first: a part that cannot be built (rules that do
 	// not compile, TLS files that do not load, options a component
 	// rejects) rejects the whole reload, and nothing has changed yet.
-	type next struct {
-		rt   *clusterRuntime
-		cc   config.Cluster
-		proc frontend.Processing
-		fe   frontend.Options
-		mon  monitor.Options
-		ex   executor.Options
-	}
-	var plan []next
-	for i, cc := range cfg.Clusters {
-		rt := d.clusters[cc.Name]
-		key := fmt.Sprintf("clusters[%d]", i)
-		proc, err := d.processing(cfg, cc, rt.digests, rt.fe.ProcessingNow().Rules)
-		if err != nil {
-			return reject(fmt.Errorf("config %s: %s.rules: %w", path, key, err))
-		}
-		feOpts, err := frontendOptions(cc, d.rsaKey)
-		if err != nil {
-			return reject(fmt.Errorf("config %s: %s: %w", path, key, err))
-		}
-		monOpts := monitorOptions(cc, rt.activity)
-		if err := monOpts.Validate(); err != nil {
-			return reject(fmt.Errorf("config %s: %s.monitor: %w", path, key, err))
-		}
-		exOpts := executorOptions(cfg, cc)
-		var names []string
-		for _, s := range cc.Servers {
-			names = append(names, s.Name)
-		}
-		if err := exOpts.Engine.Validate(names); err != nil {
-			return reject(fmt.Errorf("config %s: %s.failover: %w", path, key, err))
-		}
-		plan = append(plan, next{rt: rt, cc: cc, proc: proc, fe: feOpts, mon: monOpts, ex: exOpts})
+	plan, err := d.build(cfg)
+	if err != nil {
+		return reject(fmt.Errorf("config %s: %w", path, err))
 	}
 	oldLog, err := d.applyQueryLog(d.ctx, cfg.Log)
 	if err != nil {
@@ -332,7 +302,7 @@ func (d *daemon) reload(path string) error {
 		rt.fe.SetProcessing(n.proc)
 		rt.fe.SetUsers(users)
 		version, mariadbCaps, collation := discoverServers(context.Background(), n.cc)
-		n.fe.ServerVersion = rt.cfg.ServerVersion
+		n.fe.ServerVersion = n.cc.ServerVersion
 		if n.fe.ServerVersion == "" {
 			n.fe.ServerVersion = version
 		}
@@ -352,6 +322,49 @@ func (d *daemon) reload(path string) error {
 	d.log.Info("config reloaded", "config", path)
 	d.journal.add(admin.Event{Kind: "config_reloaded", Message: "configuration reloaded from " + path})
 	return nil
+}
+
+// reloadPart is one cluster's runtime as a new config builds it.
+type reloadPart struct {
+	rt   *clusterRuntime
+	cc   config.Cluster
+	proc frontend.Processing
+	fe   frontend.Options
+	mon  monitor.Options
+	ex   executor.Options
+}
+
+// build makes every cluster's runtime parts from cfg and validates them
+// the way the running components would, changing nothing: a reload swaps
+// them in, `config validate` (API) stops here.
+func (d *daemon) build(cfg *config.Config) ([]reloadPart, error) {
+	var plan []reloadPart
+	for i, cc := range cfg.Clusters {
+		rt := d.clusters[cc.Name]
+		key := fmt.Sprintf("clusters[%d]", i)
+		proc, err := d.processing(cfg, cc, rt.digests, rt.fe.ProcessingNow().Rules)
+		if err != nil {
+			return nil, fmt.Errorf("%s.rules: %w", key, err)
+		}
+		feOpts, err := frontendOptions(cc, d.rsaKey)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		monOpts := monitorOptions(cc, rt.activity)
+		if err := monOpts.Validate(); err != nil {
+			return nil, fmt.Errorf("%s.monitor: %w", key, err)
+		}
+		exOpts := executorOptions(cfg, cc)
+		var names []string
+		for _, s := range cc.Servers {
+			names = append(names, s.Name)
+		}
+		if err := exOpts.Engine.Validate(names); err != nil {
+			return nil, fmt.Errorf("%s.failover: %w", key, err)
+		}
+		plan = append(plan, reloadPart{rt: rt, cc: cc, proc: proc, fe: feOpts, mon: monOpts, ex: exOpts})
+	}
+	return plan, nil
 }
 
 // reloadable checks that a new config changes only what a running daemon
