@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/vigil-db/vigil/internal/topology"
 )
@@ -58,6 +59,13 @@ func unfence(i int) func(*State) error {
 // it); it is routed as soon as it is Online and writable. In Galera and
 // read-only clusters it must be able to take writes now.
 func setWriter(i int, opts *Options, reason string) func(*State) error {
+	return setWriterAt(i, opts, reason, time.Time{})
+}
+
+// setWriterAt is setWriter at time at: the server that was the writer
+// until then is not a "conflict" for a check that started before at (the
+// executor made it read-only just before; that check may not show it).
+func setWriterAt(i int, opts *Options, reason string, at time.Time) func(*State) error {
 	return func(st *State) error {
 		s := &st.Servers[i]
 		if s.Fenced {
@@ -67,6 +75,9 @@ func setWriter(i int, opts *Options, reason string) func(*State) error {
 			if _, w := s.access(); !w {
 				return fmt.Errorf("server %s cannot take writes now (%s)", s.Name, st.whyNot(i))
 			}
+		}
+		if d := st.Designated; d >= 0 && d != i {
+			st.Servers[d].DemotedAt = at
 		}
 		st.Designated = i
 		st.Discovered = true

@@ -77,6 +77,9 @@ type ServerState struct {
 	FailingSince time.Time
 	// Conflict: read_only=OFF in a replication cluster but not the writer.
 	Conflict bool
+	// DemotedAt: when another server was named the writer in its place; a
+	// check of it that started earlier does not make it a conflict.
+	DemotedAt time.Time
 	// Promoted: named the writer by the failover executor while not
 	// Online (its replication was stopped on purpose): its next good
 	// check brings it Online at once.
@@ -420,8 +423,8 @@ func (st *State) chooseWriter(opts *Options) {
 			st.WriterReason = "primary " + st.whyNot(d)
 		}
 		for _, i := range cands {
-			if i != d {
-				st.Servers[i].Conflict = true
+			if s := &st.Servers[i]; i != d && (s.Last == nil || s.Last.Time.After(s.DemotedAt)) {
+				s.Conflict = true
 			}
 		}
 		return

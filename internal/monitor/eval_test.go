@@ -577,3 +577,25 @@ func TestPromotedCandidateOnlineDespiteALateBadCheck(t *testing.T) {
 	h.see("node2", writableObs())
 	h.expectWriter("node2")
 }
+
+// In a switchover the old writer is made read-only, then the new one is
+// named: a check of the old one that started before that still shows
+// read_only=OFF, and is no conflict; a later one would be.
+func TestDemotedWriterNoStaleConflict(t *testing.T) {
+	h := newHarness(t, TypeReplication, 2, nil)
+	h.round(writableObs(), replicaObs(0))
+	started := h.now.Add(50 * time.Millisecond)
+	if err := h.cmd(setWriterAt(1, &h.opts, "switchover", h.now.Add(100*time.Millisecond))); err != nil {
+		t.Fatal(err)
+	}
+	h.see("node2", writableObs())
+	h.expectWriter("node2")
+	h.seeAt("node1", started, writableObs())
+	if h.server("node1").Conflict || h.countEvents(EventConflict, "node1") != 0 {
+		t.Fatal("a check from before the switchover made the old writer a conflict")
+	}
+	h.see("node1", writableObs())
+	if !h.server("node1").Conflict {
+		t.Fatal("a check after the switchover that shows read_only=OFF is a conflict")
+	}
+}

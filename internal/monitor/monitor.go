@@ -267,7 +267,7 @@ func (m *Monitor) SetWriter(server, reason string) error {
 	if err != nil {
 		return err
 	}
-	if err := m.command(setWriter(i, &opts, reason)); err != nil {
+	if err := m.command(setWriterAt(i, &opts, reason, m.now())); err != nil {
 		return err
 	}
 	select {
