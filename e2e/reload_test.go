@@ -140,3 +140,35 @@ func TestReloadAppliesAllOrNothing(t *testing.T) {
 		return nil
 	})
 }
+
+// `vigil config validate FILE` checks a file offline as a start or a
+// reload would: a TLS file that does not load is an error with its key.
+func TestConfigValidateCommand(t *testing.T) {
+	dir := t.TempDir()
+	good := `clusters:
+  - name: main
+    listen: 127.0.0.1:16033
+    servers:
+      - {name: n1, address: 127.0.0.1:13306, role: primary}
+      - {name: n2, address: 127.0.0.1:13307, role: replica}
+users:
+  - {name: app, password: app}
+`
+	bad := strings.Replace(good, "    servers:", "    tls: {cert: "+dir+"/none.pem, key: "+dir+"/none.key}\n    servers:", 1)
+	for _, c := range []struct {
+		yaml, want string
+		code       int
+	}{{good, "valid", 0}, {bad, "clusters[0]: tls", 1}} {
+		path := filepath.Join(dir, fmt.Sprintf("v%d.yaml", c.code))
+		if err := os.WriteFile(path, []byte(c.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, err := RunVigil(t, "config", "validate", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode != c.code || !strings.Contains(res.Stdout+res.Stderr, c.want) {
+			t.Errorf("config validate %s: exit %d, %q; want %d and %q", path, res.ExitCode, res.Stdout+res.Stderr, c.code, c.want)
+		}
+	}
+}

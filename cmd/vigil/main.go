@@ -23,6 +23,7 @@ Usage:
   vigil run --config FILE          serve the clusters of FILE
   vigil sandbox COMMAND ...        local MariaDB topologies (vigil sandbox help)
   vigil ctl COMMAND ...            operate a running Vigil (vigil ctl --help)
+  vigil config validate FILE       check FILE as vigil run and a reload would
   vigil bench [--quick]            Vigil vs direct vs HAProxy, interleaved (docs/benchmarks.md)
   vigil version                    print version and commit
 
@@ -53,6 +54,8 @@ func realMain(args []string) int {
 		return cmdBench(ctx, rest)
 	case "ctl":
 		return cmdCtl(ctx, rest)
+	case "config":
+		return cmdConfig(ctx, rest)
 	case "help", "--help", "-h":
 		fmt.Print(usage)
 		return 0
