@@ -99,7 +99,14 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 						"Vigil: no connection to server %s became free within connect_timeout %s (cluster %s): %v",
 						snap.Servers[idx].Name, opts.ConnectTimeout, opts.Cluster, err)
 				}
-				if serverRefused(err) != nil {
+				if se := serverRefused(err); se != nil {
+					if target == router.Reader && (se.Code == 1045 || missingObject(se.Code)) {
+						// A replica refuses the account or its schema: it
+						// may not have replicated a user or grant created a
+						// moment ago. The writer decides.
+						s.srv.Stats.PrepareRetries.Add(1)
+						return s.acquire(ctx, router.Writer, -1)
+					}
 					// The server answered the login with an error (the
 					// account does not exist there, is locked…): waiting
 					// or another server will not change that.

@@ -40,6 +40,8 @@ type fakeBackend struct {
 	// OWN_GTID tracking). Both are set before the first connection.
 	version     string
 	insertState []byte
+	// denyInitDB: COM_INIT_DB gets 1044 (the account lacks the grant here).
+	denyInitDB bool
 
 	mu      sync.Mutex
 	queries []string
@@ -105,6 +107,54 @@ func (f *fakeBackend) seen(substr string) int {
 	return n
 }
 
+// twoServerProxy serves a replication cluster of a fake primary and a
+// fake replica (reads go to the replica) and returns it and its address.
+func twoServerProxy(t *testing.T, primary, replica *fakeBackend) (*Server, string) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var pools []*backend.Pool
+	var servers []topology.Server
+	for i, f := range []*fakeBackend{primary, replica} {
+		addr := f.ln.Addr().String()
+		name := fmt.Sprintf("fake%d", i+1)
+		pools = append(pools, backend.NewPool(name, addr, i, backend.Options{MaxOpen: 10,
+			Credentials: func(u string) (string, string, bool) { return u, "pw", true }}, log))
+		role := topology.RoleReplica
+		if i == 0 {
+			role = topology.RolePrimary
+		}
+		servers = append(servers, topology.Server{Name: name, Addr: addr, Weight: 1, Role: role, State: topology.Online, Readable: true, Writable: i == 0})
+	}
+	topo := &topology.Holder{}
+	topo.Publish(&topology.Snapshot{Cluster: "c1", Type: "replication", Writer: 0, Term: 1, Servers: servers})
+	srv := New(Options{Cluster: "c1", ServerVersion: "5.5.5-10.11.19-MariaDB-vigil", GTIDWaitTimeout: time.Second, ConnectTimeout: 5 * time.Second},
+		[]User{{Name: "app", Cred: mysqlproto.Credentials{Plain: "secret"}, RYW: router.RYWGTID, Multiplexing: true}},
+		topo, pools, log)
+	return srv, serveTest(t, srv, pools...)
+}
+
+// A replica that refuses the session's schema (1044: a grant made a moment
+// ago on the primary has not reached it) does not fail the read: the
+// writer serves it.
+func TestReplicaWithoutTheGrantDefersToWriter(t *testing.T) {
+	primary := newFakeBackend(t)
+	replica := newFakeBackend(t)
+	replica.denyInitDB = true
+	_, addr := twoServerProxy(t, primary, replica)
+	db, err := sql.Open("mysql", "app:secret@tcp("+addr+")/shop?timeout=5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v, n string
+	if err := db.QueryRow("SELECT 'fresh-grant'").Scan(&v, &n); err != nil || v != "fresh-grant" {
+		t.Fatalf("read with a schema the replica refuses: %q %v", v, err)
+	}
+	if primary.seen("SELECT 'fresh-grant'") != 1 {
+		t.Errorf("the writer did not serve the read (replica saw it %d times)", replica.seen("SELECT 'fresh-grant'"))
+	}
+}
+
 func (f *fakeBackend) serve(id uint32, fc *fakeConn) {
 	defer fc.nc.Close()
 	c := mysqlproto.NewConn(fc.nc)
@@ -126,7 +176,13 @@ func (f *fakeBackend) serve(id uint32, fc *fakeConn) {
 		switch p[0] {
 		case mysqlproto.ComQuit:
 			return
-		case mysqlproto.ComPing, mysqlproto.ComInitDB, mysqlproto.ComResetConnection:
+		case mysqlproto.ComInitDB:
+			if f.denyInitDB {
+				_ = c.WritePacket(mysqlproto.AppendErr(nil, mysqlproto.NewError(1044, "42000", "Access denied for user 'app'@'localhost' to database '%s'", p[1:])))
+				break
+			}
+			_ = c.WritePacket(mysqlproto.AppendOK(nil, 0, 0, mysqlproto.ServerStatusAutocommit, 0))
+		case mysqlproto.ComPing, mysqlproto.ComResetConnection:
 			_ = c.WritePacket(mysqlproto.AppendOK(nil, 0, 0, mysqlproto.ServerStatusAutocommit, 0))
 		case mysqlproto.ComQuery:
 			q := string(p[1:])
@@ -498,26 +554,7 @@ func TestReadYourWritesGTIDFlavours(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			primary := newFakeServer(t, tc.version, tc.state)
 			replica := newFakeServer(t, tc.version, nil)
-			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			var pools []*backend.Pool
-			var servers []topology.Server
-			for i, f := range []*fakeBackend{primary, replica} {
-				addr := f.ln.Addr().String()
-				name := fmt.Sprintf("fake%d", i+1)
-				pools = append(pools, backend.NewPool(name, addr, i, backend.Options{MaxOpen: 10,
-					Credentials: func(u string) (string, string, bool) { return u, "pw", true }}, log))
-				role := topology.RoleReplica
-				if i == 0 {
-					role = topology.RolePrimary
-				}
-				servers = append(servers, topology.Server{Name: name, Addr: addr, Weight: 1, Role: role, State: topology.Online, Readable: true, Writable: i == 0})
-			}
-			topo := &topology.Holder{}
-			topo.Publish(&topology.Snapshot{Cluster: "c1", Type: "replication", Writer: 0, Term: 1, Servers: servers})
-			srv := New(Options{Cluster: "c1", ServerVersion: "5.5.5-10.11.19-MariaDB-vigil", GTIDWaitTimeout: time.Second, ConnectTimeout: 5 * time.Second},
-				[]User{{Name: "app", Cred: mysqlproto.Credentials{Plain: "secret"}, RYW: router.RYWGTID, Multiplexing: true}},
-				topo, pools, log)
-			addr := serveTest(t, srv, pools...)
+			srv, addr := twoServerProxy(t, primary, replica)
 			ctx := context.Background()
 			db, err := sql.Open("mysql", "app:secret@tcp("+addr+")/?timeout=5s")
 			if err != nil {

@@ -88,7 +88,12 @@ func missingObject(code uint16) bool {
 		1176, // ER_KEY_DOES_NOT_EXITS
 		1305, // ER_SP_DOES_NOT_EXIST
 		1356, // ER_VIEW_INVALID
-		4091: // ER_UNKNOWN_SEQUENCES
+		4091, // ER_UNKNOWN_SEQUENCES
+		// A grant made a moment ago on the primary may not have reached
+		// the replica yet.
+		1044, // ER_DBACCESS_DENIED_ERROR
+		1142, // ER_TABLEACCESS_DENIED_ERROR
+		1143: // ER_COLUMNACCESS_DENIED_ERROR
 		return true
 	}
 	return false

@@ -423,7 +423,12 @@ func (st *State) chooseWriter(opts *Options) {
 			st.WriterReason = "primary " + st.whyNot(d)
 		}
 		for _, i := range cands {
-			if s := &st.Servers[i]; i != d && (s.Last == nil || s.Last.Time.After(s.DemotedAt)) {
+			// The latest answered check decides, not the verdict of the
+			// latest good one (a demoted primary's checks are bad until it
+			// replicates, so its verdict stays the writable one), and only
+			// a check that started after the demotion: a failed check says
+			// nothing about read_only.
+			if s := &st.Servers[i]; i != d && (s.LastOK == nil || !s.LastOK.ReadOnly && s.LastOK.Time.After(s.DemotedAt)) {
 				s.Conflict = true
 			}
 		}

@@ -594,7 +594,22 @@ func TestDemotedWriterNoStaleConflict(t *testing.T) {
 	if h.server("node1").Conflict || h.countEvents(EventConflict, "node1") != 0 {
 		t.Fatal("a check from before the switchover made the old writer a conflict")
 	}
-	h.see("node1", writableObs())
+	// A later check that shows it read-only but not replicating yet (a
+	// bad check: its verdict stays the old, writable one) is no conflict.
+	demoted := replicaObs(0)
+	demoted.Replica.IORunning = topology.IONo
+	h.see("node1", demoted)
+	if h.server("node1").Conflict || h.countEvents(EventConflict, "node1") != 0 {
+		t.Fatal("the demoted writer's stale verdict made it a conflict")
+	}
+	// A later check that timed out says nothing about read_only.
+	slow := failedObs("i/o timeout")
+	slow.TimedOut = true
+	h.see("node1", slow)
+	if h.server("node1").Conflict || h.countEvents(EventConflict, "node1") != 0 {
+		t.Fatal("a failed check after the switchover made the old writer a conflict")
+	}
+	h.seeN("node1", 6, writableObs()) // back Online after its bad checks
 	if !h.server("node1").Conflict {
 		t.Fatal("a check after the switchover that shows read_only=OFF is a conflict")
 	}
