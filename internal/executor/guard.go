@@ -48,22 +48,23 @@ func (e *Executor) noteAcked() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ms := &e.marks
-	if ms.prev != nil && (ms.prev.Server != o.Server || ms.prev.Seq >= o.Seq) {
-		if ms.prev.Server != o.Server {
-			ms.prev = nil
-		} else {
-			return // seen already
-		}
+	switch {
+	case ms.prev != nil && ms.prev.Server != o.Server:
+		ms.prev = nil // a new writer
+	case ms.prev != nil && ms.prev.Seq >= o.Seq:
+		return // seen already
 	}
 	f := e.facts[w.Name]
 	semi := f.SemiSync.Known && f.SemiSync.SourceEnabled || o.SemiSync.SourceOn
 	m := failover.AckedMark{Server: w.Name, At: o.Time, SemiSync: semi}
-	if old := ms.mark; old != nil && old.Server == w.Name {
-		m.AsyncSince = old.AsyncSince
+	same := ms.mark != nil && ms.mark.Server == w.Name
+	if same {
+		// Once some of the position was acknowledged asynchronously, the
+		// mark says so, and since when.
+		m.Async, m.AsyncSince = ms.mark.Async, ms.mark.AsyncSince
 	}
 	switch {
 	case semi && o.SemiSync.SourceOn:
-		m.AsyncSince = time.Time{}
 		if o.SemiSync.WaitSessions > 0 || ms.prev == nil || !ms.prev.SemiSync.SourceOn {
 			break // what is in the binary log now may still wait
 		}
@@ -80,16 +81,10 @@ func (e *Executor) noteAcked() {
 	}
 	ms.prev = o
 	if m.Pos == nil {
-		if ms.mark == nil || ms.mark.Server != w.Name {
+		if !same {
 			return
 		}
-		m.Pos, m.At, m.Async = ms.mark.Pos, ms.mark.At, ms.mark.Async
-	}
-	if old := ms.mark; old != nil && old.Server == w.Name && old.Async {
-		m.Async = true // some of the position was acknowledged asynchronously
-	}
-	if m.AsyncSince.IsZero() && ms.mark != nil && ms.mark.Server == w.Name {
-		m.AsyncSince = ms.mark.AsyncSince
+		m.Pos, m.At = ms.mark.Pos, ms.mark.At
 	}
 	ms.mark = &m
 }
