@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 
-	"github.com/vigil-db/vigil/internal/config"
-	"github.com/vigil-db/vigil/internal/qstats"
+	"github.com/vigil-db/vigil/internal/daemon"
 )
 
 // cmdConfig: `vigil config validate FILE` checks a config file as
@@ -26,39 +24,10 @@ func cmdConfig(_ context.Context, args []string) int {
 		return 2
 	}
 	path := fs.Arg(0)
-	if err := validateConfigFile(path); err != nil {
+	if err := daemon.ValidateFile(path); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", path, err)
 		return 1
 	}
 	fmt.Printf("%s: valid\n", path)
 	return 0
-}
-
-func validateConfigFile(path string) error {
-	cfg, err := config.Load(path)
-	if err != nil {
-		return err
-	}
-	d := &daemon{cache: newCache(cfg)}
-	var errs []error
-	for i, cc := range cfg.Clusters {
-		key := fmt.Sprintf("clusters[%d]", i)
-		if _, err := d.processing(cfg, cc, qstats.New(cfg.Digests.MaxEntries), nil); err != nil {
-			errs = append(errs, fmt.Errorf("%s.rules: %w", key, err))
-		}
-		if _, err := frontendOptions(cc, nil); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", key, err))
-		}
-		if err := monitorOptions(cc, nil).Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("%s.monitor: %w", key, err))
-		}
-		var names []string
-		for _, s := range cc.Servers {
-			names = append(names, s.Name)
-		}
-		if err := executorOptions(cfg, cc).Engine.Validate(names); err != nil {
-			errs = append(errs, fmt.Errorf("%s.failover: %w", key, err))
-		}
-	}
-	return errors.Join(errs...)
 }

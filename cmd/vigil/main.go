@@ -9,6 +9,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/vigil-db/vigil/internal/bench"
+	"github.com/vigil-db/vigil/internal/ctl"
+	"github.com/vigil-db/vigil/internal/sandbox"
 )
 
 // Set by the linker: -X main.version=... -X main.commit=...
@@ -49,11 +53,11 @@ func realMain(args []string) int {
 	case "run":
 		return cmdRun(ctx, rest)
 	case "sandbox":
-		return cmdSandbox(ctx, rest)
+		return sandbox.Command(ctx, rest, os.Stdout, os.Stderr)
 	case "bench":
-		return cmdBench(ctx, rest)
+		return bench.Command(ctx, rest, version+" (commit "+commit+")", os.Stdout, os.Stderr)
 	case "ctl":
-		return cmdCtl(ctx, rest)
+		return ctl.Command(ctx, rest)
 	case "config":
 		return cmdConfig(ctx, rest)
 	case "help", "--help", "-h":

@@ -1,4 +1,4 @@
-package main
+package sandbox
 
 import (
 	"context"
@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/vigil-db/vigil/internal/sandbox"
 )
 
 const sandboxUsage = `vigil sandbox — local MariaDB topologies of real mariadbd processes
@@ -63,11 +61,8 @@ type sandboxFlags struct {
 	timeout  time.Duration
 }
 
-func cmdSandbox(ctx context.Context, args []string) int {
-	return runSandbox(ctx, args, os.Stdout, os.Stderr)
-}
-
-func runSandbox(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Command is `vigil sandbox ARGS`.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// The driver logs I/O timeouts of paused nodes itself; the errors it
 	// returns say the same and are reported once.
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
@@ -90,7 +85,7 @@ func runSandbox(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if !ok {
 		return fail(fmt.Errorf("unknown command %q (run: vigil sandbox help)", cmd))
 	}
-	pos, err := sandbox.ParseInterleaved(fs, args[1:])
+	pos, err := ParseInterleaved(fs, args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, sandboxUsage)
 		return 0
@@ -118,7 +113,7 @@ func runSandbox(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		return 0
 	}
-	sb, err := sandbox.Load(f.dir)
+	sb, err := Load(f.dir)
 	if err != nil {
 		return fail(err)
 	}
@@ -167,12 +162,12 @@ func sandboxFlagSet(cmd string, f *sandboxFlags) (*flag.FlagSet, int, bool) {
 }
 
 func sandboxUp(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdout io.Writer) error {
-	topo, err := sandbox.ParseTopology(f.topology)
+	topo, err := ParseTopology(f.topology)
 	if err != nil {
 		return err
 	}
 	t0 := time.Now()
-	sb, err := sandbox.Up(ctx, sandbox.Options{
+	sb, err := Up(ctx, Options{
 		Dir: f.dir, Topology: topo, Nodes: f.nodes, BasePort: f.basePort, SemiSync: f.semiSync, Logger: log,
 	})
 	if err != nil {
@@ -212,7 +207,7 @@ func sandboxUp(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdout io
 	return nil
 }
 
-func sandboxCommand(ctx context.Context, sb *sandbox.Sandbox, cmd string, pos []string, f *sandboxFlags, stdout io.Writer) error {
+func sandboxCommand(ctx context.Context, sb *Sandbox, cmd string, pos []string, f *sandboxFlags, stdout io.Writer) error {
 	node := ""
 	if len(pos) > 0 {
 		node = pos[0]
@@ -291,7 +286,7 @@ func sandboxCommand(ctx context.Context, sb *sandbox.Sandbox, cmd string, pos []
 	return fmt.Errorf("unknown command %q", cmd)
 }
 
-func sandboxStatus(ctx context.Context, sb *sandbox.Sandbox, asJSON bool, stdout io.Writer) error {
+func sandboxStatus(ctx context.Context, sb *Sandbox, asJSON bool, stdout io.Writer) error {
 	r, err := sb.Status(ctx)
 	if err != nil {
 		return err
@@ -314,11 +309,11 @@ func sandboxStatus(ctx context.Context, sb *sandbox.Sandbox, asJSON bool, stdout
 	return tw.Flush()
 }
 
-func sandboxReplColumn(n sandbox.NodeStatus) string {
+func sandboxReplColumn(n NodeStatus) string {
 	switch {
 	case n.WsrepState != "":
 		return fmt.Sprintf("%s, %s, size %d", n.WsrepState, n.ClusterStatus, n.ClusterSize)
-	case n.Role != sandbox.RoleReplica || !n.Reachable:
+	case n.Role != RoleReplica || !n.Reachable:
 		return "-"
 	case !n.Replicating:
 		msg := fmt.Sprintf("io=%s sql=%s", n.IOState, n.SQLState)
@@ -339,7 +334,7 @@ func sandboxReplColumn(n sandbox.NodeStatus) string {
 	return fmt.Sprintf("running%s, %ds behind", src, *n.SecondsBehind)
 }
 
-func sandboxFlagsColumn(n sandbox.NodeStatus) string {
+func sandboxFlagsColumn(n NodeStatus) string {
 	var f []string
 	if n.Paused {
 		f = append(f, "paused")

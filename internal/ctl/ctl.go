@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"bytes"
@@ -48,7 +48,8 @@ admin API served over TLS use an https:// URL, with --cacert for a private
 CA (or --insecure to skip verification).
 `
 
-func cmdCtl(ctx context.Context, args []string) int {
+// Command is `vigil ctl ARGS`.
+func Command(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("ctl", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(os.Stderr, ctlUsage) }
 	addr := fs.String("admin", os.Getenv("VIGIL_ADMIN"), "admin URL")

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/vigil-db/vigil/internal/bench"
 )
 
 const benchUsage = `vigil bench — Vigil next to the primary alone and HAProxy, interleaved
@@ -43,11 +41,8 @@ docs/benchmarks.md.
 Flags:
 `
 
-func cmdBench(ctx context.Context, args []string) int {
-	return runBench(ctx, args, os.Stdout, os.Stderr)
-}
-
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Command is `vigil bench ARGS`; version names the binary in the report.
+func Command(ctx context.Context, args []string, version string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vigil bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "point_select and read_only at 32 threads, churn, 1,000 idle clients, one failover: 2 reps of 6s, under 5 minutes")
@@ -86,9 +81,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	if *render != "" {
-		res, err := bench.Render(*render, *compare)
+		res, err := Render(*render, *compare)
 		if res != nil {
-			if werr := bench.WriteText(stdout, res); werr != nil {
+			if werr := WriteText(stdout, res); werr != nil {
 				fmt.Fprintf(stderr, "vigil bench: %v\n", werr)
 			}
 		}
@@ -117,17 +112,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		}
 	}
-	var sc []bench.Scenario
+	var sc []Scenario
 	var err error
 	if *quick && !set["scenarios"] {
-		sc = bench.QuickScenarios()
-	} else if sc, err = bench.ParseScenarios(*scenarios); err != nil {
+		sc = QuickScenarios()
+	} else if sc, err = ParseScenarios(*scenarios); err != nil {
 		fmt.Fprintf(stderr, "vigil bench: %v\n", err)
 		return 2
 	}
 	var lists [3][]int
 	for i, f := range []struct{ name, value string }{{"threads", *threads}, {"clients", *clients}, {"rules", *rules}} {
-		if lists[i], err = bench.ParseIntList(f.value); err != nil {
+		if lists[i], err = ParseIntList(f.value); err != nil {
 			fmt.Fprintf(stderr, "vigil bench: --%s: %v\n", f.name, err)
 			return 2
 		}
@@ -151,7 +146,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	t0 := time.Now()
-	res, dir, err := bench.Run(ctx, bench.Options{
+	res, dir, err := Run(ctx, Options{
 		Scenarios:    sc,
 		Threads:      threadList,
 		Duration:     *duration,
@@ -161,7 +156,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		Clients:      clientList,
 		RuleCounts:   ruleList,
 		FailoverRuns: *failoverRuns,
-		Pin:          bench.Pinning{Client: *pinClient, Proxy: *pinProxy, Servers: *pinServers},
+		Pin:          Pinning{Client: *pinClient, Proxy: *pinProxy, Servers: *pinServers},
 		Compare:      *compare,
 		Quick:        *quick,
 		OutDir:       *out,
@@ -170,13 +165,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		Keep:         *keep,
 		Processing:   *processing,
 		VigilBin:     exe,
-		VigilVersion: version + " (commit " + commit + ")",
+		VigilVersion: version,
 		Progress:     stderr,
 		Logger:       logger,
 	})
 	if res != nil && (len(res.Runs) > 0 || len(res.Failover) > 0) {
 		fmt.Fprintln(stdout)
-		if werr := bench.WriteText(stdout, res); werr != nil {
+		if werr := WriteText(stdout, res); werr != nil {
 			fmt.Fprintf(stderr, "vigil bench: %v\n", werr)
 		}
 		if dir != "" {
@@ -197,7 +192,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 func knownScenarios() string {
 	var names []string
-	for _, s := range bench.Scenarios() {
+	for _, s := range Scenarios() {
 		names = append(names, s.Short)
 	}
 	return strings.Join(names, ", ")
