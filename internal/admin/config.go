@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 )
@@ -65,5 +67,52 @@ func (s *Server) clusterRoutes() {
 	}
 	s.mux.Handle("GET /api/v1/clusters", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, cl.Clusters())
+	})))
+}
+
+// ServerSpec is a server to add to a running cluster (POST
+// /api/v1/servers).
+type ServerSpec struct {
+	Cluster string `json:"cluster,omitempty"`
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	Role    string `json:"role,omitempty"`
+	Weight  int    `json:"weight,omitempty"`
+}
+
+// MembershipController adds servers to and removes them from running
+// clusters. An added server joins OFFLINE_SOFT and is routed once it is
+// Online and caught up; a removed one is drained first; the writer cannot
+// be removed.
+type MembershipController interface {
+	AddServer(ctx context.Context, cluster string, s ServerSpec) error
+	RemoveServer(ctx context.Context, cluster, server string) error
+}
+
+func (s *Server) membershipRoutes() {
+	mc, ok := s.ctl.(MembershipController)
+	if !ok {
+		return
+	}
+	s.mux.Handle("POST /api/v1/servers", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var spec ServerSpec
+		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&spec); err != nil {
+			writeErr(w, &Error{400, `body must be JSON: {"name": "node4", "address": "127.0.0.1:3310", "weight": 1}`})
+			return
+		}
+		if err := mc.AddServer(r.Context(), spec.Cluster, spec); err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, map[string]any{"ok": true, "server": spec.Name, "state": "OFFLINE_SOFT",
+			"message": "added: it joins OFFLINE_SOFT and takes traffic once Online and caught up (vigil ctl events --kind server_joined)"})
+	})))
+	s.mux.Handle("DELETE /api/v1/servers/{name}", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		if err := mc.RemoveServer(r.Context(), r.URL.Query().Get("cluster"), name); err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, map[string]any{"ok": true, "server": name, "message": "drained and removed"})
 	})))
 }

@@ -13,6 +13,7 @@ var openAPI []byte
 
 func (s *Server) docRoutes() {
 	s.configRoutes()
+	s.membershipRoutes()
 	s.clusterRoutes()
 	s.mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -32,6 +32,10 @@ Commands:
   ack                           acknowledge a failover so automatic failover may run again
   rejoin NODE                   make a returned old primary a replica of the new primary
   set-state NODE ONLINE|OFFLINE_SOFT|OFFLINE_HARD
+  server add NAME HOST:PORT [--weight N] [--role replica|primary]
+                                add a server to the running cluster: it joins
+                                OFFLINE_SOFT, is routed once Online and caught up
+  server remove NAME            drain a server and take it out of the cluster
   reload                        reload the config file
   kill ID [--query]             end a client session (or only its running statement)
   digests [--by key] [--sort total|count|errors|rows|max|p99] [--limit N] [--reset]
@@ -137,6 +141,8 @@ func Command(ctx context.Context, args []string) int {
 		return c.post(ctx, "/api/v1/servers/"+cargs[0]+"/state", map[string]string{"cluster": *cluster, "state": strings.ToUpper(cargs[1])})
 	case "reload":
 		return c.post(ctx, "/api/v1/config/reload", nil)
+	case "server":
+		return c.server(ctx, *cluster, cargs)
 	case "kill":
 		kfs := flag.NewFlagSet("kill", flag.ContinueOnError)
 		query := kfs.Bool("query", false, "kill only the running statement")
@@ -482,4 +488,31 @@ func (c *ctlClient) clusters(ctx context.Context) int {
 	}
 	tw.Flush()
 	return 0
+}
+
+// server is `vigil ctl server add|remove`.
+func (c *ctlClient) server(ctx context.Context, cluster string, args []string) int {
+	const usage = "vigil ctl server add NAME HOST:PORT [--weight N] [--role replica|primary]\nvigil ctl server remove NAME"
+	if len(args) < 2 {
+		fmt.Fprintln(os.Stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "add":
+		if len(args) < 3 {
+			fmt.Fprintln(os.Stderr, usage)
+			return 2
+		}
+		fs := flag.NewFlagSet("server add", flag.ContinueOnError)
+		weight := fs.Int("weight", 1, "read weight")
+		role := fs.String("role", "", "configured role (replication clusters): replica or primary")
+		if err := fs.Parse(args[3:]); err != nil {
+			return 2
+		}
+		return c.post(ctx, "/api/v1/servers", admin.ServerSpec{Cluster: cluster, Name: args[1], Address: args[2], Weight: *weight, Role: *role})
+	case "remove":
+		return c.send(ctx, "DELETE", "/api/v1/servers/"+args[1]+"?cluster="+cluster)
+	}
+	fmt.Fprintln(os.Stderr, usage)
+	return 2
 }

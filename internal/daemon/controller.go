@@ -58,12 +58,15 @@ var _ admin.Controller = (*daemon)(nil)
 func (d *daemon) Servers() []admin.ServerView {
 	var out []admin.ServerView
 	for _, name := range d.clusterNames() {
-		rt := d.clusters[name]
+		rt := d.clusterMap()[name]
 		snap := rt.topo.Load()
 		if snap == nil {
 			continue
 		}
 		for i, s := range snap.Servers {
+			if s.Removed {
+				continue
+			}
 			v := admin.ServerView{
 				Name: s.Name, Address: s.Addr, Cluster: name, Role: s.Role.String(), State: s.State.String(),
 				Readable: s.Readable, Writable: s.Writable, Writer: i == snap.Writer, GTID: s.GTID, Reason: s.Reason,
@@ -72,8 +75,8 @@ func (d *daemon) Servers() []admin.ServerView {
 				lag := s.LagSeconds
 				v.LagSeconds = &lag
 			}
-			if i < len(rt.pools) {
-				st := rt.pools[i].Stats()
+			if p := rt.pool(i); p != nil {
+				st := p.Stats()
 				v.Pool = admin.PoolView{Open: st.Open, Idle: st.Idle, InUse: st.InUse, Waits: st.Waits}
 			}
 			if i < len(rt.fe.Stats.ServerQueries) {
@@ -87,7 +90,7 @@ func (d *daemon) Servers() []admin.ServerView {
 
 func (d *daemon) clusterNames() []string {
 	var names []string
-	for n := range d.clusters {
+	for n := range d.clusterMap() {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -101,7 +104,7 @@ func (d *daemon) Events(cluster, server, kind string, since time.Time, limit int
 func (d *daemon) Sessions() any {
 	var out []any
 	for _, name := range d.clusterNames() {
-		for _, s := range d.clusters[name].fe.Sessions() {
+		for _, s := range d.clusterMap()[name].fe.Sessions() {
 			out = append(out, struct {
 				Cluster string  `json:"cluster"`
 				ID      uint32  `json:"id"`
@@ -120,15 +123,16 @@ func (d *daemon) Sessions() any {
 }
 
 func (d *daemon) cluster(name string) (*clusterRuntime, error) {
+	clusters := d.clusterMap()
 	if name == "" {
-		if len(d.clusters) == 1 {
-			for _, rt := range d.clusters {
+		if len(clusters) == 1 {
+			for _, rt := range clusters {
 				return rt, nil
 			}
 		}
 		return nil, &admin.Error{Status: http.StatusBadRequest, Message: "several clusters: name one with \"cluster\""}
 	}
-	rt := d.clusters[name]
+	rt := clusters[name]
 	if rt == nil {
 		return nil, &admin.Error{Status: http.StatusNotFound, Message: "no cluster named " + name}
 	}
@@ -137,7 +141,7 @@ func (d *daemon) cluster(name string) (*clusterRuntime, error) {
 
 func (d *daemon) Ready() (bool, string) {
 	for _, name := range d.clusterNames() {
-		snap := d.clusters[name].topo.Load()
+		snap := d.clusterMap()[name].topo.Load()
 		if snap == nil || snap.Writer < 0 {
 			return false, "cluster " + name + " has no writer"
 		}
@@ -170,7 +174,7 @@ func (d *daemon) operation(ctx context.Context, cluster string, req failover.Req
 		return admin.OpResult{}, err
 	}
 	res, err := rt.exec.Request(ctx, req)
-	out := admin.OpResult{OK: err == nil && res.OK, DryRun: req.DryRun, Cluster: rt.cfg.Name, Message: res.Message,
+	out := admin.OpResult{OK: err == nil && res.OK, DryRun: req.DryRun, Cluster: rt.name, Message: res.Message,
 		Plan: res.Text, Steps: res.Steps, ElapsedMs: float64(res.Elapsed.Microseconds()) / 1000, PauseMs: float64(res.Pause.Microseconds()) / 1000}
 	if p := res.Decision.Plan; p != nil {
 		out.Old, out.New = p.OldPrimary, p.NewPrimary
@@ -207,7 +211,7 @@ func (d *daemon) Ack(ctx context.Context, cluster string) (admin.OpResult, error
 		return admin.OpResult{}, err
 	}
 	rt.exec.Ack()
-	return admin.OpResult{OK: true, Cluster: rt.cfg.Name, Message: "acknowledged: automatic failover is armed again"}, nil
+	return admin.OpResult{OK: true, Cluster: rt.name, Message: "acknowledged: automatic failover is armed again"}, nil
 }
 
 // setServerState applies an operator's state through the monitor.

@@ -10,11 +10,13 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,7 +33,6 @@ import (
 	"github.com/vigil-db/vigil/internal/monitor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/qcache"
-	"github.com/vigil-db/vigil/internal/qstats"
 	"github.com/vigil-db/vigil/internal/router"
 	"github.com/vigil-db/vigil/internal/topology"
 )
@@ -87,12 +88,14 @@ func newLogger(l config.Log) *slog.Logger {
 
 // daemon owns everything `vigil run` starts.
 type daemon struct {
-	log      *slog.Logger
-	cfgPath  string
-	journal  journal
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	clusters map[string]*clusterRuntime
+	log     *slog.Logger
+	cfgPath string
+	journal journal
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	// clusters is replaced whole (copy on write) when a reload adds or
+	// removes a cluster; readers Load it without locks.
+	clusters atomic.Pointer[map[string]*clusterRuntime]
 
 	ctx     context.Context // lives as long as the daemon
 	running atomic.Pointer[config.Config]
@@ -101,26 +104,18 @@ type daemon struct {
 	// rsaKey serves caching_sha2_password over plain TCP; a reload keeps
 	// it.
 	rsaKey   *rsa.PrivateKey
-	reloadMu sync.Mutex // one reload at a time
+	reloadMu sync.Mutex // one reload (or membership change) at a time
 }
 
-type clusterRuntime struct {
-	cfg   config.Cluster
-	topo  *topology.Holder
-	pools []*backend.Pool
-	fe    *frontend.Server
-	ln    net.Listener
-	mon   *monitor.Monitor
-	exec  *executor.Executor
-
-	digests *qstats.Store
+// clusterMap is the running clusters by name.
+func (d *daemon) clusterMap() map[string]*clusterRuntime {
+	if m := d.clusters.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
-// activity is the frontend's passive evidence for the monitor: client
-// statements server i completed, and those waiting for it. The monitor is
-// built before the frontend but runs only after it exists.
-func (rt *clusterRuntime) activity(i int) (uint64, int64) { return rt.fe.Activity(i) }
-
+// start builds and runs every cluster of cfg and the admin API.
 func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -130,91 +125,32 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 	ctx, cancel := context.WithCancel(parent)
 	d.cancel = cancel
 	d.ctx = ctx
+	d.clusters.Store(&map[string]*clusterRuntime{})
+	if err := applyOverlay(cfg); err != nil {
+		return err
+	}
 	d.running.Store(cfg)
-	d.clusters = map[string]*clusterRuntime{}
 	d.cache = newCache(cfg)
 	ql, err := d.startQueryLog(ctx, cfg.Log)
 	if err != nil {
 		return err
 	}
 	d.qlog.Store(ql)
-	users := buildUsers(cfg)
-	for _, cc := range cfg.Clusters {
-		rt := &clusterRuntime{cfg: cc, topo: &topology.Holder{}}
-		creds := credentialsFunc(cfg)
-		for i, s := range cc.Servers {
-			rt.pools = append(rt.pools, backend.NewPool(s.Name, s.Address, i, poolOptions(cc, creds), d.log.With("cluster", cc.Name)))
-		}
-		mon, err := monitor.New(monitorOptions(cc, rt.activity), rt.topo, d.log.With("cluster", cc.Name))
+	clusters := map[string]*clusterRuntime{}
+	for i, cc := range cfg.Clusters {
+		rt, err := d.newCluster(ctx, cfg, cc)
 		if err != nil {
-			return fmt.Errorf("cluster %s: monitor: %w", cc.Name, err)
-		}
-		rt.mon = mon
-		opts, err := frontendOptions(cc, rsaKey)
-		if err != nil {
-			return fmt.Errorf("cluster %s: %w", cc.Name, err)
-		}
-		version, mariadbCaps, collation := discoverServers(ctx, cc)
-		if opts.ServerVersion == "" {
-			opts.ServerVersion = version
-		}
-		opts.MariaDBCaps, opts.Collation = mariadbCaps, collation
-		rt.fe = frontend.New(opts, users, rt.topo, rt.pools, d.log.With("cluster", cc.Name))
-		rt.fe.OnServerLost(mon.CheckNow)
-		rt.digests = qstats.New(cfg.Digests.MaxEntries)
-		proc, err := d.processing(cfg, cc, rt.digests, nil)
-		if err != nil {
-			return fmt.Errorf("cluster %s: rules: %w", cc.Name, err)
-		}
-		rt.fe.SetProcessing(proc)
-		ln, err := net.Listen("tcp", cc.Listen)
-		if err != nil {
-			return fmt.Errorf("cluster %s: listen on %s: %w (is another Vigil or server using the port?)", cc.Name, cc.Listen, err)
-		}
-		rt.ln = ln
-		d.clusters[cc.Name] = rt
-		ex, err := executor.New(executorOptions(cfg, cc), mon, rt.fe, d.log.With("cluster", cc.Name), func(ev executor.Event) {
-			d.journal.add(admin.Event{Time: ev.Time, Cluster: ev.Cluster, Server: ev.Server, Kind: ev.Kind, Message: ev.Message})
-		})
-		if err != nil {
-			return fmt.Errorf("cluster %s: %w", cc.Name, err)
-		}
-		rt.exec = ex
-		evs, unsub := mon.Subscribe(256)
-		d.wg.Add(3)
-		go func() { defer d.wg.Done(); _ = mon.Run(ctx) }()
-		go func() { defer d.wg.Done(); _ = ex.Run(ctx) }()
-		go func() {
-			defer d.wg.Done()
-			defer unsub()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case ev, ok := <-evs:
-					if !ok {
-						return
-					}
-					d.journal.add(admin.Event{Time: ev.Time, Cluster: ev.Cluster, Server: ev.Server, Kind: string(ev.Kind),
-						From: ev.From, To: ev.To, Message: ev.String()})
-					ex.Kick()
-				}
+			for _, rt := range clusters {
+				rt.stop()
 			}
-		}()
-		for _, p := range rt.pools {
-			d.wg.Add(1)
-			go func() { defer d.wg.Done(); p.Maintain(ctx) }()
+			return fmt.Errorf("clusters[%d] (%s): %w", i, cc.Name, err)
 		}
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			if err := rt.fe.Serve(ctx, ln); err != nil {
-				d.log.Error("listener stopped", "cluster", cc.Name, "err", err)
-			}
-		}()
-		d.log.Info("cluster listening", "cluster", cc.Name, "listen", ln.Addr().String(), "servers", len(cc.Servers), "server_version", opts.ServerVersion,
-			"mariadb_extended_capabilities", fmt.Sprintf("%#x", opts.MariaDBCaps))
+		clusters[cc.Name] = rt
 	}
+	for _, rt := range clusters {
+		d.runCluster(rt)
+	}
+	d.clusters.Store(&clusters)
 	if cfg.Admin.AdminEnabled() {
 		aopts := admin.Options{Listen: cfg.Admin.Listen, Token: cfg.Admin.Token, User: cfg.Admin.User, Password: cfg.Admin.Password}
 		if t := cfg.Admin.TLS; t != nil {
@@ -245,151 +181,281 @@ func (d *daemon) stop() {
 	if d.cancel != nil {
 		d.cancel()
 	}
-	d.wg.Wait()
-	for _, rt := range d.clusters {
-		for _, p := range rt.pools {
-			p.Close()
-		}
+	for _, rt := range d.clusterMap() {
+		rt.stop()
 	}
+	d.wg.Wait()
 	d.qlog.Load().stop()
 }
 
-// reload applies a new config: users and timeouts change at once; a
-// config that does not validate is rejected and the running one stays.
+// reload applies the config file at path: everything is built and
+// validated first (build), then swapped in; a config that does not build
+// changes nothing.
 func (d *daemon) reload(path string) error {
-	// One reload at a time: SIGHUP and the API may ask together.
-	d.reloadMu.Lock()
-	defer d.reloadMu.Unlock()
-	reject := func(err error) error {
-		d.log.Error("config reload rejected; the running config stays", "err", err)
-		d.journal.add(admin.Event{Kind: "config_rejected", Message: err.Error()})
-		return err
-	}
 	cfg, err := config.Load(path)
 	if err != nil {
-		return reject(err)
+		d.reloadMu.Lock()
+		defer d.reloadMu.Unlock()
+		return d.rejectReload(err)
 	}
+	if err := applyOverlay(cfg); err != nil {
+		d.reloadMu.Lock()
+		defer d.reloadMu.Unlock()
+		return d.rejectReload(fmt.Errorf("config %s: %w", path, err))
+	}
+	return d.apply(cfg, "configuration reloaded from "+path)
+}
+
+func (d *daemon) rejectReload(err error) error {
+	d.log.Error("config reload rejected; the running config stays", "err", err)
+	d.journal.add(admin.Event{Kind: "config_rejected", Message: err.Error()})
+	return err
+}
+
+// apply makes cfg the running config: provision (build every part, new
+// listeners and pools included, validated by their owners), then swap,
+// then clean up what the old runtime held. Anything that fails before the
+// swap changes nothing.
+func (d *daemon) apply(cfg *config.Config, what string) error {
+	// One at a time: SIGHUP, the API and membership changes may ask
+	// together.
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
 	if err := d.reloadable(cfg); err != nil {
-		return reject(fmt.Errorf("config %s: %w", path, err))
+		return d.rejectReload(err)
 	}
-	// Build everything first: a part that cannot be built (rules that do
-	// not compile, TLS files that do not load, options a component
-	// rejects) rejects the whole reload, and nothing has changed yet.
 	plan, err := d.build(cfg)
 	if err != nil {
-		return reject(fmt.Errorf("config %s: %w", path, err))
+		return d.rejectReload(err)
 	}
 	oldLog, err := d.applyQueryLog(d.ctx, cfg.Log)
 	if err != nil {
-		return reject(fmt.Errorf("config %s: log: %w", path, err))
+		plan.discard()
+		return d.rejectReload(fmt.Errorf("log: %w", err))
 	}
 	defer oldLog.stop()
 	// Swap.
 	users := buildUsers(cfg)
 	creds := credentialsFunc(cfg)
 	d.cache.SetLimits(int64(cfg.QueryCache.MaxSize), int64(cfg.QueryCache.MaxEntrySize))
-	for _, n := range plan {
-		rt := n.rt
-		rt.digests.SetMaxEntries(cfg.Digests.MaxEntries)
-		rt.fe.SetProcessing(n.proc)
-		rt.fe.SetUsers(users)
-		version, mariadbCaps, collation := discoverServers(context.Background(), n.cc)
-		n.fe.ServerVersion = n.cc.ServerVersion
-		if n.fe.ServerVersion == "" {
-			n.fe.ServerVersion = version
+	var errs []error
+	for _, n := range plan.parts {
+		if err := d.swapCluster(n, cfg, users, creds); err != nil {
+			errs = append(errs, err)
 		}
-		n.fe.MariaDBCaps, n.fe.Collation = mariadbCaps, collation
-		rt.fe.SetOptions(n.fe)
-		for _, p := range rt.pools {
-			p.SetOptions(poolOptions(n.cc, creds))
-		}
-		if err := rt.mon.SetOptions(n.mon); err != nil {
-			// Validated above: only a server list change fails here, and
-			// reloadable refused that.
-			d.log.Error("config reload: monitor options not applied", "cluster", n.cc.Name, "err", err)
-		}
-		rt.exec.SetOptions(n.ex)
+	}
+	clusters := map[string]*clusterRuntime{}
+	for _, n := range plan.parts {
+		clusters[n.cc.Name] = n.rt
+	}
+	for _, rt := range plan.added {
+		d.runCluster(rt)
+		clusters[rt.name] = rt
+		d.journal.add(admin.Event{Cluster: rt.name, Kind: "cluster_added", Message: fmt.Sprintf("cluster %s added: listening on %s", rt.name, rt.ln.Addr())})
+	}
+	d.clusters.Store(&clusters)
+	for _, rt := range plan.gone {
+		// Its sessions end: the cluster is gone from the configuration.
+		rt.stop()
+		d.journal.add(admin.Event{Cluster: rt.name, Kind: "cluster_removed", Message: "cluster " + rt.name + " removed: its listener and sessions are closed"})
 	}
 	d.running.Store(cfg)
-	d.log.Info("config reloaded", "config", path)
-	d.journal.add(admin.Event{Kind: "config_reloaded", Message: "configuration reloaded from " + path})
+	if err := errors.Join(errs...); err != nil {
+		d.log.Error("config applied with errors", "err", err)
+		d.journal.add(admin.Event{Kind: "config_rejected", Message: "applied except: " + err.Error()})
+		return err
+	}
+	d.log.Info("config applied", "what", what)
+	d.journal.add(admin.Event{Kind: "config_reloaded", Message: what})
 	return nil
 }
 
-// reloadPart is one cluster's runtime as a new config builds it.
+// swapCluster swaps a running cluster's new parts in: added servers get
+// their pools before the monitor publishes them (they join OFFLINE_SOFT),
+// removed ones are drained first (bounded), a new listen address starts
+// accepting before the old one stops.
+func (d *daemon) swapCluster(n reloadPart, cfg *config.Config, users []frontend.User, creds func(string) (string, string, bool)) error {
+	rt := n.rt
+	rt.digests.SetMaxEntries(cfg.Digests.MaxEntries)
+	rt.fe.SetUsers(users)
+	for _, i := range n.added {
+		p := backend.NewPool(n.slots[i].Name, n.slots[i].Addr, i, poolOptions(n.cc, creds), rt.log)
+		rt.addPool(i, p)
+		rt.fe.SetPool(i, p)
+		d.startPool(rt, i, p)
+	}
+	for _, i := range n.removed {
+		d.drain(rt, i, n.cc)
+	}
+	var err error
+	if e := rt.mon.SetOptions(n.mon); e != nil {
+		err = fmt.Errorf("cluster %s: servers: %w", n.cc.Name, e)
+		for _, i := range n.removed {
+			_ = rt.mon.SetAdminState(n.slots[i].Name, topology.Online, "")
+		}
+	} else {
+		for _, i := range n.removed {
+			rt.stopPool(i)
+		}
+		rt.slots = n.slots
+	}
+	rt.fe.SetProcessing(n.proc)
+	version, mariadbCaps, collation := discoverServers(context.Background(), n.cc)
+	n.fe.ServerVersion = n.cc.ServerVersion
+	if n.fe.ServerVersion == "" {
+		n.fe.ServerVersion = version
+	}
+	n.fe.MariaDBCaps, n.fe.Collation = mariadbCaps, collation
+	rt.fe.SetOptions(n.fe)
+	for _, p := range rt.poolList() {
+		p.SetOptions(poolOptions(n.cc, creds))
+	}
+	rt.exec.SetOptions(n.ex)
+	if n.ln != nil {
+		old := rt.ln
+		rt.ln = n.ln
+		rt.serve(n.ln)
+		rt.fe.RetireListener(old)
+		d.journal.add(admin.Event{Cluster: rt.name, Kind: "listen_changed", Message: fmt.Sprintf("cluster %s listens on %s (was %s); open sessions go on", rt.name, n.ln.Addr(), old.Addr())})
+	}
+	cc := n.cc
+	rt.cfg.Store(&cc)
+	return err
+}
+
+// drain takes server slot i out of routing before it is removed: no new
+// statements (OFFLINE_SOFT), then up to drain_timeout for the sessions
+// that hold a connection there (transactions) to finish; those still
+// there after it lose it.
+func (d *daemon) drain(rt *clusterRuntime, i int, cc config.Cluster) {
+	name := rt.slots[i].Name
+	_ = rt.mon.SetAdminState(name, topology.OfflineSoft, "being removed from the configuration")
+	bound := cc.Failover.DrainTimeout.Duration
+	if bound <= 0 {
+		bound = 10 * time.Second
+	}
+	deadline := time.Now().Add(bound)
+	for (rt.fe.BoundSessions(i) > 0 || rt.fe.Balancer().Outstanding(i) > 0) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := rt.fe.KillBound(i); n > 0 {
+		d.log.Warn("removed server still had sessions after the drain; their connections were closed", "cluster", rt.name, "server", name, "sessions", n, "drain", bound)
+	}
+}
+
+// reloadPart is one running cluster's runtime as a new config builds it.
 type reloadPart struct {
-	rt   *clusterRuntime
-	cc   config.Cluster
-	proc frontend.Processing
-	fe   frontend.Options
-	mon  monitor.Options
-	ex   executor.Options
+	rt    *clusterRuntime
+	cc    config.Cluster
+	slots []slot
+	// added and removed are server slots the new config adds or removes.
+	added, removed []int
+	proc           frontend.Processing
+	fe             frontend.Options
+	mon            monitor.Options
+	ex             executor.Options
+	ln             net.Listener // a new listen address, nil when unchanged
+}
+
+// reloadPlan is everything a new config builds before the swap.
+type reloadPlan struct {
+	parts []reloadPart
+	added []*clusterRuntime // new clusters, built, not running
+	gone  []*clusterRuntime // clusters the config no longer has
+}
+
+// discard releases what a plan built when it is not swapped in.
+func (p *reloadPlan) discard() {
+	for _, n := range p.parts {
+		if n.ln != nil {
+			n.ln.Close()
+		}
+	}
+	for _, rt := range p.added {
+		rt.stop()
+	}
 }
 
 // build makes every cluster's runtime parts from cfg and validates them
 // the way the running components would, changing nothing: a reload swaps
-// them in, `config validate` (API) stops here.
-func (d *daemon) build(cfg *config.Config) ([]reloadPart, error) {
-	var plan []reloadPart
+// them in, `config validate` (API) stops here. New clusters are built
+// whole (their listeners open) but not run.
+func (d *daemon) build(cfg *config.Config) (*reloadPlan, error) {
+	plan := &reloadPlan{}
+	fail := func(err error) (*reloadPlan, error) {
+		plan.discard()
+		return nil, err
+	}
+	running := d.clusterMap()
 	for i, cc := range cfg.Clusters {
-		rt := d.clusters[cc.Name]
 		key := fmt.Sprintf("clusters[%d]", i)
-		proc, err := d.processing(cfg, cc, rt.digests, rt.fe.ProcessingNow().Rules)
+		rt := running[cc.Name]
+		if rt == nil {
+			nrt, err := d.newCluster(d.ctx, cfg, cc)
+			if err != nil {
+				return fail(fmt.Errorf("%s (new cluster %s): %w", key, cc.Name, err))
+			}
+			plan.added = append(plan.added, nrt)
+			continue
+		}
+		slots, added, removed, err := planSlots(rt.slots, cc.Servers)
 		if err != nil {
-			return nil, fmt.Errorf("%s.rules: %w", key, err)
+			return fail(fmt.Errorf("%s.servers: %w", key, err))
+		}
+		for _, j := range removed {
+			if w := rt.topo.Load().WriterServer(); w != nil && w.Name == rt.slots[j].Name || rt.isPrimary(j) {
+				return fail(fmt.Errorf("%s.servers: %s is the writer: switch over to another server before removing, renaming or moving it", key, rt.slots[j].Name))
+			}
+		}
+		proc, err := d.processing(cfg, cc, slots, rt.digests, rt.fe.ProcessingNow().Rules)
+		if err != nil {
+			return fail(fmt.Errorf("%s.rules: %w", key, err))
 		}
 		feOpts, err := frontendOptions(cc, d.rsaKey)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", key, err)
+			return fail(fmt.Errorf("%s: %w", key, err))
 		}
-		monOpts := monitorOptions(cc, rt.activity)
+		monOpts := monitorOptions(cc, slots, rt.activity)
 		if err := monOpts.Validate(); err != nil {
-			return nil, fmt.Errorf("%s.monitor: %w", key, err)
+			return fail(fmt.Errorf("%s.monitor: %w", key, err))
 		}
-		exOpts := executorOptions(cfg, cc)
-		var names []string
-		for _, s := range cc.Servers {
-			names = append(names, s.Name)
+		exOpts := executorOptions(cfg, cc, slots)
+		if err := exOpts.Engine.Validate(liveNames(slots)); err != nil {
+			return fail(fmt.Errorf("%s.failover: %w", key, err))
 		}
-		if err := exOpts.Engine.Validate(names); err != nil {
-			return nil, fmt.Errorf("%s.failover: %w", key, err)
+		part := reloadPart{rt: rt, cc: cc, slots: slots, added: added, removed: removed, proc: proc, fe: feOpts, mon: monOpts, ex: exOpts}
+		if cur := rt.cfg.Load(); cc.Listen != cur.Listen {
+			ln, err := net.Listen("tcp", cc.Listen)
+			if err != nil {
+				return fail(fmt.Errorf("%s.listen: %w (is another Vigil or server using the port?)", key, err))
+			}
+			part.ln = ln
 		}
-		plan = append(plan, reloadPart{rt: rt, cc: cc, proc: proc, fe: feOpts, mon: monOpts, ex: exOpts})
+		plan.parts = append(plan.parts, part)
+	}
+	for name, rt := range running {
+		if !slices.ContainsFunc(cfg.Clusters, func(c config.Cluster) bool { return c.Name == name }) {
+			plan.gone = append(plan.gone, rt)
+		}
 	}
 	return plan, nil
 }
 
 // reloadable checks that a new config changes only what a running daemon
-// can change: clusters, their listen addresses and their server lists
-// (names and addresses, in order) need a restart.
+// can change: a cluster's type and the state directory need a restart.
 func (d *daemon) reloadable(cfg *config.Config) error {
-	seen := map[string]bool{}
+	running := d.clusterMap()
 	for i, cc := range cfg.Clusters {
-		seen[cc.Name] = true
-		rt := d.clusters[cc.Name]
+		rt := running[cc.Name]
 		if rt == nil {
-			return fmt.Errorf("clusters[%d]: cluster %q is new: adding a cluster needs a restart", i, cc.Name)
+			continue
 		}
-		if cc.Listen != rt.cfg.Listen {
-			return fmt.Errorf("clusters[%d].listen: changing the listen address needs a restart", i)
-		}
-		if cc.Type != rt.cfg.Type {
-			return fmt.Errorf("clusters[%d].type: changing the cluster type needs a restart", i)
-		}
-		if len(cc.Servers) != len(rt.cfg.Servers) {
-			return fmt.Errorf("clusters[%d].servers: adding or removing servers needs a restart (weights and roles may change)", i)
-		}
-		for j, s := range cc.Servers {
-			old := rt.cfg.Servers[j]
-			if s.Name != old.Name || s.Address != old.Address {
-				return fmt.Errorf("clusters[%d].servers[%d]: renaming, moving or reordering servers needs a restart (weights and roles may change)", i, j)
-			}
+		if cur := rt.cfg.Load(); cc.Type != cur.Type {
+			return fmt.Errorf("clusters[%d].type: changing the cluster type needs a restart (or remove the cluster and add it under another name)", i)
 		}
 	}
-	for name := range d.clusters {
-		if !seen[name] {
-			return fmt.Errorf("clusters: cluster %q is gone: removing a cluster needs a restart", name)
-		}
+	if cur := d.running.Load(); cur != nil && cfg.StateDir != cur.StateDir {
+		return errors.New("state_dir: changing the state directory needs a restart")
 	}
 	return nil
 }
@@ -460,9 +526,9 @@ func frontendOptions(cc config.Cluster, rsaKey *rsa.PrivateKey) (frontend.Option
 	return o, nil
 }
 
-// monitorOptions are a cluster's monitor options; activity is the
-// frontend's passive evidence (monitor.Options.Activity).
-func monitorOptions(cc config.Cluster, activity func(int) (uint64, int64)) monitor.Options {
+// monitorOptions are a cluster's monitor options, its servers by slot;
+// activity is the frontend's passive evidence (monitor.Options.Activity).
+func monitorOptions(cc config.Cluster, slots []slot, activity func(int) (uint64, int64)) monitor.Options {
 	o := monitor.Options{
 		Cluster: cc.Name, Type: cc.Type, User: cc.Monitor.User, Password: cc.Monitor.Password,
 		Interval: cc.Monitor.Interval.Duration, Timeout: cc.Monitor.Timeout.Duration,
@@ -470,13 +536,14 @@ func monitorOptions(cc config.Cluster, activity func(int) (uint64, int64)) monit
 		MaxReplicationLag: cc.Monitor.MaxReplicationLag.Duration, Activity: activity,
 		LoneWriterGrace: cc.Monitor.LoneWriterGrace.Duration,
 	}
-	for _, s := range cc.Servers {
-		o.Servers = append(o.Servers, monitor.Server{Name: s.Name, Addr: s.Address, Role: s.Role, Weight: s.Weight})
+	for _, sl := range slots {
+		s, _ := serverConfig(cc, sl)
+		o.Servers = append(o.Servers, monitor.Server{Name: sl.Name, Addr: sl.Addr, Role: s.Role, Weight: s.Weight, Removed: sl.Removed})
 	}
 	return o
 }
 
-func executorOptions(cfg *config.Config, cc config.Cluster) executor.Options {
+func executorOptions(cfg *config.Config, cc config.Cluster, slots []slot) executor.Options {
 	o := executor.Options{
 		Cluster: cc.Name, User: cc.Monitor.User, Password: cc.Monitor.Password,
 		ReplUser: cc.Failover.ReplUser, ReplPass: cc.Failover.ReplPassword, StateDir: cfg.StateDir,
@@ -491,8 +558,8 @@ func executorOptions(cfg *config.Config, cc config.Cluster) executor.Options {
 				AsyncWithoutReplica: cc.Failover.SemiSync.AsyncWithoutReplica, Timeout: cc.Failover.SemiSync.Timeout.Duration},
 		},
 	}
-	for _, s := range cc.Servers {
-		o.Servers = append(o.Servers, executor.Server{Name: s.Name, Addr: s.Address})
+	for _, s := range slots {
+		o.Servers = append(o.Servers, executor.Server{Name: s.Name, Addr: s.Addr, Removed: s.Removed})
 	}
 	creds := credentialsFunc(cfg)
 	for _, u := range cfg.Users {

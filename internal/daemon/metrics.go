@@ -89,10 +89,17 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
 	}
 	for _, name := range m.d.clusterNames() {
-		rt := m.d.clusters[name]
-		if snap := rt.topo.Load(); snap != nil {
+		rt := m.d.clusterMap()[name]
+		snap := rt.topo.Load()
+		// A removed server's slot stays (a tombstone); its name may be
+		// back in another slot: only live slots are reported.
+		live := func(i int) bool { return snap != nil && i < len(snap.Servers) && !snap.Servers[i].Removed }
+		if snap != nil {
 			gauge(descTerm, float64(snap.Term), name)
 			for i, s := range snap.Servers {
+				if s.Removed {
+					continue
+				}
 				for _, st := range []topology.State{topology.Online, topology.Shunned, topology.OfflineSoft, topology.OfflineHard} {
 					gauge(descServerState, b2f(s.State == st), name, s.Name, st.String())
 				}
@@ -105,9 +112,9 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 				}
 			}
 		}
-		if snap := rt.topo.Load(); snap != nil {
+		if snap != nil {
 			for i, c := range rt.mon.Checks() {
-				if i < len(snap.Servers) {
+				if live(i) {
 					srv := snap.Servers[i].Name
 					counter(descMonChecks, int64(c.Good), name, srv, "good")
 					counter(descMonChecks, int64(c.Failed), name, srv, "failed")
@@ -163,8 +170,8 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstHistogram(descLatency, cum, float64(h.SumNs.Load())/1e9, buckets, name, frontend.RouteNames[r])
 			counter(descRouteErrors, st.RouteErrors[r].Load(), name, frontend.RouteNames[r])
 		}
-		for i, p := range rt.pools {
-			if i < len(st.ServerQueries) {
+		for i, p := range rt.poolList() {
+			if live(i) && i < len(st.ServerQueries) {
 				counter(descSrvQueries, st.ServerQueries[i].Load(), name, p.Name)
 				counter(descSrvErrors, st.ServerErrors[i].Load(), name, p.Name)
 			}
@@ -178,7 +185,10 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descDigests, float64(rt.digests.Len()), name)
 		counter(descDigestEvict, int64(rt.digests.Evictions()), name)
-		for _, p := range rt.pools {
+		for i, p := range rt.poolList() {
+			if !live(i) {
+				continue
+			}
 			ps := p.Stats()
 			gauge(descPoolOpen, float64(ps.Idle), name, p.Name, "idle")
 			gauge(descPoolOpen, float64(ps.InUse), name, p.Name, "in_use")

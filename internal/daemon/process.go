@@ -73,7 +73,7 @@ func (q *queryLog) stop() {
 
 // processing builds a cluster's query processing from the config; prev
 // carries rule hit counters over a reload.
-func (d *daemon) processing(cfg *config.Config, cc config.Cluster, digests *qstats.Store, prev *rules.Set) (frontend.Processing, error) {
+func (d *daemon) processing(cfg *config.Config, cc config.Cluster, slots []slot, digests *qstats.Store, prev *rules.Set) (frontend.Processing, error) {
 	specs := make([]rules.Spec, 0, len(cc.Rules))
 	for _, r := range cc.Rules {
 		sp := rules.Spec{Name: r.Name, User: r.Match.User, Schema: r.Match.Schema, Client: r.Match.Client,
@@ -94,8 +94,8 @@ func (d *daemon) processing(cfg *config.Config, cc config.Cluster, digests *qsta
 	groups := map[string][]int{}
 	for g, members := range cc.ServerGroups {
 		for _, m := range members {
-			for i, s := range cc.Servers {
-				if s.Name == m {
+			for i, s := range slots {
+				if s.Name == m && !s.Removed {
 					groups[g] = append(groups[g], i)
 				}
 			}
@@ -139,7 +139,7 @@ func (d *daemon) KillSession(ctx context.Context, cluster string, id uint32, que
 		if cluster != "" && name != cluster {
 			continue
 		}
-		err := d.clusters[name].fe.KillSession(ctx, id, query)
+		err := d.clusterMap()[name].fe.KillSession(ctx, id, query)
 		if errors.Is(err, frontend.ErrNoSession) {
 			continue
 		}
@@ -162,12 +162,12 @@ func (d *daemon) Digests(q admin.DigestQuery) (any, error) {
 		if q.Cluster != "" && name != q.Cluster {
 			continue
 		}
-		for _, r := range d.clusters[name].digests.Rows(qstats.Query{ByDigest: q.By != "key", Sort: q.Sort, Limit: q.Limit,
+		for _, r := range d.clusterMap()[name].digests.Rows(qstats.Query{ByDigest: q.By != "key", Sort: q.Sort, Limit: q.Limit,
 			Digest: q.Digest, User: q.User, Schema: q.Schema}) {
 			out = append(out, row{name, r})
 		}
 	}
-	if q.Cluster != "" && d.clusters[q.Cluster] == nil {
+	if q.Cluster != "" && d.clusterMap()[q.Cluster] == nil {
 		return nil, &admin.Error{Status: http.StatusNotFound, Message: "no cluster named " + q.Cluster}
 	}
 	return out, nil
@@ -175,12 +175,12 @@ func (d *daemon) Digests(q admin.DigestQuery) (any, error) {
 
 // ResetDigests implements admin.Controller.
 func (d *daemon) ResetDigests(cluster string) error {
-	if cluster != "" && d.clusters[cluster] == nil {
+	if cluster != "" && d.clusterMap()[cluster] == nil {
 		return &admin.Error{Status: http.StatusNotFound, Message: "no cluster named " + cluster}
 	}
 	for _, name := range d.clusterNames() {
 		if cluster == "" || name == cluster {
-			d.clusters[name].digests.Reset()
+			d.clusterMap()[name].digests.Reset()
 		}
 	}
 	return nil
@@ -196,7 +196,7 @@ func (d *daemon) Rules() any {
 	}
 	out := []ruleView{}
 	for _, name := range d.clusterNames() {
-		set := d.clusters[name].fe.ProcessingNow().Rules
+		set := d.clusterMap()[name].fe.ProcessingNow().Rules
 		stats := set.Stats()
 		for i, sp := range set.Specs() {
 			out = append(out, ruleView{Cluster: name, Position: i + 1, Spec: sp, Hits: stats[i].Hits})
@@ -272,18 +272,26 @@ func (d *daemon) ValidateConfig(data []byte) error {
 	if err := d.reloadable(cfg); err != nil {
 		return err
 	}
-	_, err = d.build(cfg)
-	return err
+	if err := applyOverlay(cfg); err != nil {
+		return err
+	}
+	plan, err := d.build(cfg)
+	if err != nil {
+		return err
+	}
+	plan.discard()
+	return nil
 }
 
 // Clusters implements admin.ClusterLister.
 func (d *daemon) Clusters() []admin.ClusterView {
 	out := []admin.ClusterView{}
 	for _, name := range d.clusterNames() {
-		rt := d.clusters[name]
-		v := admin.ClusterView{Name: name, Type: rt.cfg.Type, Listen: rt.cfg.Listen, Sessions: rt.fe.SessionCount(),
+		rt := d.clusterMap()[name]
+		cc := rt.cfg.Load()
+		v := admin.ClusterView{Name: name, Type: cc.Type, Listen: cc.Listen, Sessions: rt.fe.SessionCount(),
 			Queries: rt.fe.Stats.Queries.Load(), Servers: []string{}}
-		for _, s := range rt.cfg.Servers {
+		for _, s := range cc.Servers {
 			v.Servers = append(v.Servers, s.Name)
 		}
 		if snap := rt.topo.Load(); snap != nil {

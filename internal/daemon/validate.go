@@ -21,20 +21,21 @@ func ValidateFile(path string) error {
 	var errs []error
 	for i, cc := range cfg.Clusters {
 		key := fmt.Sprintf("clusters[%d]", i)
-		if _, err := d.processing(cfg, cc, qstats.New(cfg.Digests.MaxEntries), nil); err != nil {
+		slots, _, _, err := planSlots(nil, cc.Servers)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.servers: %w", key, err))
+			continue
+		}
+		if _, err := d.processing(cfg, cc, slots, qstats.New(cfg.Digests.MaxEntries), nil); err != nil {
 			errs = append(errs, fmt.Errorf("%s.rules: %w", key, err))
 		}
 		if _, err := frontendOptions(cc, nil); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", key, err))
 		}
-		if err := monitorOptions(cc, nil).Validate(); err != nil {
+		if err := monitorOptions(cc, slots, nil).Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s.monitor: %w", key, err))
 		}
-		var names []string
-		for _, s := range cc.Servers {
-			names = append(names, s.Name)
-		}
-		if err := executorOptions(cfg, cc).Engine.Validate(names); err != nil {
+		if err := executorOptions(cfg, cc, slots).Engine.Validate(liveNames(slots)); err != nil {
 			errs = append(errs, fmt.Errorf("%s.failover: %w", key, err))
 		}
 	}

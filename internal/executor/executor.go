@@ -42,8 +42,20 @@ type Monitor interface {
 	Unfence(server string) error
 }
 
-// Server is how to reach one server.
-type Server struct{ Name, Addr string }
+// Server is how to reach one server. Options.Servers lists the cluster's
+// server slots in the router's order (topology.MaxServers); a Removed
+// slot is a tombstone.
+type Server struct {
+	Name, Addr string
+	Removed    bool
+}
+
+// liveMonitor shows the executor and the engine the cluster without its
+// removed servers: they work by name, and a name may come back in a new
+// slot.
+type liveMonitor struct{ Monitor }
+
+func (m liveMonitor) Snapshot() *topology.Snapshot { return m.Monitor.Snapshot().Live() }
 
 // Options configure one cluster's executor.
 type Options struct {
@@ -104,6 +116,10 @@ type Executor struct {
 	router Router
 	log    *slog.Logger
 	onEv   func(Event)
+	// now is the executor's clock for what it records and decides (times of
+	// operations and events, the engine's Input.Now); tests set a fake one.
+	// Polling deadlines and sleeps use real time.
+	now func() time.Time
 
 	mu      sync.Mutex
 	history failover.History
@@ -148,7 +164,7 @@ func New(opts Options, mon Monitor, router Router, log *slog.Logger, onEvent fun
 	if onEvent == nil {
 		onEvent = func(Event) {}
 	}
-	e := &Executor{mon: mon, router: router, log: log, onEv: onEvent, history: hist,
+	e := &Executor{mon: liveMonitor{mon}, router: router, log: log, onEv: onEvent, now: time.Now, history: hist,
 		facts: map[string]failover.ServerFacts{}, kick: make(chan struct{}, 1), j: j, salvaged: map[int64]*salvageState{},
 		noTxBase: map[string]int64{}, roSetAt: map[string]time.Time{}, fencedAt: map[string]time.Time{}, started: map[string]time.Time{}, rejoinSalvaged: map[string]string{}, hb: map[string]*hbSample{}}
 	e.opts.Store(&opts)
@@ -161,7 +177,7 @@ func New(opts Options, mon Monitor, router Router, log *slog.Logger, onEvent fun
 	for i := range e.history.Records {
 		r := &e.history.Records[i]
 		if r.Ended.IsZero() {
-			r.Ended = time.Now()
+			r.Ended = e.now()
 			r.Error = "Vigil stopped during the operation; check the cluster, then `vigil ctl ack`"
 			e.event("", "operation_interrupted", fmt.Sprintf("%s started %s did not finish: %s", r.Kind, r.Started.Format(time.RFC3339), r.Error))
 			_ = e.j.record(*r)
@@ -184,7 +200,10 @@ func (e *Executor) SetOptions(opts Options) {
 		opts.Interval = cur.Interval
 	}
 	opts.Engine = opts.Engine.WithDefaults()
-	opts.Cluster, opts.Servers, opts.StateDir = cur.Cluster, cur.Servers, cur.StateDir
+	opts.Cluster, opts.StateDir = cur.Cluster, cur.StateDir
+	if len(opts.Servers) < len(cur.Servers) {
+		opts.Servers = cur.Servers // slots are never dropped
+	}
 	e.opts.Store(&opts)
 	e.event("", "options_reloaded", fmt.Sprintf("failover options reloaded: auto=%v detect_after=%s min_interval=%s apply_timeout=%s semi_sync=%s",
 		opts.Engine.Auto, opts.Engine.DetectAfter, opts.Engine.MinInterval, opts.Engine.ApplyTimeout, orDefault(opts.Engine.SemiSync.Manage, failover.SemiSyncAuto)))
@@ -256,7 +275,7 @@ func (e *Executor) Run(ctx context.Context) error {
 
 // input builds the engine's input from what is known now.
 func (e *Executor) input(req *failover.Request) failover.Input {
-	now := time.Now()
+	now := e.now()
 	snap := e.mon.Snapshot()
 	obs := map[string]*topology.Observation{}
 	e.mu.Lock()
@@ -410,7 +429,7 @@ func (e *Executor) Ack() {
 }
 
 func (e *Executor) event(server, kind, msg string) {
-	ev := Event{Time: time.Now(), Cluster: e.o().Cluster, Server: server, Kind: kind, Message: msg}
+	ev := Event{Time: e.now(), Cluster: e.o().Cluster, Server: server, Kind: kind, Message: msg}
 	e.log.Info(msg, "cluster", e.o().Cluster, "server", server, "event", kind)
 	_ = e.j.event(ev)
 	e.onEv(ev)
@@ -418,7 +437,7 @@ func (e *Executor) event(server, kind, msg string) {
 
 func (e *Executor) serverIndex(name string) int {
 	for i, s := range e.o().Servers {
-		if s.Name == name {
+		if s.Name == name && !s.Removed {
 			return i
 		}
 	}
@@ -479,7 +498,7 @@ func (e *Executor) keepFencedReadOnly(ctx context.Context) {
 			continue
 		}
 		e.mu.Lock()
-		e.roSetAt[h.Name] = time.Now()
+		e.roSetAt[h.Name] = e.now()
 		e.mu.Unlock()
 		e.event(h.Name, "fenced_read_only", h.Name+" is fenced and came back writable: Vigil set read_only=1 on it; `vigil ctl rejoin "+h.Name+"` makes it a replica")
 	}

@@ -115,7 +115,7 @@ func (e *Executor) killPreFence(ctx context.Context, server string) error {
 	fencedAt := e.fencedAt[server]
 	e.mu.Unlock()
 	if o := e.lastObs(server); o != nil && o.OK && o.Uptime >= 0 && !fencedAt.IsZero() &&
-		time.Duration(o.Uptime)*time.Second < time.Since(fencedAt) {
+		time.Duration(o.Uptime)*time.Second < e.now().Sub(fencedAt) {
 		e.router.ForgetPreFenceConns(idx, ids)
 		return nil
 	}
@@ -157,7 +157,7 @@ func (e *Executor) freshObs(ctx context.Context, server string, base *topology.O
 		return nil, fmt.Errorf("%s: no answered check to start from", server)
 	}
 	o := *base
-	o.Time = time.Now()
+	o.Time = e.now()
 	mysql := base.Flavor == topology.FlavorMySQL
 	q := "SELECT @@global.gtid_current_pos, @@global.gtid_binlog_pos, @@global.gtid_slave_pos, @@global.gtid_binlog_state, @@global.read_only"
 	if mysql {
@@ -276,7 +276,7 @@ func (e *Executor) enforceRoles(ctx context.Context) {
 			continue
 		}
 		e.mu.Lock()
-		e.roSetAt[o.Server] = time.Now()
+		e.roSetAt[o.Server] = e.now()
 		e.mu.Unlock()
 		var parts []string
 		for _, s := range ss {
@@ -331,6 +331,9 @@ func (e *Executor) replanAfterCut(ctx context.Context, d failover.Decision, pl *
 func (e *Executor) checkAppAccounts(ctx context.Context) {
 	for _, a := range e.o().AppAccounts {
 		for _, s := range e.o().Servers {
+			if s.Removed {
+				continue
+			}
 			dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			mc, _, err := mysqlproto.Dial(dctx, &mysqlproto.DialConfig{Addr: s.Addr, User: a.User, Password: a.Password})
 			if err != nil {
@@ -436,7 +439,7 @@ func (e *Executor) sampleHeartbeats(ctx context.Context) {
 			results <- r
 		}()
 	}
-	now := time.Now()
+	now := e.now()
 	for range names {
 		r := <-results
 		if r.count < 0 {

@@ -29,7 +29,7 @@ func recordKind(k failover.PlanKind) failover.RecordKind {
 // a failed Abort step before the point of no return runs the rollback.
 func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 	pl := d.Plan
-	start := time.Now()
+	start := e.now()
 	rec := failover.Record{Kind: recordKind(pl.Kind), Auto: pl.Auto, Started: start, OldPrimary: pl.OldPrimary, NewPrimary: pl.NewPrimary}
 	if pl.Kind == failover.KindRejoin {
 		rec.OldPrimary = d.Request.To
@@ -40,7 +40,7 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 	_ = e.j.record(rec)
 	res := Result{Decision: d}
 	finish := func(ok bool, msg string) Result {
-		rec.Ended = time.Now()
+		rec.Ended = e.now()
 		rec.OK = ok
 		if !ok {
 			rec.Error = msg
@@ -50,7 +50,7 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 		e.history.Records = append(e.history.Records, rec)
 		e.mu.Unlock()
 		_ = e.j.record(rec)
-		res.OK, res.Message, res.Elapsed = ok, msg, time.Since(start)
+		res.OK, res.Message, res.Elapsed = ok, msg, e.now().Sub(start)
 		kind := rec.Kind.String()
 		if ok {
 			e.event(pl.NewPrimary, kind+"_done", fmt.Sprintf("%s done in %s: %s", kind, res.Elapsed.Round(time.Millisecond), msg))
@@ -101,9 +101,9 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 			i = j - 1
 			continue
 		}
-		t0 := time.Now()
+		t0 := e.now()
 		err := e.step(ctx, pl, step, st)
-		report(i, step, time.Since(t0), err)
+		report(i, step, e.now().Sub(t0), err)
 		if err == nil {
 			continue
 		}
@@ -129,7 +129,7 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 	}
 	if st.held {
 		e.router.Release()
-		st.pause = time.Since(st.holdStart)
+		st.pause = e.now().Sub(st.holdStart)
 	}
 	res.Pause = st.pause
 	msg := ""
@@ -174,9 +174,9 @@ func (e *Executor) stepsAtOnce(ctx context.Context, pl *failover.Plan, steps []f
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t0 := time.Now()
+			t0 := e.now()
 			errs[k] = e.step(ctx, pl, s, st)
-			took[k] = time.Since(t0)
+			took[k] = e.now().Sub(t0)
 		}()
 	}
 	wg.Wait()
@@ -207,7 +207,7 @@ func (e *Executor) quarantine(server, why string) {
 	if i := e.serverIndex(server); i >= 0 {
 		e.router.Fence(i, "quarantined: "+why)
 		e.mu.Lock()
-		e.fencedAt[server] = time.Now()
+		e.fencedAt[server] = e.now()
 		e.mu.Unlock()
 	}
 	_ = e.mon.Fence(server, fencePrefix+" (quarantined): "+why)
@@ -229,7 +229,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		idx := e.serverIndex(s.Server)
 		n := e.router.Fence(idx, fmt.Sprintf("%s in progress", recordKind(pl.Kind)))
 		e.mu.Lock()
-		e.fencedAt[s.Server] = time.Now()
+		e.fencedAt[s.Server] = e.now()
 		e.mu.Unlock()
 		if err := e.mon.Fence(s.Server, fmt.Sprintf("%s by %s (term %d)", fencePrefix, recordKind(pl.Kind), pl.Term)); err != nil {
 			return err
@@ -280,7 +280,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		return e.verifyReplicating(ctx, s.Server, timeoutOr(s.Timeout, 30*time.Second))
 	case failover.Hold:
 		e.router.Hold(fmt.Sprintf("%s in progress (%s → %s)", recordKind(pl.Kind), pl.OldPrimary, pl.NewPrimary), timeoutOr(s.Timeout, 10*time.Second))
-		st.held, st.holdStart = true, time.Now()
+		st.held, st.holdStart = true, e.now()
 		return nil
 	case failover.DrainTransactions:
 		idx := e.serverIndex(s.Server)
@@ -320,7 +320,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		if st.held {
 			e.router.Release()
 			st.held = false
-			st.pause = time.Since(st.holdStart)
+			st.pause = e.now().Sub(st.holdStart)
 		}
 		return nil
 	case failover.Unfence:

@@ -45,7 +45,7 @@ func (e *Executor) salvageDue() (failover.Record, bool) {
 		switch {
 		case st == nil:
 			return r, true
-		case !st.settled && time.Since(st.first) >= salvageSettle:
+		case !st.settled && e.now().Sub(st.first) >= salvageSettle:
 			return r, true
 		}
 		return r, false
@@ -82,7 +82,7 @@ func (e *Executor) checkSalvage(ctx context.Context) {
 	st := e.salvaged[key]
 	again := st != nil
 	if st == nil {
-		st = &salvageState{first: time.Now()}
+		st = &salvageState{first: e.now()}
 		e.salvaged[key] = st
 	} else {
 		st.settled = true
@@ -243,7 +243,7 @@ func (e *Executor) writeSalvage(ctx context.Context, rec failover.Record, oldObs
 	if err != nil {
 		return "", fmt.Errorf("mariadb-binlog: %w", err)
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%s-%s.sql", time.Now().UTC().Format("20060102T150405Z"), rec.OldPrimary))
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s.sql", e.now().UTC().Format("20060102T150405Z"), rec.OldPrimary))
 	header := fmt.Sprintf("-- Vigil salvage: transactions %s committed that %s did not have at the failover of %s.\n-- %s binlog position %s; read from GTID %s on.\n-- Review before applying anything.\n",
 		rec.OldPrimary, rec.NewPrimary, rec.Started.Format(time.RFC3339), rec.OldPrimary, oldObs.GTID.Binlog, start)
 	if err := os.WriteFile(path, append([]byte(header), out...), 0o640); err != nil {
@@ -276,7 +276,7 @@ func (e *Executor) salvageAtRejoin(ctx context.Context, in failover.Input, node 
 	if _, st, ok := missingByState(no.GTID.BinlogState, po.GTID.BinlogState); ok && st != "" {
 		start = st
 	}
-	rec := failover.Record{Kind: failover.RecordRejoin, Started: time.Now(), OldPrimary: node, NewPrimary: w.Name}
+	rec := failover.Record{Kind: failover.RecordRejoin, Started: e.now(), OldPrimary: node, NewPrimary: w.Name}
 	path, err := e.writeSalvage(ctx, rec, no, start)
 	if err != nil {
 		e.event(node, "salvage", fmt.Sprintf("salvage at rejoin: %s holds transactions %s lacks, but they could not be written: %v", node, w.Name, err))

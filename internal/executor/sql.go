@@ -89,6 +89,9 @@ func redact(q string) string {
 func (e *Executor) refreshFacts(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, s := range e.o().Servers {
+		if s.Removed {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -181,6 +184,9 @@ func parseSemiSyncSettings(rows [][]string) failover.SemiSyncSettings {
 func (e *Executor) refreshRunning(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, s := range e.o().Servers {
+		if s.Removed {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -179,7 +179,7 @@ func (s *Session) comResetConnection(ctx context.Context) error {
 			s.dropConn(c)
 		} else {
 			s.setConn(nil)
-			s.srv.pools[c.Index].Put(c)
+			s.srv.pool(c.Index).Put(c)
 		}
 	}
 	s.resetSession()
@@ -231,7 +231,7 @@ func (s *Session) kill(ctx context.Context, id uint64, query bool) error {
 	}
 	if c := target.running.Load(); c != nil {
 		kctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := s.srv.pools[c.Index].Kill(kctx, s.key.User, c.ID, true)
+		err := s.srv.pool(c.Index).Kill(kctx, s.key.User, c.ID, true)
 		cancel()
 		if err != nil {
 			return s.sendError(mysqlproto.NewError(mysqlproto.ERUnknownError, "HY000", "Vigil: kill on server %s failed: %v", c.Server, err))

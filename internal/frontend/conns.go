@@ -48,7 +48,7 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 			c = s.sticky[idx]
 			delete(s.sticky, idx)
 		} else {
-			c = s.srv.pools[idx].TryGet(s.key, &s.state)
+			c = s.srv.pool(idx).TryGet(s.key, &s.state)
 		}
 	}
 	if idx >= 0 {
@@ -92,7 +92,7 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		s.countRoute(target)
 		if c == nil {
 			var err error
-			c, err = s.srv.pools[idx].Get(cctx, s.key, &s.state)
+			c, err = s.srv.pool(idx).Get(cctx, s.key, &s.state)
 			if err != nil {
 				if errors.Is(err, backend.ErrPoolExhausted) {
 					return nil, mysqlproto.NewError(mysqlproto.ERVigilPoolExhausted, mysqlproto.SSVigilUnavailable,
@@ -145,7 +145,7 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		if err := c.Sync(cctx, &s.state); err != nil {
 			var se *mysqlproto.SQLError
 			if errors.As(err, &se) {
-				s.srv.pools[idx].Put(c)
+				s.srv.pool(idx).Put(c)
 				if target == router.Reader && missingObject(se.Code) {
 					// The replica does not have the session's schema (yet:
 					// another session created it a moment ago): the
@@ -159,12 +159,12 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 				// A connection with a default schema for a session
 				// without one: take another (the pool hands out only
 				// schemaless ones for such sessions).
-				s.srv.pools[idx].Put(c)
+				s.srv.pool(idx).Put(c)
 				c = nil
 				havePick = true
 				continue
 			}
-			s.srv.pools[idx].Discard(c)
+			s.srv.pool(idx).Discard(c)
 			return nil, mysqlproto.NewError(mysqlproto.ERVigilBackendConnect, mysqlproto.SSVigilUnavailable,
 				"Vigil: %v", err)
 		}
@@ -235,7 +235,7 @@ func (s *Session) dropConn(c *backend.Conn) {
 	if s.sticky != nil && s.sticky[c.Index] == c {
 		delete(s.sticky, c.Index)
 	}
-	s.srv.pools[c.Index].Discard(c)
+	s.srv.pool(c.Index).Discard(c)
 }
 
 // releaseAll ends the session's hold on server connections. A connection
@@ -245,15 +245,15 @@ func (s *Session) releaseAll() {
 		if s.bound() || s.panicked {
 			s.dropConn(s.conn)
 		} else {
-			s.srv.pools[s.conn.Index].Put(s.conn)
+			s.srv.pool(s.conn.Index).Put(s.conn)
 		}
 		s.setConn(nil)
 	}
 	for _, c := range s.sticky {
 		if s.bound() || s.panicked {
-			s.srv.pools[c.Index].Discard(c)
+			s.srv.pool(c.Index).Discard(c)
 		} else {
-			s.srv.pools[c.Index].Put(c)
+			s.srv.pool(c.Index).Put(c)
 		}
 	}
 	s.sticky = nil
@@ -344,7 +344,7 @@ func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn,
 func (s *Session) killRunning(c *backend.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if err := s.srv.pools[c.Index].Kill(ctx, s.key.User, c.ID, true); err != nil {
+	if err := s.srv.pool(c.Index).Kill(ctx, s.key.User, c.ID, true); err != nil {
 		s.srv.log.Warn("could not kill the query of a vanished client", "session", s.id, "server", c.Server, "err", err)
 	}
 }

@@ -78,22 +78,25 @@ func (s *Session) waitGate(ctx context.Context) error {
 // transactions) lose it: their next or current statement fails with
 // 7011, since the transaction cannot have committed anywhere else.
 func (s *Server) Fence(idx int, reason string) int {
-	if idx < 0 || idx >= len(s.pools) {
+	if s.pool(idx) == nil {
 		return 0
 	}
 	s.fenced[idx].Store(true)
 	s.fenceReason[idx].Store(&reason)
-	s.pools[idx].SetFenced(true)
+	s.pool(idx).SetFenced(true)
 	// Closing a connection here does not stop what was already sent on
 	// it: a partitioned server receives it (TCP retransmits) once the
 	// partition heals. The executor kills these on the server when it
 	// answers again (PreFenceConns).
 	s.fenceMu.Lock()
-	for _, id := range s.pools[idx].ConnIDs() {
+	if s.preFence[idx] == nil {
+		s.preFence[idx] = map[uint32]struct{}{}
+	}
+	for _, id := range s.pool(idx).ConnIDs() {
 		s.preFence[idx][id] = struct{}{}
 	}
 	s.fenceMu.Unlock()
-	s.pools[idx].CloseIdle()
+	s.pool(idx).CloseIdle()
 	n := 0
 	s.mu.Lock()
 	for _, sess := range s.sessions {
@@ -145,11 +148,11 @@ func (s *Server) ForgetPreFenceConns(idx int, ids []uint32) {
 
 // Unfence lets traffic reach server idx again (after rejoin).
 func (s *Server) Unfence(idx int) {
-	if idx < 0 || idx >= len(s.pools) {
+	if s.pool(idx) == nil {
 		return
 	}
 	s.fenced[idx].Store(false)
-	s.pools[idx].SetFenced(false)
+	s.pool(idx).SetFenced(false)
 }
 
 // Fenced reports whether server idx is fenced.
@@ -207,7 +210,7 @@ func (s *Server) KillSession(ctx context.Context, id uint32, queryOnly bool) err
 	}
 	if c := target.running.Load(); c != nil {
 		kctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := s.pools[c.Index].Kill(kctx, target.userName(), c.ID, true)
+		err := s.pool(c.Index).Kill(kctx, target.userName(), c.ID, true)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("kill on server %s: %w", c.Server, err)

@@ -117,10 +117,10 @@ func (s *Session) expirePrev() {
 	}
 	s.srv.Stats.SoftHoldExpired.Add(1)
 	if c.Broken {
-		s.srv.pools[c.Index].Discard(c)
+		s.srv.pool(c.Index).Discard(c)
 		return
 	}
-	s.srv.pools[c.Index].Put(c)
+	s.srv.pool(c.Index).Put(c)
 }
 
 // dropPrevHeld gives back the previous statement's connection when the
@@ -144,7 +144,7 @@ func (s *Session) returnPrev(c *backend.Conn) {
 // the session's sticky set when multiplexing is off, else to the pool.
 func (s *Session) putBack(c *backend.Conn) {
 	if c.Broken {
-		s.srv.pools[c.Index].Discard(c)
+		s.srv.pool(c.Index).Discard(c)
 		return
 	}
 	if s.user != nil && !s.user.Multiplexing {
@@ -152,12 +152,12 @@ func (s *Session) putBack(c *backend.Conn) {
 			s.sticky = map[int]*backend.Conn{}
 		}
 		if old := s.sticky[c.Index]; old != nil && old != c {
-			s.srv.pools[old.Index].Put(old)
+			s.srv.pool(old.Index).Put(old)
 		}
 		s.sticky[c.Index] = c
 		return
 	}
-	s.srv.pools[c.Index].Put(c)
+	s.srv.pool(c.Index).Put(c)
 }
 
 // pureDiagnostics: the statement only reads the diagnostics area (SHOW
@@ -319,7 +319,7 @@ func (s *Session) reclaimLast() *backend.Conn {
 		}
 		return nil
 	}
-	if s.srv.pools[c.Index].Reclaim(c, s.lastPuts) {
+	if s.srv.pool(c.Index).Reclaim(c, s.lastPuts) {
 		return c
 	}
 	return nil
@@ -342,7 +342,7 @@ func (s *Session) reclaimInsert(ctx context.Context) *backend.Conn {
 	if c == nil || s.sticky != nil {
 		return nil
 	}
-	if !s.srv.pools[c.Index].ReclaimInsert(c, s.insertToken) {
+	if !s.srv.pool(c.Index).ReclaimInsert(c, s.insertToken) {
 		return nil
 	}
 	if err := s.syncConn(ctx, c, &s.state); err != nil {

@@ -336,7 +336,9 @@ func (m *mirrorer) enqueue(s *Session, members []int, q []byte) {
 
 // run starts the workers; they stop with ctx.
 func (m *mirrorer) run(ctx context.Context) {
-	m.started.Store(true)
+	if m.started.Swap(true) {
+		return // a second Serve (a new listen address) shares the workers
+	}
 	for range mirrorWorkers {
 		m.srv.wg.Add(1)
 		go func() {
@@ -362,7 +364,7 @@ func (m *mirrorer) do(ctx context.Context, j mirrorJob) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	pool := m.srv.pools[idx]
+	pool := m.srv.pool(idx)
 	var st backend.State
 	st.SetSchema(j.schema)
 	c, err := pool.Get(cctx, j.key, &st)

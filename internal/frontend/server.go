@@ -59,7 +59,10 @@ type Server struct {
 	opts   atomic.Pointer[Options]
 	users  atomic.Pointer[map[string]*User]
 	topo   *topology.Holder
-	pools  []*backend.Pool
+	// pools[i] is server slot i's pool (topology.MaxServers slots; nil
+	// until a server takes the slot). Slots never move: a removed
+	// server's pool stays, closed.
+	pools  []atomic.Pointer[backend.Pool]
 	bal    *router.Balancer
 	log    *slog.Logger
 	sha    mysqlproto.ShaCache
@@ -89,6 +92,9 @@ type Server struct {
 	preFence     []map[uint32]struct{} // by server: connection ids open at the fence
 	replies      []replyCounter        // activity.go
 
+	// retired holds listeners RetireListener closed on purpose.
+	retired sync.Map
+
 	mu       sync.Mutex
 	sessions map[uint32]*Session
 	wg       sync.WaitGroup
@@ -97,14 +103,16 @@ type Server struct {
 	testHook func(q []byte)
 }
 
-// New makes a server. pools are indexed like the snapshot's servers.
+// New makes a server. pools are indexed like the snapshot's servers;
+// SetPool fills further slots.
 func New(opts Options, users []User, topo *topology.Holder, pools []*backend.Pool, log *slog.Logger) *Server {
-	s := &Server{topo: topo, pools: pools, bal: router.NewBalancer(len(pools)), log: log,
-		sessions: map[uint32]*Session{}, Stats: newStats(len(pools)),
-		fenced: make([]atomic.Bool, len(pools)), fenceReason: make([]atomic.Pointer[string], len(pools)), preFence: make([]map[uint32]struct{}, len(pools)),
-		replies: newReplyCounters(len(pools))}
-	for i := range s.preFence {
-		s.preFence[i] = map[uint32]struct{}{}
+	const n = topology.MaxServers
+	s := &Server{topo: topo, pools: make([]atomic.Pointer[backend.Pool], n), bal: router.NewBalancer(n), log: log,
+		sessions: map[uint32]*Session{}, Stats: newStats(n),
+		fenced: make([]atomic.Bool, n), fenceReason: make([]atomic.Pointer[string], n), preFence: make([]map[uint32]struct{}, n),
+		replies: newReplyCounters(n)}
+	for i, p := range pools {
+		s.pools[i].Store(p)
 	}
 	s.mirror = &mirrorer{srv: s, jobs: make(chan mirrorJob, 1024)}
 	s.trackDefault.Store(builtinTrackDefaults())
@@ -141,8 +149,18 @@ func (s *Server) SetUsers(users []User) {
 // Balancer exposes read balancing counters.
 func (s *Server) Balancer() *router.Balancer { return s.bal }
 
-// Pools returns the server pools.
-func (s *Server) Pools() []*backend.Pool { return s.pools }
+// SetPool gives server slot i its pool: a server added to the running
+// cluster. Call it before the monitor publishes a snapshot with the
+// server, and never for a slot in use.
+func (s *Server) SetPool(i int, p *backend.Pool) { s.pools[i].Store(p) }
+
+// pool is server slot i's pool, nil for a slot no server took.
+func (s *Server) pool(i int) *backend.Pool {
+	if i < 0 || i >= len(s.pools) {
+		return nil
+	}
+	return s.pools[i].Load()
+}
 
 // Serve accepts clients on ln until ctx ends, then closes every session and
 // waits for them.
@@ -168,6 +186,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				time.Sleep(tempDelay)
 				continue
 			}
+			if _, ok := s.retired.Load(ln); ok {
+				// Replaced by another listen address (reload): the
+				// sessions it accepted go on; the new listener's Serve
+				// closes them at shutdown.
+				s.retired.Delete(ln)
+				return nil
+			}
 			s.closeAll()
 			s.wg.Wait()
 			return fmt.Errorf("accept on %s: %w", ln.Addr(), err)
@@ -189,6 +214,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.mu.Unlock()
 		}()
 	}
+}
+
+// RetireListener stops accepting on ln, a listener Serve runs on, and
+// ends that Serve without touching the sessions it accepted (a reload
+// moved the listen address: Serve runs on the new listener already).
+func (s *Server) RetireListener(ln net.Listener) {
+	s.retired.Store(ln, struct{}{})
+	ln.Close()
 }
 
 func (s *Server) closeAll() {

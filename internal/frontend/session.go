@@ -576,7 +576,7 @@ func (s *Session) execute(ctx context.Context, pkt []byte, info sqlscan.Info, ta
 				// Its idle siblings may be dead too (the server restarted,
 				// KILL CONNECTION USER): the retry gets a new connection
 				// if it lands on the same server.
-				s.srv.pools[c.Index].CloseIdle()
+				s.srv.pool(c.Index).CloseIdle()
 				exclude = c.Index
 				continue
 			}
@@ -744,8 +744,10 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 		// A new client of the server gets its session variables from the
 		// new global values; idle pooled connections still have the old
 		// ones: close them, new sessions get fresh connections.
-		for _, p := range s.srv.pools {
-			p.CloseIdle()
+		for i := range s.srv.pools {
+			if p := s.srv.pool(i); p != nil {
+				p.CloseIdle()
+			}
 		}
 		if !s.bound() {
 			c.Broken = true // this one too, once the session is done with it

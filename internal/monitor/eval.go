@@ -113,6 +113,35 @@ type ServerState struct {
 	// Fenced servers are OfflineHard until unfenced, whatever they report.
 	Fenced      bool
 	FenceReason string
+	// Joining: added to a running cluster; OfflineSoft until it is Online
+	// by its checks and caught up (joinCaughtUp), then routed.
+	Joining bool
+	// JoinTarget is the writer's GTID position when the server joined
+	// (replication): a joining replica is caught up once it has applied
+	// it and lags at most JoinMaxLag.
+	JoinTarget string
+	// Removed: the server left the configuration; its slot is a tombstone
+	// (OfflineHard, never checked again).
+	Removed bool
+}
+
+// JoinMaxLag is the replication lag under which a joining replica counts
+// as caught up and starts taking reads.
+const JoinMaxLag = 1.0
+
+// joinCaughtUp: a joining server may be routed — Online by its checks
+// and, for a replica, replicating, past the writer's position when it
+// joined (Seconds_Behind_Master alone says 0 while the I/O thread is
+// still fetching a backlog) and with a known lag of at most JoinMaxLag.
+func (s *ServerState) joinCaughtUp() bool {
+	if s.Computed != topology.Online {
+		return false
+	}
+	if o := s.LastOK; o != nil && o.Replica != nil {
+		return o.Replica.IORunning == topology.IOYes && s.Lag >= 0 && s.Lag <= JoinMaxLag &&
+			(s.JoinTarget == "" || topology.Applied(o.GTID.String(), s.JoinTarget))
+	}
+	return true
 }
 
 // CheckCounts count a server's checks by result. Every check is exactly
@@ -141,10 +170,18 @@ func (st State) clone() State {
 // then the operator's override, then what the checks say.
 func (s *ServerState) Published() (topology.State, string) {
 	switch {
+	case s.Removed:
+		return topology.OfflineHard, "removed from the configuration"
 	case s.Fenced:
 		return topology.OfflineHard, "fenced: " + s.FenceReason
 	case s.Admin == topology.OfflineSoft || s.Admin == topology.OfflineHard:
 		return s.Admin, "set by operator: " + s.AdminReason
+	case s.Joining:
+		target := ""
+		if s.JoinTarget != "" {
+			target = ", past the writer's " + s.JoinTarget
+		}
+		return topology.OfflineSoft, fmt.Sprintf("joining: routed once Online and caught up (lag at most %gs%s); now %s: %s", JoinMaxLag, target, s.Computed, s.Reason)
 	}
 	return s.Computed, s.Reason
 }
@@ -185,6 +222,20 @@ func step(prev, next State, latest []*topology.Observation, opts *Options, now t
 			e := env
 			e.Writer, e.Lone = i == prev.Writer, i == lone
 			next.Servers[i].apply(o, opts, e)
+		}
+	}
+	for i := range next.Servers {
+		s := &next.Servers[i]
+		if !s.Joining {
+			continue
+		}
+		if d := next.Designated; s.JoinTarget == "" && opts.Type == TypeReplication && d >= 0 && d != i {
+			if w := next.Servers[d].LastOK; w != nil {
+				s.JoinTarget = w.GTID.String()
+			}
+		}
+		if s.joinCaughtUp() {
+			s.Joining = false
 		}
 	}
 	next.chooseWriter(opts)
@@ -474,7 +525,7 @@ func (st *State) discover(opts *Options, cands []int) {
 
 func (st *State) allObserved() bool {
 	for i := range st.Servers {
-		if st.Servers[i].Seq == 0 {
+		if st.Servers[i].Seq == 0 && !st.Servers[i].Removed {
 			return false
 		}
 	}
@@ -583,7 +634,22 @@ func diff(prev, next *State, opts *Options, now time.Time) []Event {
 			From: from, To: to, Reason: reason, Term: next.Term})
 	}
 	for i := range next.Servers {
-		p, n := &prev.Servers[i], &next.Servers[i]
+		n := &next.Servers[i]
+		if i >= len(prev.Servers) {
+			ns, nreason := n.Published()
+			ev(n.Name, EventServerAdded, "", ns.String(), nreason)
+			continue
+		}
+		p := &prev.Servers[i]
+		if n.Removed {
+			if !p.Removed {
+				ev(n.Name, EventServerRemoved, "", "", "removed from the configuration; its connections were drained")
+			}
+			continue
+		}
+		if p.Joining && !n.Joining {
+			ev(n.Name, EventServerJoined, "", "", "Online and caught up: "+n.Reason)
+		}
 		ps, _ := p.Published()
 		ns, nreason := n.Published()
 		if ps != ns {
@@ -674,6 +740,7 @@ func (st *State) Snapshot(opts *Options) *topology.Snapshot {
 			Name: s.Name, Addr: opts.Servers[i].Addr, Weight: opts.Servers[i].Weight,
 			Role: st.role(opts, i), State: state, Readable: r, Writable: w,
 			LagSeconds: -1, Reason: reason, Overloaded: s.Overloaded, Conflict: s.Conflict, Fenced: s.Fenced,
+			Removed: s.Removed,
 		}
 		if o := s.LastOK; o != nil {
 			srv.LagSeconds = s.Lag

@@ -13,6 +13,12 @@ const (
 	// EventStateChange: a server's routing state changed (From/To are
 	// ONLINE, SHUNNED, OFFLINE_SOFT, OFFLINE_HARD).
 	EventStateChange EventKind = "state_change"
+	// EventServerAdded: a reload or an operator added a server; it joins
+	// OFFLINE_SOFT. EventServerJoined: it is Online and caught up and
+	// takes traffic. EventServerRemoved: it left the configuration.
+	EventServerAdded   EventKind = "server_added"
+	EventServerJoined  EventKind = "server_joined"
+	EventServerRemoved EventKind = "server_removed"
 	// EventAccessChange: an Online server's readable/writable flags changed
 	// (From/To like "r=1 w=0").
 	EventAccessChange EventKind = "access_change"

@@ -24,9 +24,15 @@ import (
 type Monitor struct {
 	holder *topology.Holder
 	log    *slog.Logger
-	probes []*probe
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// probes[i] checks server i; nil for a removed server. Guarded by mu:
+	// SetOptions adds and removes servers while the monitor runs.
+	probes []*probe
+	// runCtx is Run's context while it runs; probes started after Run
+	// (servers added) run under it, counted by probeWG.
+	runCtx  context.Context
+	probeWG sync.WaitGroup
 	opts    Options
 	st      State
 	latest  []*topology.Observation
@@ -64,7 +70,12 @@ func New(opts Options, holder *topology.Holder, log *slog.Logger) (*Monitor, err
 	}
 	m.events.resize(opts.EventBuffer)
 	for i, s := range opts.Servers {
-		m.probes = append(m.probes, newProbe(m, i, s.Name))
+		var p *probe
+		if !s.Removed {
+			p = newProbe(m, i, s.Name)
+		}
+		m.probes = append(m.probes, p)
+		m.st.Servers[i].Removed = s.Removed
 	}
 	m.publishLocked()
 	return m, nil
@@ -80,21 +91,37 @@ func (m *Monitor) Run(ctx context.Context) error {
 		return errors.New("monitor is already running")
 	}
 	m.running = true
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		m.running = false
-		m.mu.Unlock()
-	}()
-
-	m.log.Info("monitor starting", "servers", len(m.probes), "interval", m.options().Interval)
-	var wg sync.WaitGroup
+	m.runCtx = ctx
 	for _, p := range m.probes {
-		wg.Go(func() { p.run(ctx) })
+		m.startProbeLocked(p)
 	}
-	wg.Wait()
+	n := len(m.probes)
+	m.mu.Unlock()
+	m.log.Info("monitor starting", "servers", n, "interval", m.options().Interval)
+	<-ctx.Done()
+	m.mu.Lock()
+	m.runCtx = nil
+	m.mu.Unlock()
+	m.probeWG.Wait()
+	m.mu.Lock()
+	m.running = false
+	m.mu.Unlock()
 	m.log.Info("monitor stopped")
 	return nil
+}
+
+// startProbeLocked runs p under Run's context, until that ends or the
+// server is removed (p.stop).
+func (m *Monitor) startProbeLocked(p *probe) {
+	if p == nil || m.runCtx == nil || m.runCtx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(m.runCtx)
+	p.stop = cancel
+	m.probeWG.Go(func() {
+		defer cancel()
+		p.run(ctx)
+	})
 }
 
 func (m *Monitor) options() Options {
@@ -106,6 +133,10 @@ func (m *Monitor) options() Options {
 // observe takes one probe's observation: evaluate, publish, record events.
 func (m *Monitor) observe(i int, o *topology.Observation) {
 	m.mu.Lock()
+	if m.st.Servers[i].Removed {
+		m.mu.Unlock()
+		return // a check that ended after the server was removed
+	}
 	m.latest[i] = o
 	var evs []Event
 	m.st, evs = Evaluate(m.st, m.latest, &m.opts, m.now())
@@ -201,13 +232,15 @@ func (m *Monitor) Subscribe(buffer int) (<-chan Event, func()) {
 }
 
 // Observations returns every server's health with its latest observation,
-// in server order, for the failover engine.
+// in server order, for the failover engine; removed servers are left out.
 func (m *Monitor) Observations() []topology.Health {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]topology.Health, len(m.st.Servers))
+	out := make([]topology.Health, 0, len(m.st.Servers))
 	for i := range m.st.Servers {
-		out[i] = m.st.Health(i)
+		if !m.st.Servers[i].Removed {
+			out = append(out, m.st.Health(i))
+		}
 	}
 	return out
 }
@@ -232,7 +265,7 @@ func (m *Monitor) State() State {
 
 func (m *Monitor) index(name string) (int, error) {
 	for i, s := range m.opts.Servers {
-		if s.Name == name {
+		if s.Name == name && !s.Removed {
 			return i, nil
 		}
 	}
@@ -270,10 +303,7 @@ func (m *Monitor) SetWriter(server, reason string) error {
 	if err := m.command(setWriterAt(i, &opts, reason, m.now())); err != nil {
 		return err
 	}
-	select {
-	case m.probes[i].kick <- struct{}{}:
-	default:
-	}
+	m.CheckNow(i)
 	return nil
 }
 
@@ -281,11 +311,17 @@ func (m *Monitor) SetWriter(server, reason string) error {
 // passive evidence that it failed (the data path lost a connection to
 // it). It never blocks; the probe spaces such checks (minCheckSpacing).
 func (m *Monitor) CheckNow(i int) {
-	if i < 0 || i >= len(m.probes) {
+	m.mu.Lock()
+	var p *probe
+	if i >= 0 && i < len(m.probes) {
+		p = m.probes[i]
+	}
+	m.mu.Unlock()
+	if p == nil {
 		return
 	}
 	select {
-	case m.probes[i].kick <- struct{}{}:
+	case p.kick <- struct{}{}:
 	default:
 	}
 }
@@ -314,10 +350,14 @@ func (m *Monitor) Unfence(server string) error {
 	return m.command(unfence(i))
 }
 
-// SetOptions swaps the options of a running monitor (config reload). The
-// server list must name the same servers in the same order: the snapshot
-// order is fixed. New thresholds apply from the next observation, a new
-// address or new credentials from the next connection.
+// SetOptions swaps the options of a running monitor (config reload).
+// opts.Servers lists every server slot: those of the running monitor in
+// place and with the same names, some perhaps now Removed, then any new
+// servers. A new server joins OFFLINE_SOFT and is routed once its checks
+// find it Online and caught up; a removed one is never checked again and
+// its slot stays a tombstone. The writer (the designated primary) cannot
+// be removed. New thresholds apply from the next observation, new
+// credentials from the next connection.
 func (m *Monitor) SetOptions(opts Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
@@ -325,22 +365,55 @@ func (m *Monitor) SetOptions(opts Options) error {
 	opts = opts.WithDefaults()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !sameServers(m.opts.Servers, opts.Servers) {
-		return errors.New("the server list changed: a restart is needed (snapshots keep their server order)")
+	removed, added, err := membership(m.opts.Servers, opts.Servers)
+	if err != nil {
+		return err
 	}
 	if opts.Type != m.opts.Type {
 		return fmt.Errorf("the cluster type changed from %s to %s: a restart is needed", m.opts.Type, opts.Type)
 	}
+	for _, i := range removed {
+		if i == m.st.Designated || i == m.st.Writer {
+			return fmt.Errorf("%s is the writer: switch over to another server before removing it", m.opts.Servers[i].Name)
+		}
+	}
 	credentials := opts.User != m.opts.User || opts.Password != m.opts.Password
+	prev := m.st.clone()
 	m.opts = opts
+	for _, i := range removed {
+		m.st.Servers[i].Removed = true
+		m.latest[i] = nil
+		if p := m.probes[i]; p != nil {
+			if p.stop != nil {
+				p.stop()
+			}
+			m.probes[i] = nil
+		}
+	}
+	for _, i := range added {
+		s := opts.Servers[i]
+		m.st.Servers = append(m.st.Servers, ServerState{Name: s.Name, Computed: topology.Shunned, Reason: "not checked yet", Lag: -1, Joining: true})
+		m.latest = append(m.latest, nil)
+		p := newProbe(m, i, s.Name)
+		m.probes = append(m.probes, p)
+		m.startProbeLocked(p)
+	}
 	if len(m.events.buf) != opts.EventBuffer {
 		m.events.resize(opts.EventBuffer)
 	}
 	if credentials {
 		for _, p := range m.probes {
-			p.reconnect.Store(true)
+			if p != nil {
+				p.reconnect.Store(true)
+			}
 		}
 	}
+	var evs []Event
+	if len(removed)+len(added) > 0 {
+		m.st, evs = step(prev, m.st.clone(), m.latest, &m.opts, m.now())
+		m.recordLocked(evs)
+	}
 	m.publishLocked()
+	m.logEvents(evs)
 	return nil
 }

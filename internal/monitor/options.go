@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/vigil-db/vigil/internal/topology"
 )
 
 // Cluster types, as in the configuration.
@@ -104,6 +106,9 @@ type Server struct {
 	// Weight orders Galera writer candidates (highest first) and is copied
 	// into snapshots for the read balancer (0: no reads).
 	Weight int
+	// Removed: the server left the configuration; its slot stays so that
+	// the indices of the others never move (topology.MaxServers).
+	Removed bool
 }
 
 // Heartbeat configures the heartbeat table: columns ts (varchar(26),
@@ -161,11 +166,16 @@ func (o Options) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("type must be replication, galera or read-only, not %q", o.Type))
 	}
-	if len(o.Servers) == 0 {
-		errs = append(errs, errors.New("no servers"))
+	if len(o.Servers) > topology.MaxServers {
+		errs = append(errs, fmt.Errorf("%d server slots: at most %d per cluster for the life of a Vigil process (removed servers keep theirs until a restart)", len(o.Servers), topology.MaxServers))
 	}
 	seen := map[string]bool{}
+	live := 0
 	for i, s := range o.Servers {
+		if s.Removed {
+			continue
+		}
+		live++
 		if s.Name == "" {
 			errs = append(errs, fmt.Errorf("servers[%d]: empty name", i))
 		}
@@ -177,22 +187,37 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("servers[%d]: empty address", i))
 		}
 	}
+	if live == 0 {
+		errs = append(errs, errors.New("no servers"))
+	}
 	if o.Heartbeat.Table != "" && !tableName.MatchString(o.Heartbeat.Table) {
 		errs = append(errs, fmt.Errorf("heartbeat table %q is not schema.table", o.Heartbeat.Table))
 	}
 	return errors.Join(errs...)
 }
 
-// sameServers reports whether a and b list the same servers in the same
-// order (addresses, roles and weights may differ).
-func sameServers(a, b []Server) bool {
-	if len(a) != len(b) {
-		return false
+// membership compares the server slots of a running monitor (old) with
+// new ones: new keeps every slot of old in place, with the same name (a
+// slot never comes back once removed), and may remove some and append
+// others. It returns the slots new removes and the slots it adds.
+func membership(old, new []Server) (removed, added []int, err error) {
+	if len(new) < len(old) {
+		return nil, nil, fmt.Errorf("%d server slots where the running monitor has %d: slots are never dropped", len(new), len(old))
 	}
-	for i := range a {
-		if a[i].Name != b[i].Name {
-			return false
+	for i := range old {
+		switch {
+		case new[i].Name != old[i].Name:
+			return nil, nil, fmt.Errorf("server slot %d is %s, not %s: slots keep their server", i, new[i].Name, old[i].Name)
+		case old[i].Removed && !new[i].Removed:
+			return nil, nil, fmt.Errorf("server slot %d (%s) was removed: a server that comes back takes a new slot", i, old[i].Name)
+		case new[i].Removed && !old[i].Removed:
+			removed = append(removed, i)
 		}
 	}
-	return true
+	for i := len(old); i < len(new); i++ {
+		if !new[i].Removed {
+			added = append(added, i)
+		}
+	}
+	return removed, added, nil
 }

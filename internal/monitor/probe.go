@@ -22,6 +22,8 @@ type probe struct {
 	idx  int
 	name string
 	kick chan struct{}
+	// stop ends run (the server was removed); set by startProbeLocked.
+	stop context.CancelFunc
 	// lastStart is when the latest check started.
 	lastStart time.Time
 	// reconnect asks for a new monitor connection (credentials changed).

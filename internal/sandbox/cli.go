@@ -23,6 +23,7 @@ Usage:
   vigil sandbox up --dir DIR [--topology replication|galera|standalone] [--nodes N]
                    [--base-port P] [--semi-sync] [--json] [--verbose]
   vigil sandbox status --dir DIR [--json]
+  vigil sandbox add --dir DIR
   vigil sandbox down --dir DIR [--purge]
   vigil sandbox start|stop|kill NODE --dir DIR
   vigil sandbox pause|resume NODE --dir DIR
@@ -34,6 +35,9 @@ Commands:
   up       create and start a sandbox; waits until replication runs (or Galera
            is Synced), writes DIR/sandbox.json and DIR/vigil.yaml
   status   what every node is now: running, role, replication, paused, isolated
+  add      one more node (replication: a replica of the current primary,
+           replicating from the start of its binary log); not added to
+           vigil.yaml: add it to Vigil with vigil ctl server add or a reload
   down     stop every node (and heal, resume) ; --purge also deletes DIR
   start    start a stopped node and wait until it answers
   stop     shut a node down cleanly
@@ -148,6 +152,8 @@ func sandboxFlagSet(cmd string, f *sandboxFlags) (*flag.FlagSet, int, bool) {
 	case "status":
 		npos = 0
 		fs.BoolVar(&f.json, "json", false, "print JSON")
+	case "add":
+		npos = 0
 	case "down":
 		npos = 0
 		fs.BoolVar(&f.purge, "purge", false, "also delete the sandbox directory")
@@ -223,6 +229,13 @@ func sandboxCommand(ctx context.Context, sb *Sandbox, cmd string, pos []string, 
 	switch cmd {
 	case "status":
 		return sandboxStatus(ctx, sb, f.json, stdout)
+	case "add":
+		n, err := sb.AddNode(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s added at %s (pid %d, %s); Vigil routes to it after: vigil ctl server add %s %s\n", n.Name, n.Addr(), n.PID, n.Role, n.Name, n.Addr())
+		return nil
 	case "down":
 		if err := sb.Down(ctx, f.purge); err != nil {
 			return err

@@ -84,7 +84,17 @@ type Server struct {
 	// Fenced: the failover executor took it out of routing (an old
 	// primary, a quarantined replica) until an operator rejoins it.
 	Fenced bool
+	// Removed: the server left the configuration. Its slot stays (State
+	// OfflineHard) so that every other server keeps its index; nothing
+	// routes to it, and Live, the API and metrics leave it out.
+	Removed bool
 }
+
+// MaxServers bounds the server slots of one cluster for the life of a
+// Vigil process: a server added by a reload takes the next slot, a
+// removed one keeps its slot (a tombstone) so that the indices every
+// plane shares never move. A restart starts from the configured list.
+const MaxServers = 256
 
 // Snapshot is one immutable view of a cluster. Never modify a published
 // snapshot: build a new one and Publish it.
@@ -113,14 +123,46 @@ func (s *Snapshot) WriterServer() *Server {
 	return &s.Servers[s.Writer]
 }
 
-// Index returns the index of the named server, or -1.
+// Index returns the index of the named server, or -1. A removed server
+// is never found (its name may belong to a server added since).
 func (s *Snapshot) Index(name string) int {
 	for i := range s.Servers {
-		if s.Servers[i].Name == name {
+		if s.Servers[i].Name == name && !s.Servers[i].Removed {
 			return i
 		}
 	}
 	return -1
+}
+
+// Live is the snapshot without its removed servers (s itself when it has
+// none), Writer renumbered: the view of the failover engine and the API,
+// which name servers and never index the data path's slots.
+func (s *Snapshot) Live() *Snapshot {
+	if s == nil {
+		return nil
+	}
+	removed := 0
+	for i := range s.Servers {
+		if s.Servers[i].Removed {
+			removed++
+		}
+	}
+	if removed == 0 {
+		return s
+	}
+	c := *s
+	c.Servers = make([]Server, 0, len(s.Servers)-removed)
+	c.Writer = -1
+	for i := range s.Servers {
+		if s.Servers[i].Removed {
+			continue
+		}
+		if i == s.Writer {
+			c.Writer = len(c.Servers)
+		}
+		c.Servers = append(c.Servers, s.Servers[i])
+	}
+	return &c
 }
 
 // Holder publishes snapshots; readers Load without locks.
