@@ -39,6 +39,10 @@ type ServerView struct {
 	Pool       PoolView `json:"pool"`
 	// Queries counts the client statements the server ran (for rates).
 	Queries int64 `json:"queries"`
+	// Weight is the read weight; Standby marks a standby (never routed,
+	// promoted only when named).
+	Weight  int  `json:"weight"`
+	Standby bool `json:"standby,omitempty"`
 }
 
 // PoolView is a server's connection pool usage.

@@ -87,6 +87,8 @@ type ServerSpec struct {
 type MembershipController interface {
 	AddServer(ctx context.Context, cluster string, s ServerSpec) error
 	RemoveServer(ctx context.Context, cluster, server string) error
+	// SetWeight sets a server's read weight (0: no reads).
+	SetWeight(ctx context.Context, cluster, server string, weight int) error
 }
 
 func (s *Server) membershipRoutes() {
@@ -104,7 +106,7 @@ func (s *Server) membershipRoutes() {
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, 200, map[string]any{"ok": true, "server": spec.Name, "state": "OFFLINE_SOFT",
+		writeJSON(w, 200, map[string]any{"ok": true, "server": spec.Name,
 			"message": "added: it joins OFFLINE_SOFT and takes traffic once Online and caught up (vigil ctl events --kind server_joined)"})
 	})))
 	s.mux.Handle("DELETE /api/v1/servers/{name}", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -114,5 +116,21 @@ func (s *Server) membershipRoutes() {
 			return
 		}
 		writeJSON(w, 200, map[string]any{"ok": true, "server": name, "message": "drained and removed"})
+	})))
+	s.mux.Handle("POST /api/v1/servers/{name}/weight", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Cluster string `json:"cluster"`
+			Weight  *int   `json:"weight"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&body); err != nil || body.Weight == nil {
+			writeErr(w, &Error{400, `body must be JSON: {"weight": 2}`})
+			return
+		}
+		name := r.PathValue("name")
+		if err := mc.SetWeight(r.Context(), body.Cluster, name, *body.Weight); err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, map[string]any{"ok": true, "server": name, "weight": *body.Weight})
 	})))
 }

@@ -210,6 +210,10 @@ type Server struct {
 	// Role is the initial role: primary or replica (replication), or empty.
 	Role   string `yaml:"role"`
 	Weight int    `yaml:"weight"`
+	// Standby: replicating and monitored, never routed, and promoted only
+	// when an operator names it (switchover/failover --to). Ignored while
+	// the server is the writer.
+	Standby bool `yaml:"standby"`
 	// TLS to this server.
 	TLS bool `yaml:"tls"`
 	// Datadir, when the server runs on this host, lets Vigil read the binary
@@ -308,6 +312,20 @@ func (z *Size) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// MarshalYAML writes the size in the largest unit that divides it:
+// "64MiB", "1GiB", or a plain number of bytes.
+func (z Size) MarshalYAML() (any, error) {
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if z != 0 && int64(z)%u.m == 0 {
+			return strconv.FormatInt(int64(z)/u.m, 10) + u.suffix, nil
+		}
+	}
+	return int64(z), nil
+}
+
 // ParseSize parses "100MiB" and friends.
 func ParseSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)
@@ -348,8 +366,18 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	return fmt.Errorf("line %d: %q is not a duration (use e.g. 500ms, 2s, 1h)", n.Line, s)
 }
 
-// MarshalYAML writes the duration as a Go duration string.
-func (d Duration) MarshalYAML() (any, error) { return d.Duration.String(), nil }
+// MarshalYAML writes the duration as a Go duration string without zero
+// units at its end: "1h", "5m", "1h30m", "500ms".
+func (d Duration) MarshalYAML() (any, error) {
+	s := d.Duration.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s, nil
+}
 
 // Load reads, decodes strictly, applies defaults and validates a file.
 func Load(path string) (*Config, error) {
@@ -626,6 +654,9 @@ func (c *Config) Validate() error {
 			}
 			if s.Role == "primary" {
 				primaries++
+				if s.Standby {
+					add(skey+".standby", "the configured primary cannot be a standby")
+				}
 			}
 			if s.Weight < 0 {
 				add(skey+".weight", "must not be negative")

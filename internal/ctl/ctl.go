@@ -31,7 +31,11 @@ Commands:
   failover [--to NODE] [--dry-run] [--force] [--accept-loss]
   ack                           acknowledge a failover so automatic failover may run again
   rejoin NODE                   make a returned old primary a replica of the new primary
-  set-state NODE ONLINE|OFFLINE_SOFT|OFFLINE_HARD
+  set-state NODE ONLINE|OFFLINE_SOFT|OFFLINE_HARD|STANDBY
+                                STANDBY: replicating and monitored, never routed,
+                                promoted only when named (kept across restarts);
+                                ONLINE ends it
+  set-weight NODE N             read weight (0: no reads), kept across restarts
   server add NAME HOST:PORT [--weight N] [--role replica|primary]
                                 add a server to the running cluster: it joins
                                 OFFLINE_SOFT, is routed once Online and caught up
@@ -135,7 +139,7 @@ func Command(ctx context.Context, args []string) int {
 		return c.op(ctx, "/api/v1/rejoin/"+cargs[0]+"?cluster="+*cluster, nil)
 	case "set-state":
 		if len(cargs) != 2 {
-			fmt.Fprintln(os.Stderr, "vigil ctl set-state NODE ONLINE|OFFLINE_SOFT|OFFLINE_HARD")
+			fmt.Fprintln(os.Stderr, "vigil ctl set-state NODE ONLINE|OFFLINE_SOFT|OFFLINE_HARD|STANDBY")
 			return 2
 		}
 		return c.post(ctx, "/api/v1/servers/"+cargs[0]+"/state", map[string]string{"cluster": *cluster, "state": strings.ToUpper(cargs[1])})
@@ -143,6 +147,17 @@ func Command(ctx context.Context, args []string) int {
 		return c.post(ctx, "/api/v1/config/reload", nil)
 	case "server":
 		return c.server(ctx, *cluster, cargs)
+	case "set-weight":
+		var w int
+		if len(cargs) != 2 {
+			fmt.Fprintln(os.Stderr, "vigil ctl set-weight NODE N")
+			return 2
+		}
+		if _, err := fmt.Sscan(cargs[1], &w); err != nil {
+			fmt.Fprintln(os.Stderr, "vigil ctl set-weight NODE N: N must be a number (0: no reads)")
+			return 2
+		}
+		return c.post(ctx, "/api/v1/servers/"+cargs[0]+"/weight", map[string]any{"cluster": *cluster, "weight": w})
 	case "kill":
 		kfs := flag.NewFlagSet("kill", flag.ContinueOnError)
 		query := kfs.Bool("query", false, "kill only the running statement")
@@ -312,7 +327,7 @@ func (c *ctlClient) servers(ctx context.Context) int {
 		return exit
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tSERVER\tADDRESS\tROLE\tSTATE\tR/W\tLAG\tPOOL\tGTID\tREASON")
+	fmt.Fprintln(tw, "CLUSTER\tSERVER\tADDRESS\tROLE\tSTATE\tR/W\tWEIGHT\tLAG\tPOOL\tGTID\tREASON")
 	for _, s := range list {
 		rw := map[bool]string{true: "r", false: "-"}[s.Readable] + map[bool]string{true: "w", false: "-"}[s.Writable]
 		if s.Writer {
@@ -322,7 +337,11 @@ func (c *ctlClient) servers(ctx context.Context) int {
 		if s.LagSeconds != nil {
 			lag = fmt.Sprintf("%.1fs", *s.LagSeconds)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", s.Cluster, s.Name, s.Address, s.Role, s.State, rw, lag,
+		state := s.State
+		if s.Standby {
+			state += " (standby)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%s\t%s\n", s.Cluster, s.Name, s.Address, s.Role, state, rw, s.Weight, lag,
 			s.Pool.InUse, s.Pool.Open, s.GTID, s.Reason)
 	}
 	tw.Flush()

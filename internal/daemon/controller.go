@@ -70,6 +70,7 @@ func (d *daemon) Servers() []admin.ServerView {
 			v := admin.ServerView{
 				Name: s.Name, Address: s.Addr, Cluster: name, Role: s.Role.String(), State: s.State.String(),
 				Readable: s.Readable, Writable: s.Writable, Writer: i == snap.Writer, GTID: s.GTID, Reason: s.Reason,
+				Weight: s.Weight, Standby: s.Standby,
 			}
 			if s.LagSeconds >= 0 {
 				lag := s.LagSeconds
@@ -151,12 +152,24 @@ func (d *daemon) Ready() (bool, string) {
 
 func (d *daemon) Reload(ctx context.Context) error { return d.reload(d.cfgPath) }
 
+// SetServerState implements admin.Controller: ONLINE, OFFLINE_SOFT and
+// OFFLINE_HARD are the operator's override (ONLINE also ends a standby);
+// STANDBY makes the server a standby, kept across restarts.
 func (d *daemon) SetServerState(ctx context.Context, cluster, server, state string) error {
 	rt, err := d.cluster(cluster)
 	if err != nil {
 		return err
 	}
-	return rt.setServerState(server, state)
+	if state == "STANDBY" {
+		return d.setStandby(cluster, server, true)
+	}
+	if err := rt.setServerState(server, state); err != nil {
+		return err
+	}
+	if i := rt.serverIndex(server); state == "ONLINE" && i >= 0 && rt.topo.Load().Servers[i].Standby {
+		return d.setStandby(cluster, server, false)
+	}
+	return nil
 }
 
 // serverIndex finds a server of the cluster by name.
@@ -225,7 +238,7 @@ func (rt *clusterRuntime) setServerState(server, state string) error {
 	case "OFFLINE_HARD":
 		st = topology.OfflineHard
 	default:
-		return &admin.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("state must be ONLINE, OFFLINE_SOFT or OFFLINE_HARD, not %q", state)}
+		return &admin.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("state must be ONLINE, OFFLINE_SOFT, OFFLINE_HARD or STANDBY, not %q", state)}
 	}
 	if err := rt.mon.SetAdminState(server, st, "set by an operator"); err != nil {
 		return &admin.Error{Status: http.StatusBadRequest, Message: err.Error()}

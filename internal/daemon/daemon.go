@@ -105,6 +105,9 @@ type daemon struct {
 	// it.
 	rsaKey   *rsa.PrivateKey
 	reloadMu sync.Mutex // one reload (or membership change) at a time
+	// base is the config file as last applied, before state_dir's
+	// overlay (membership.go); guarded by reloadMu.
+	base *config.Config
 }
 
 // clusterMap is the running clusters by name.
@@ -126,8 +129,13 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 	d.cancel = cancel
 	d.ctx = ctx
 	d.clusters.Store(&map[string]*clusterRuntime{})
-	if err := applyOverlay(cfg); err != nil {
+	d.base = cfg
+	ov, err := readOverlay(cfg.StateDir)
+	if err != nil {
 		return err
+	}
+	if cfg, err = effective(cfg, ov); err != nil {
+		return fmt.Errorf("%s: %w", overlayPath(d.base.StateDir), err)
 	}
 	d.running.Store(cfg)
 	d.cache = newCache(cfg)
@@ -192,18 +200,28 @@ func (d *daemon) stop() {
 // validated first (build), then swapped in; a config that does not build
 // changes nothing.
 func (d *daemon) reload(path string) error {
-	cfg, err := config.Load(path)
+	// One at a time: SIGHUP, the API and membership changes may ask
+	// together.
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	base, err := config.Load(path)
 	if err != nil {
-		d.reloadMu.Lock()
-		defer d.reloadMu.Unlock()
 		return d.rejectReload(err)
 	}
-	if err := applyOverlay(cfg); err != nil {
-		d.reloadMu.Lock()
-		defer d.reloadMu.Unlock()
+	cfg, err := d.withOverlay(base)
+	if err != nil {
 		return d.rejectReload(fmt.Errorf("config %s: %w", path, err))
 	}
-	return d.apply(cfg, "configuration reloaded from "+path)
+	return d.applyLocked(base, cfg, "configuration reloaded from "+path)
+}
+
+// withOverlay is base with state_dir's overlay applied.
+func (d *daemon) withOverlay(base *config.Config) (*config.Config, error) {
+	ov, err := readOverlay(base.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	return effective(base, ov)
 }
 
 func (d *daemon) rejectReload(err error) error {
@@ -212,15 +230,12 @@ func (d *daemon) rejectReload(err error) error {
 	return err
 }
 
-// apply makes cfg the running config: provision (build every part, new
-// listeners and pools included, validated by their owners), then swap,
-// then clean up what the old runtime held. Anything that fails before the
-// swap changes nothing.
-func (d *daemon) apply(cfg *config.Config, what string) error {
-	// One at a time: SIGHUP, the API and membership changes may ask
-	// together.
-	d.reloadMu.Lock()
-	defer d.reloadMu.Unlock()
+// applyLocked makes cfg (base with the overlay) the running config:
+// provision (build every part, new listeners and pools included,
+// validated by their owners), then swap, then clean up what the old
+// runtime held. Anything that fails before the swap changes nothing. The
+// caller holds reloadMu.
+func (d *daemon) applyLocked(base, cfg *config.Config, what string) error {
 	if err := d.reloadable(cfg); err != nil {
 		return d.rejectReload(err)
 	}
@@ -260,6 +275,7 @@ func (d *daemon) apply(cfg *config.Config, what string) error {
 		d.journal.add(admin.Event{Cluster: rt.name, Kind: "cluster_removed", Message: "cluster " + rt.name + " removed: its listener and sessions are closed"})
 	}
 	d.running.Store(cfg)
+	d.base = base
 	if err := errors.Join(errs...); err != nil {
 		d.log.Error("config applied with errors", "err", err)
 		d.journal.add(admin.Event{Kind: "config_rejected", Message: "applied except: " + err.Error()})
@@ -538,7 +554,7 @@ func monitorOptions(cc config.Cluster, slots []slot, activity func(int) (uint64,
 	}
 	for _, sl := range slots {
 		s, _ := serverConfig(cc, sl)
-		o.Servers = append(o.Servers, monitor.Server{Name: sl.Name, Addr: sl.Addr, Role: s.Role, Weight: s.Weight, Removed: sl.Removed})
+		o.Servers = append(o.Servers, monitor.Server{Name: sl.Name, Addr: sl.Addr, Role: s.Role, Weight: s.Weight, Removed: sl.Removed, Standby: s.Standby})
 	}
 	return o
 }

@@ -14,12 +14,15 @@ import (
 	"github.com/vigil-db/vigil/internal/config"
 )
 
-// overlayFile, in state_dir, keeps the servers operators added or removed
-// through the API (`vigil ctl server add|remove`) so that a reload of the
-// config file or a restart keeps them: a removed server stays removed
-// even if the file lists it, until `server add` brings it back; an added
-// server is used unless the file lists a server of that name (the file's
-// definition wins).
+// overlayFile, in state_dir, keeps what operators changed through the
+// API (`vigil ctl server add|remove`, `set-weight`, `set-state standby`)
+// so that a reload of the config file or a restart keeps it. The running
+// config is always the file's with the overlay applied (effective):
+//   - a removed server stays removed even if the file lists it, until
+//     `server add` brings it back;
+//   - an added server is used unless the file lists a server of that name
+//     (the file's definition wins);
+//   - weights and standby flags set by an operator win over the file's.
 const overlayFile = "membership.json"
 
 type overlay struct {
@@ -27,8 +30,10 @@ type overlay struct {
 }
 
 type clusterOverlay struct {
-	Add    []overlayServer `json:"add,omitempty"`
-	Remove []string        `json:"remove,omitempty"`
+	Add     []overlayServer `json:"add,omitempty"`
+	Remove  []string        `json:"remove,omitempty"`
+	Weights map[string]int  `json:"weights,omitempty"`
+	Standby map[string]bool `json:"standby,omitempty"`
 }
 
 type overlayServer struct {
@@ -78,12 +83,16 @@ func writeOverlay(stateDir string, ov *overlay) error {
 	return os.Rename(tmp, overlayPath(stateDir))
 }
 
-// applyOverlay adds and removes the servers of state_dir's overlay to
-// and from cfg (see overlayFile).
-func applyOverlay(cfg *config.Config) error {
-	ov, err := readOverlay(cfg.StateDir)
+// effective is base (the config file) with the overlay applied, on a
+// copy: base is never changed.
+func effective(base *config.Config, ov *overlay) (*config.Config, error) {
+	data, err := base.Marshal()
 	if err != nil {
-		return err
+		return nil, err
+	}
+	cfg, err := config.Parse(data)
+	if err != nil {
+		return nil, err
 	}
 	for i := range cfg.Clusters {
 		cc := &cfg.Clusters[i]
@@ -91,16 +100,23 @@ func applyOverlay(cfg *config.Config) error {
 		if co == nil {
 			continue
 		}
-		servers := slices.Clone(cc.Servers)
-		servers = slices.DeleteFunc(servers, func(s config.Server) bool { return slices.Contains(co.Remove, s.Name) })
+		servers := slices.DeleteFunc(cc.Servers, func(s config.Server) bool { return slices.Contains(co.Remove, s.Name) })
 		for _, a := range co.Add {
 			if !slices.ContainsFunc(servers, func(s config.Server) bool { return s.Name == a.Name }) {
 				servers = append(servers, a.server())
 			}
 		}
+		for j := range servers {
+			if w, ok := co.Weights[servers[j].Name]; ok {
+				servers[j].Weight = w
+			}
+			if sb, ok := co.Standby[servers[j].Name]; ok {
+				servers[j].Standby = sb
+			}
+		}
 		cc.Servers = servers
 	}
-	return nil
+	return cfg, nil
 }
 
 func (o overlayServer) server() config.Server {
@@ -111,61 +127,66 @@ func (o overlayServer) server() config.Server {
 	return config.Server{Name: o.Name, Address: o.Address, Role: o.Role, Weight: w, TLS: o.TLS, Datadir: o.Datadir}
 }
 
-// withServers is the running config with cluster's server list changed
-// by edit, parsed again from YAML so that defaults and validation are
-// exactly those of a config file.
-func (d *daemon) withServers(cluster string, edit func([]config.Server) ([]config.Server, error)) (*config.Config, string, error) {
-	cur := d.running.Load()
+// change applies an operator's change to cluster's overlay: edit checks
+// it against the running cluster and changes a copy of the overlay; the
+// effective config is applied like a reload, and the overlay is saved
+// only once it is.
+func (d *daemon) change(cluster, what string, edit func(rt *clusterRuntime, cc config.Cluster, co *clusterOverlay) error) error {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
 	rt, err := d.cluster(cluster)
 	if err != nil {
-		return nil, "", err
+		return err
 	}
-	next := *cur
-	next.Clusters = slices.Clone(cur.Clusters)
-	for i := range next.Clusters {
-		if next.Clusters[i].Name != rt.name {
-			continue
-		}
-		servers, err := edit(slices.Clone(next.Clusters[i].Servers))
-		if err != nil {
-			return nil, "", &admin.Error{Status: http.StatusBadRequest, Message: err.Error()}
-		}
-		next.Clusters[i].Servers = servers
-	}
-	data, err := next.Marshal()
+	ov, err := readOverlay(d.base.StateDir)
 	if err != nil {
-		return nil, "", err
+		return err
 	}
-	parsed, err := config.Parse(data)
+	co := ov.Clusters[rt.name]
+	if co == nil {
+		co = &clusterOverlay{}
+		ov.Clusters[rt.name] = co
+	}
+	if co.Weights == nil {
+		co.Weights = map[string]int{}
+	}
+	if co.Standby == nil {
+		co.Standby = map[string]bool{}
+	}
+	if err := edit(rt, *rt.cfg.Load(), co); err != nil {
+		return &admin.Error{Status: http.StatusBadRequest, Message: err.Error()}
+	}
+	cfg, err := effective(d.base, ov)
 	if err != nil {
-		return nil, "", &admin.Error{Status: http.StatusBadRequest, Message: err.Error()}
+		return &admin.Error{Status: http.StatusBadRequest, Message: err.Error()}
 	}
-	return parsed, rt.name, nil
+	if err := d.applyLocked(d.base, cfg, what); err != nil {
+		return &admin.Error{Status: http.StatusConflict, Message: err.Error()}
+	}
+	if err := writeOverlay(d.base.StateDir, ov); err != nil {
+		return fmt.Errorf("applied, but not saved for the next restart: %w", err)
+	}
+	return nil
+}
+
+func hasServer(cc config.Cluster, name string) bool {
+	return slices.ContainsFunc(cc.Servers, func(s config.Server) bool { return s.Name == name })
 }
 
 // AddServer implements admin.MembershipController: the server joins the
-// running cluster (OFFLINE_SOFT until Online and caught up) and is kept
-// in state_dir's overlay.
+// running cluster (OFFLINE_SOFT until Online and caught up).
 func (d *daemon) AddServer(_ context.Context, cluster string, s admin.ServerSpec) error {
 	if s.Name == "" || s.Address == "" {
 		return &admin.Error{Status: http.StatusBadRequest, Message: "a server needs a name and an address (host:port)"}
 	}
-	cfg, name, err := d.withServers(cluster, func(ss []config.Server) ([]config.Server, error) {
-		if slices.ContainsFunc(ss, func(x config.Server) bool { return x.Name == s.Name }) {
-			return nil, fmt.Errorf("cluster already has a server named %s", s.Name)
+	return d.change(cluster, fmt.Sprintf("server %s (%s) added by an operator", s.Name, s.Address), func(_ *clusterRuntime, cc config.Cluster, co *clusterOverlay) error {
+		if hasServer(cc, s.Name) {
+			return fmt.Errorf("cluster %s already has a server named %s", cc.Name, s.Name)
 		}
-		return append(ss, overlayServer{Name: s.Name, Address: s.Address, Role: s.Role, Weight: s.Weight}.server()), nil
-	})
-	if err != nil {
-		return err
-	}
-	if err := d.apply(cfg, fmt.Sprintf("server %s (%s) added to cluster %s by an operator", s.Name, s.Address, name)); err != nil {
-		return &admin.Error{Status: http.StatusConflict, Message: err.Error()}
-	}
-	return d.editOverlay(cfg.StateDir, name, func(co *clusterOverlay) {
 		co.Remove = slices.DeleteFunc(co.Remove, func(n string) bool { return n == s.Name })
 		co.Add = append(slices.DeleteFunc(co.Add, func(a overlayServer) bool { return a.Name == s.Name }),
 			overlayServer{Name: s.Name, Address: s.Address, Role: s.Role, Weight: s.Weight})
+		return nil
 	})
 }
 
@@ -173,46 +194,52 @@ func (d *daemon) AddServer(_ context.Context, cluster string, s admin.ServerSpec
 // drained (bounded by failover.drain_timeout) and leaves the running
 // cluster; the writer cannot be removed.
 func (d *daemon) RemoveServer(_ context.Context, cluster, server string) error {
-	cfg, name, err := d.withServers(cluster, func(ss []config.Server) ([]config.Server, error) {
-		n := len(ss)
-		ss = slices.DeleteFunc(ss, func(x config.Server) bool { return x.Name == server })
-		if len(ss) == n {
-			return nil, fmt.Errorf("no server named %s", server)
+	return d.change(cluster, fmt.Sprintf("server %s removed by an operator", server), func(_ *clusterRuntime, cc config.Cluster, co *clusterOverlay) error {
+		if !hasServer(cc, server) {
+			return fmt.Errorf("cluster %s has no server named %s", cc.Name, server)
 		}
-		if len(ss) == 0 {
-			return nil, fmt.Errorf("%s is the cluster's last server", server)
+		if len(cc.Servers) == 1 {
+			return fmt.Errorf("%s is the cluster's last server", server)
 		}
-		return ss, nil
-	})
-	if err != nil {
-		return err
-	}
-	if err := d.apply(cfg, fmt.Sprintf("server %s removed from cluster %s by an operator", server, name)); err != nil {
-		return &admin.Error{Status: http.StatusConflict, Message: err.Error()}
-	}
-	return d.editOverlay(cfg.StateDir, name, func(co *clusterOverlay) {
 		co.Add = slices.DeleteFunc(co.Add, func(a overlayServer) bool { return a.Name == server })
+		delete(co.Weights, server)
+		delete(co.Standby, server)
 		if !slices.Contains(co.Remove, server) {
 			co.Remove = append(co.Remove, server)
 		}
+		return nil
 	})
 }
 
-func (d *daemon) editOverlay(stateDir, cluster string, edit func(*clusterOverlay)) error {
-	d.reloadMu.Lock()
-	defer d.reloadMu.Unlock()
-	ov, err := readOverlay(stateDir)
-	if err != nil {
-		return err
+// SetWeight implements admin.MembershipController: the server's read
+// weight (0: no reads; Galera: the writer order) changes at once.
+func (d *daemon) SetWeight(_ context.Context, cluster, server string, weight int) error {
+	if weight < 0 {
+		return &admin.Error{Status: http.StatusBadRequest, Message: "the weight must be 0 or more"}
 	}
-	co := ov.Clusters[cluster]
-	if co == nil {
-		co = &clusterOverlay{}
-		ov.Clusters[cluster] = co
+	return d.change(cluster, fmt.Sprintf("server %s weight set to %d by an operator", server, weight), func(_ *clusterRuntime, cc config.Cluster, co *clusterOverlay) error {
+		if !hasServer(cc, server) {
+			return fmt.Errorf("cluster %s has no server named %s", cc.Name, server)
+		}
+		co.Weights[server] = weight
+		return nil
+	})
+}
+
+// setStandby makes a server a standby or an ordinary server again.
+func (d *daemon) setStandby(cluster, server string, on bool) error {
+	what := fmt.Sprintf("server %s made a standby by an operator", server)
+	if !on {
+		what = fmt.Sprintf("server %s is no longer a standby (set by an operator)", server)
 	}
-	edit(co)
-	if err := writeOverlay(stateDir, ov); err != nil {
-		return fmt.Errorf("applied, but not saved for the next restart: %w", err)
-	}
-	return nil
+	return d.change(cluster, what, func(rt *clusterRuntime, cc config.Cluster, co *clusterOverlay) error {
+		if !hasServer(cc, server) {
+			return fmt.Errorf("cluster %s has no server named %s", cc.Name, server)
+		}
+		if w := rt.topo.Load().WriterServer(); on && w != nil && w.Name == server {
+			return fmt.Errorf("%s is the writer: switch over to another server before making it a standby", server)
+		}
+		co.Standby[server] = on
+		return nil
+	})
 }

@@ -70,30 +70,47 @@ func TestPlanSlots(t *testing.T) {
 
 func TestOverlay(t *testing.T) {
 	dir := t.TempDir()
-	cfg := &config.Config{StateDir: dir, Clusters: []config.Cluster{{Name: "c", Servers: servers("a@h:1", "b@h:2")}}}
-	if err := applyOverlay(cfg); err != nil || len(cfg.Clusters[0].Servers) != 2 {
-		t.Fatalf("no overlay: %v %v", cfg.Clusters[0].Servers, err)
+	base := &config.Config{StateDir: dir, Users: []config.User{{Name: "app", Password: "x"}},
+		Clusters: []config.Cluster{{Name: "c", Listen: "127.0.0.1:1", Servers: servers("a@h:1", "b@h:2", "c@h:3")}}}
+	ov, err := readOverlay(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	ov := &overlay{Clusters: map[string]*clusterOverlay{"c": {
-		Add:    []overlayServer{{Name: "d", Address: "h:4"}, {Name: "a", Address: "elsewhere:1"}},
-		Remove: []string{"b"},
+	cfg, err := effective(base, ov)
+	if err != nil || len(cfg.Clusters[0].Servers) != 3 {
+		t.Fatalf("no overlay: %v", err)
+	}
+	ov = &overlay{Clusters: map[string]*clusterOverlay{"c": {
+		Add:     []overlayServer{{Name: "d", Address: "h:4"}, {Name: "a", Address: "elsewhere:1"}},
+		Remove:  []string{"b"},
+		Weights: map[string]int{"c": 0, "d": 3},
+		Standby: map[string]bool{"c": true},
 	}}}
 	if err := writeOverlay(dir, ov); err != nil {
 		t.Fatal(err)
 	}
-	if err := applyOverlay(cfg); err != nil {
+	if ov, err = readOverlay(dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = effective(base, ov)
+	if err != nil {
 		t.Fatal(err)
 	}
 	got := cfg.Clusters[0].Servers
-	// b removed; d added with the default weight; a keeps the file's
-	// definition.
-	if len(got) != 2 || got[0].Name != "a" || got[0].Address != "h:1" || got[1].Name != "d" || got[1].Weight != 1 {
+	// b removed; a keeps the file's definition; c gets weight 0 (which
+	// the file cannot say: 0 there is the default, 1) and is a standby;
+	// d is added with the operator's weight.
+	if len(got) != 3 || got[0].Name != "a" || got[0].Address != "h:1" || got[1].Name != "c" || got[1].Weight != 0 || !got[1].Standby ||
+		got[2].Name != "d" || got[2].Weight != 3 {
 		t.Fatalf("with overlay: %+v", got)
+	}
+	if len(base.Clusters[0].Servers) != 3 || base.Clusters[0].Servers[2].Standby {
+		t.Fatal("effective changed the base config")
 	}
 	if err := os.WriteFile(filepath.Join(dir, overlayFile), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := applyOverlay(cfg); err == nil || !strings.Contains(err.Error(), "membership.json") {
+	if _, err := readOverlay(dir); err == nil || !strings.Contains(err.Error(), "membership.json") {
 		t.Fatalf("malformed overlay: %v", err)
 	}
 }

@@ -272,7 +272,7 @@ func (d *daemon) ValidateConfig(data []byte) error {
 	if err := d.reloadable(cfg); err != nil {
 		return err
 	}
-	if err := applyOverlay(cfg); err != nil {
+	if cfg, err = d.withOverlay(cfg); err != nil {
 		return err
 	}
 	plan, err := d.build(cfg)

@@ -40,6 +40,8 @@ const (
 	Errant
 	// Galera only.
 	NotSynced
+	// Standby: promoted only when named.
+	Standby
 
 	numExclusions
 )
@@ -65,6 +67,7 @@ var exclusions = [numExclusions]struct{ name, desc string }{
 	LongQuery:         {"long-query", "it runs a query longer than max_running_seconds"},
 	Errant:            {"errant", "it holds transactions the primary lacks"},
 	NotSynced:         {"not-synced", "not Synced in the Primary component, or rejecting queries"},
+	Standby:           {"standby", "a standby: promoted only when named with --to"},
 }
 
 func (e Exclusion) String() string {
@@ -145,8 +148,12 @@ func (v *view) exclude(m mode, i, old int, refFilters string) (Exclusion, string
 	if v.fenced(i) {
 		return Fenced, Fenced.Description()
 	}
-	if st := v.snap.Servers[i].State; st == topology.OfflineSoft || st == topology.OfflineHard {
-		return Offline, fmt.Sprintf("%s: %s", st, v.snap.Servers[i].Reason)
+	if srv := &v.snap.Servers[i]; srv.Standby && srv.State != topology.OfflineHard {
+		if !v.named(name) {
+			return Standby, Standby.Description()
+		}
+	} else if st := srv.State; st == topology.OfflineSoft || st == topology.OfflineHard {
+		return Offline, fmt.Sprintf("%s: %s", st, srv.Reason)
 	}
 	if !v.replicatesFrom(i, old) {
 		if src := v.sourceName(i); src != "" {

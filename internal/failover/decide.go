@@ -381,6 +381,9 @@ func newView(in Input) (*view, string) {
 
 func (v *view) name(i int) string { return v.snap.Servers[i].Name }
 
+// named: an operator's request names server as its target (--to).
+func (v *view) named(server string) bool { return v.in.Request != nil && v.in.Request.To == server }
+
 func (v *view) names() []string {
 	out := make([]string, len(v.snap.Servers))
 	for i := range v.snap.Servers {

@@ -142,6 +142,10 @@ func (v *view) galeraChoices(w int) []Choice {
 			c.Excluded, c.Reason = NotReachable, "Vigil cannot check it: "+failureText(o)
 		case v.fenced(i):
 			c.Excluded, c.Reason = Fenced, Fenced.Description()
+		case v.snap.Servers[i].Standby && v.snap.Servers[i].State != topology.OfflineHard && !v.named(c.Server):
+			c.Excluded, c.Reason = Standby, Standby.Description()
+		case v.snap.Servers[i].Standby && v.snap.Servers[i].State != topology.OfflineHard:
+			elig = append(elig, i) // a standby named with --to
 		case v.snap.Servers[i].State == topology.OfflineSoft || v.snap.Servers[i].State == topology.OfflineHard:
 			c.Excluded, c.Reason = Offline, fmt.Sprintf("%s: %s", v.snap.Servers[i].State, v.snap.Servers[i].Reason)
 		case slices.Contains(v.opts.NeverPromote, c.Server):

@@ -20,7 +20,7 @@ import (
 //	cluster main type=replication term=7 [writer=NAME|none]
 //	options auto=yes detect_after=2s min_interval=1h apply_timeout=30s hold_timeout=10s
 //	        drain_timeout=5s max_lag=10 max_running=60 candidates=a,b never_promote=c fence_command=CMD
-//	server NAME role=primary|replica|galera [addr=H:P] [weight=N] [state=online|shunned|offline_soft|offline_hard]
+//	server NAME role=primary|replica|galera [addr=H:P] [weight=N] [state=online|shunned|offline_soft|offline_hard|standby]
 //	       [unchecked] [down=refused|timeout|error:CODE|overload:CODE] [since=T] [seen=T]
 //	       [flavor=mariadb|mysql] [version=V] [ro=yes|no] [gtid=POS] [binlog_pos=POS] [slave_pos=POS]
 //	       [source=NAME] [srcname=NAME] [io=yes|connecting|no|lost] [ioerr=N] [sql=yes|no] [sqlerr=N]
@@ -248,6 +248,8 @@ func (p *scenarioParser) build() (Input, error) {
 			srv.State = topology.OfflineSoft
 		case "offline_hard":
 			srv.State = topology.OfflineHard
+		case "standby":
+			srv.State, srv.Readable, srv.Standby = topology.OfflineSoft, false, true
 		}
 		if _, ok := kv["nofacts"]; !ok {
 			f := ServerFacts{LogBin: kv["binlog"] != "no", LogSlaveUpdates: kv["lsu"] != "no", Filters: kv["filters"],

@@ -123,6 +123,24 @@ type ServerState struct {
 	// Removed: the server left the configuration; its slot is a tombstone
 	// (OfflineHard, never checked again).
 	Removed bool
+	// Standby: configured standby and not the designated writer: it is
+	// published OfflineSoft, never readable or writable (Snapshot, Health),
+	// while its checks go on as for any server.
+	Standby bool
+}
+
+// standbyReason is what a standby server shows.
+const standbyReason = "standby: replicating and monitored, not routed; promoted only when named (switchover/failover --to)"
+
+// publishedAs is the state, reason and access a server shows the router
+// and the engine: Published, with a standby kept out of routing.
+func (s *ServerState) publishedAs() (state topology.State, reason string, readable, writable bool) {
+	state, reason = s.Published()
+	readable, writable = s.access()
+	if s.Standby && state != topology.OfflineHard {
+		return topology.OfflineSoft, standbyReason + "; checks: " + reason, false, false
+	}
+	return state, reason, readable, writable
 }
 
 // JoinMaxLag is the replication lag under which a joining replica counts
@@ -223,6 +241,9 @@ func step(prev, next State, latest []*topology.Observation, opts *Options, now t
 			e.Writer, e.Lone = i == prev.Writer, i == lone
 			next.Servers[i].apply(o, opts, e)
 		}
+	}
+	for i := range next.Servers {
+		next.Servers[i].Standby = i < len(opts.Servers) && opts.Servers[i].Standby && i != next.Designated && !next.Servers[i].Removed
 	}
 	for i := range next.Servers {
 		s := &next.Servers[i]
@@ -552,6 +573,9 @@ func (st *State) chooseSticky(opts *Options, cands []int, writable func(int) boo
 	}
 	best := -1
 	for _, i := range cands {
+		if st.Servers[i].Standby {
+			continue // named writer only (SetWriter)
+		}
 		if best < 0 || st.better(opts, i, best) {
 			best = i
 		}
@@ -650,6 +674,15 @@ func diff(prev, next *State, opts *Options, now time.Time) []Event {
 		if p.Joining && !n.Joining {
 			ev(n.Name, EventServerJoined, "", "", "Online and caught up: "+n.Reason)
 		}
+		if !p.Standby && n.Standby {
+			ev(n.Name, EventStandby, "", "", standbyReason)
+		} else if p.Standby && !n.Standby {
+			why := "no longer a standby: routed by its checks"
+			if i == next.Designated {
+				why = "the writer now: its standby setting applies again when it is a replica"
+			}
+			ev(n.Name, EventStandbyCleared, "", "", why)
+		}
 		ps, _ := p.Published()
 		ns, nreason := n.Published()
 		if ps != ns {
@@ -722,8 +755,7 @@ func (st *State) Snapshot(opts *Options) *topology.Snapshot {
 	}
 	for i := range st.Servers {
 		s := &st.Servers[i]
-		state, reason := s.Published()
-		r, w := s.access()
+		state, reason, r, w := s.publishedAs()
 		if s.Conflict {
 			reason = "conflict: read_only=OFF but not the writer; " + reason
 		}
@@ -740,7 +772,7 @@ func (st *State) Snapshot(opts *Options) *topology.Snapshot {
 			Name: s.Name, Addr: opts.Servers[i].Addr, Weight: opts.Servers[i].Weight,
 			Role: st.role(opts, i), State: state, Readable: r, Writable: w,
 			LagSeconds: -1, Reason: reason, Overloaded: s.Overloaded, Conflict: s.Conflict, Fenced: s.Fenced,
-			Removed: s.Removed,
+			Removed: s.Removed, Standby: s.Standby,
 		}
 		if o := s.LastOK; o != nil {
 			srv.LagSeconds = s.Lag
@@ -778,8 +810,7 @@ func (st *State) role(opts *Options, i int) topology.Role {
 // Health is server i's judgement for the failover engine.
 func (st *State) Health(i int) topology.Health {
 	s := &st.Servers[i]
-	state, reason := s.Published()
-	r, w := s.access()
+	state, reason, r, w := s.publishedAs()
 	return topology.Health{
 		Name: s.Name, Last: s.Last, LastOK: s.LastOK, State: state, Readable: r, Writable: w, Reason: reason,
 		ConsecutiveFailures: s.Bad, ConsecutiveSuccesses: s.Good, LastSuccess: s.LastSuccess,

@@ -19,6 +19,10 @@ const (
 	EventServerAdded   EventKind = "server_added"
 	EventServerJoined  EventKind = "server_joined"
 	EventServerRemoved EventKind = "server_removed"
+	// EventStandby: the server became a standby (monitored, not routed);
+	// EventStandbyCleared: it is no longer one.
+	EventStandby        EventKind = "standby"
+	EventStandbyCleared EventKind = "standby_cleared"
 	// EventAccessChange: an Online server's readable/writable flags changed
 	// (From/To like "r=1 w=0").
 	EventAccessChange EventKind = "access_change"

@@ -143,3 +143,52 @@ func TestServerRemoved(t *testing.T) {
 		t.Fatal("slots dropped")
 	}
 }
+
+// TestStandby: a standby is checked but never routed nor chosen as a
+// Galera writer; a standby named the writer (promoted by --to) is routed,
+// and standby again once it is a replica.
+func TestStandby(t *testing.T) {
+	m, h, opts := membershipMonitor(t)
+	opts.Servers[2].Standby = true
+	opts.Servers[1].Weight = 5
+	if err := m.SetOptions(opts); err != nil {
+		t.Fatal(err)
+	}
+	snap := h.Load()
+	if s := snap.Servers[2]; s.State != topology.OfflineSoft || s.Readable || !s.Standby || !strings.HasPrefix(s.Reason, "standby") {
+		t.Fatalf("standby %+v", s)
+	}
+	if snap.Servers[1].Weight != 5 {
+		t.Fatalf("weight %d", snap.Servers[1].Weight)
+	}
+	feed(m, 2, gtidObs(replicaObs(0), "0-1-100"))
+	if s := h.Load().Servers[2]; s.State != topology.OfflineSoft || s.Readable {
+		t.Fatalf("standby after a check %+v", s)
+	}
+	// Named the writer: routed as the writer, not a standby while it is.
+	if err := m.SetWriter("node3", "switchover --to node3"); err != nil {
+		t.Fatal(err)
+	}
+	feed(m, 2, gtidObs(writableObs(), "0-1-100"))
+	if w := h.Load().WriterServer(); w == nil || w.Name != "node3" || w.Standby {
+		t.Fatalf("writer %+v", w)
+	}
+	// Back to a replica (node1 the writer again): a standby again.
+	if err := m.SetWriter("node1", "switchover --to node1"); err != nil {
+		t.Fatal(err)
+	}
+	feed(m, 2, gtidObs(replicaObs(0), "0-1-100"))
+	feed(m, 0, gtidObs(writableObs(), "0-1-100"))
+	if s := h.Load().Servers[2]; !s.Standby || s.State != topology.OfflineSoft {
+		t.Fatalf("standby again %+v", s)
+	}
+	var kinds []string
+	for _, e := range m.Events() {
+		if e.Server == "node3" && strings.HasPrefix(string(e.Kind), "standby") {
+			kinds = append(kinds, string(e.Kind))
+		}
+	}
+	if got := strings.Join(kinds, ","); got != "standby,standby_cleared,standby" {
+		t.Fatalf("events %s", got)
+	}
+}

@@ -408,11 +408,11 @@ func (m *Monitor) SetOptions(opts Options) error {
 			}
 		}
 	}
+	// Evaluate at once: membership, standby and weights show now, not at
+	// the next check.
 	var evs []Event
-	if len(removed)+len(added) > 0 {
-		m.st, evs = step(prev, m.st.clone(), m.latest, &m.opts, m.now())
-		m.recordLocked(evs)
-	}
+	m.st, evs = step(prev, m.st.clone(), m.latest, &m.opts, m.now())
+	m.recordLocked(evs)
 	m.publishLocked()
 	m.logEvents(evs)
 	return nil

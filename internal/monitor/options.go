@@ -109,6 +109,10 @@ type Server struct {
 	// Removed: the server left the configuration; its slot stays so that
 	// the indices of the others never move (topology.MaxServers).
 	Removed bool
+	// Standby: checked like any server but never routed (OFFLINE_SOFT in
+	// snapshots) and never chosen as a Galera writer; ignored while the
+	// server is the writer.
+	Standby bool
 }
 
 // Heartbeat configures the heartbeat table: columns ts (varchar(26),

@@ -88,6 +88,9 @@ type Server struct {
 	// OfflineHard) so that every other server keeps its index; nothing
 	// routes to it, and Live, the API and metrics leave it out.
 	Removed bool
+	// Standby: replicating and monitored but never routed (State is
+	// OfflineSoft); promoted only when an operator names it.
+	Standby bool
 }
 
 // MaxServers bounds the server slots of one cluster for the life of a
