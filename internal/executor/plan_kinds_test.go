@@ -1,0 +1,145 @@
+package executor
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/failover"
+)
+
+// Every plan kind — failover, switchover, Galera writer move, rejoin — in
+// both flavours, run against the simulated cluster: the statements that
+// ran on each server are, in order, exactly the statements of the
+// displayed plan's steps that succeeded, and the displayed text shows
+// each of them (the replication account masked).
+func TestEveryPlanKindRunsWhatItShows(t *testing.T) {
+	for _, flavor := range []string{"mariadb", "mysql"} {
+		for _, kind := range []failover.PlanKind{failover.KindFailover, failover.KindSwitchover, failover.KindGaleraWriterMove, failover.KindRejoin} {
+			t.Run(flavor+"/"+kind.String(), func(t *testing.T) {
+				sc := &scenario{t: t, dir: t.TempDir(), ctx: context.Background()}
+				defer sc.close()
+				servers := []string{"node1 primary gtid=100", "node2 replica gtid=100", "node3 replica gtid=98"}
+				if kind == failover.KindGaleraWriterMove {
+					servers = []string{"g1 galera wsrep=nonprimary", "g2 galera", "g3 galera weight=2"}
+				}
+				if err := sc.cluster(map[string]string{"flavor": flavor, "semisync": "on", "detect_after": "2s"}, servers); err != nil {
+					t.Fatal(err)
+				}
+				var shown string
+				var res Result
+				switch kind {
+				case failover.KindFailover, failover.KindGaleraWriterMove:
+					if kind == failover.KindFailover {
+						sc.w.servers[0].down = "dead"
+						sc.pass(time.Second)
+						sc.pass(3 * time.Second)
+					}
+					d := failover.Decide(sc.e.input(nil))
+					if d.Plan == nil || d.Plan.Kind != kind {
+						t.Fatalf("no %s plan:\n%s", kind, d)
+					}
+					shown = d.String()
+					sc.w.ran = nil
+					res = sc.e.execute(sc.ctx, d)
+				case failover.KindSwitchover:
+					sc.w.ran = nil
+					res, _ = sc.e.Request(sc.ctx, failover.Request{Kind: failover.RequestSwitchover, To: "node2"})
+					shown = res.Text
+				case failover.KindRejoin:
+					// node1 was replaced by a failover and returns.
+					sc.w.servers[0].down = "dead"
+					sc.pass(time.Second)
+					sc.pass(3 * time.Second)
+					if res := sc.e.execute(sc.ctx, failover.Decide(sc.e.input(nil))); !res.OK {
+						t.Fatalf("failover: %s", res.Message)
+					}
+					sc.w.servers[0].down = ""
+					sc.pass(time.Second)
+					sc.w.ran = nil
+					res, _ = sc.e.Request(sc.ctx, failover.Request{Kind: failover.RequestRejoin, To: "node1"})
+					shown = res.Text
+				}
+				if !res.OK || res.Decision.Plan == nil || res.Decision.Plan.Kind != kind {
+					t.Fatalf("%s did not succeed: %s\n%s\n%s", kind, res.Message, strings.Join(res.Steps, "\n"), shown)
+				}
+				// A failover's second phase is planned after the cut.
+				shown += "\n" + res.Decision.String()
+				sc.checkRanWhatShown(res, shown)
+			})
+		}
+	}
+}
+
+// pass is time passing without a decision: replication and a check.
+func (sc *scenario) pass(d time.Duration) {
+	sc.w.clock.Advance(d)
+	sc.w.replicate()
+	sc.w.check()
+	sc.e.refreshFacts(sc.ctx)
+}
+
+// checkRanWhatShown compares what ran on each server with the statements
+// of the plan's steps that succeeded (res.Steps reports each step in
+// order).
+func (sc *scenario) checkRanWhatShown(res Result, shown string) {
+	t := sc.t
+	t.Helper()
+	pl := res.Decision.Plan
+	want := map[string][]string{}
+	var reports []string
+	for _, s := range res.Steps {
+		if !strings.HasPrefix(s, "re-planned") {
+			reports = append(reports, s)
+		}
+	}
+	if len(reports) != len(pl.Steps) {
+		t.Fatalf("%d step reports for %d steps:\n%s", len(reports), len(pl.Steps), strings.Join(res.Steps, "\n"))
+	}
+	for i, st := range pl.Steps {
+		if strings.Contains(reports[i], "FAILED") {
+			continue
+		}
+		q := failover.StepSQL(pl.Flavor, st)
+		if st.Kind == failover.Repoint {
+			q = failover.RepointSQL(pl.Flavor, sc.e.addr(st.Source), "", "", st.Mode)
+		}
+		for _, s := range q {
+			if !strings.Contains(shown, s) {
+				t.Errorf("step %d (%s %s) runs %q, which the plan does not show", i+1, st.Kind, st.Server, s)
+			}
+		}
+		want[st.Server] = append(want[st.Server], q...)
+	}
+	got := map[string][]string{}
+	n := 0
+	for _, r := range sc.w.ran {
+		if strings.HasPrefix(r[1], "KILL") {
+			continue
+		}
+		n++
+		q := strings.ReplaceAll(strings.ReplaceAll(r[1], "'repl'", "'…'"), "'replpass'", "'…'")
+		got[r[0]] = append(got[r[0]], q)
+	}
+	for _, s := range sc.w.servers {
+		if !slices.Equal(got[s.name], want[s.name]) {
+			t.Errorf("%s ran:\n  %s\nthe plan shows:\n  %s", s.name, strings.Join(got[s.name], "\n  "), strings.Join(want[s.name], "\n  "))
+		}
+	}
+	t.Logf("%d statements ran as shown", n)
+	if pl.Kind == failover.KindGaleraWriterMove {
+		if n != 0 {
+			t.Errorf("a Galera writer move ran %d statements", n)
+		}
+		if w := sc.w.Snapshot().WriterServer(); w == nil || w.Name != pl.NewPrimary {
+			t.Errorf("the writer is %v, not %s", w, pl.NewPrimary)
+		}
+	} else if n == 0 {
+		t.Error("no statement ran")
+	}
+	if pl.Flavor != sc.w.flavor {
+		t.Errorf("plan flavour %s on a %s cluster", pl.Flavor, sc.w.flavor)
+	}
+}
