@@ -28,6 +28,8 @@ Usage:
   vigil sandbox COMMAND ...        local MariaDB topologies (vigil sandbox help)
   vigil ctl COMMAND ...            operate a running Vigil (vigil ctl --help)
   vigil config validate FILE       check FILE as vigil run and a reload would
+  vigil config init [--out FILE]   write a starter config, every key explained
+  vigil config show FILE           FILE without its defaults (--effective: every key resolved)
   vigil bench [--quick]            Vigil vs direct vs HAProxy, interleaved (docs/benchmarks.md)
   vigil version                    print version and commit
 

@@ -63,22 +63,18 @@ func VigilConfig(m *Manifest) *config.Config {
 	}
 }
 
-// RenderVigilConfig is vigil.yaml for a sandbox: VigilConfig, validated by
-// config.Parse and written with every default spelled out.
+// RenderVigilConfig is vigil.yaml for a sandbox: VigilConfig written by
+// config.Minimal (only what differs from the defaults, each key explained
+// once) and checked with config.Parse.
 func RenderVigilConfig(m *Manifest) ([]byte, error) {
-	data, err := VigilConfig(m).Marshal()
+	data, err := config.Minimal(VigilConfig(m))
 	if err != nil {
 		return nil, fmt.Errorf("vigil.yaml: %w", err)
 	}
-	parsed, err := config.Parse(data)
-	if err != nil {
+	if _, err := config.Parse(data); err != nil {
 		return nil, fmt.Errorf("vigil.yaml does not validate: %w", err)
-	}
-	full, err := parsed.Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("vigil.yaml: %w", err)
 	}
 	header := fmt.Sprintf("# Vigil configuration for the %s sandbox in %s, written by vigil sandbox up.\n# Run: vigil run --config %s\n",
 		m.Topology, m.Dir, filepath.Join(m.Dir, ConfigFile))
-	return append([]byte(header), full...), nil
+	return append([]byte(header), data...), nil
 }

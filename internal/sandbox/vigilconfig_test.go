@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/vigil-db/vigil/internal/config"
@@ -28,6 +29,16 @@ func TestVigilConfigRoundTrip(t *testing.T) {
 			cfg, err := config.Parse(data)
 			if err != nil {
 				t.Fatalf("config.Parse rejects vigil.yaml: %v\n%s", err, data)
+			}
+			// Minimal and readable: no null, no empty value, no default
+			// spelled out, comments.
+			for _, bad := range []string{"null", `""`, "''", "[]", "max_open", "interval:", "log:", "query_cache"} {
+				if strings.Contains(string(data), bad) {
+					t.Errorf("vigil.yaml holds %q:\n%s", bad, data)
+				}
+			}
+			if !strings.HasPrefix(string(data), "# Vigil configuration for the") || strings.Count(string(data), "# ") < 10 {
+				t.Errorf("vigil.yaml lacks its header or comments:\n%s", data)
 			}
 			if cfg.StateDir != "/tmp/sb/state" || cfg.Admin.Listen != m.Admin.Addr() {
 				t.Errorf("state_dir %q admin.listen %q", cfg.StateDir, cfg.Admin.Listen)
