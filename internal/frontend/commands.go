@@ -333,6 +333,8 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 		}
 		if denied.Code == mysqlproto.ERAccessDeniedError {
 			s.srv.Stats.AuthFailures.Add(1)
+			s.srv.log.Warn("client authentication failed (COM_CHANGE_USER)", "session", s.id, "client", s.remote, "user", cu.User,
+				"from_user", oldKey.User)
 		}
 		s.key.Flavour = mysqlproto.FlavourAfterChangeUser(s.key.Flavour)
 		s.logAuth(cu.User, denied)

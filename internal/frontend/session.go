@@ -169,6 +169,9 @@ type SessionInfo struct {
 
 func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 	c := mysqlproto.NewConn(nc)
+	// Until the client is authenticated nothing it sends may be larger
+	// than a handshake (setup lifts the bound after the login).
+	c.MaxPacket = mysqlproto.MaxHandshakePacket
 	s := &Session{srv: srv, id: id, client: c, remote: nc.RemoteAddr().String(), stmts: map[uint32]*clientStmt{}, rowCount: -1}
 	s.heldIdx.Store(-1)
 	return s
@@ -241,6 +244,9 @@ func (s *Session) run(ctx context.Context) {
 	}
 	hello, err := s.client.Accept(hctx, cfg, s.id, host)
 	cancel()
+	if err == nil {
+		s.client.MaxPacket = s.opts().MaxPacket
+	}
 	if hello != nil && (err == nil || errors.Is(err, mysqlproto.ErrAccessDenied)) {
 		s.logAuth(hello.User, err)
 	}
@@ -331,7 +337,6 @@ func (s *Session) recoverPanic() {
 
 // setup records what the client said in its handshake.
 func (s *Session) setup(hello *mysqlproto.Hello) {
-	s.client.MaxPacket = s.opts().MaxPacket
 	users := *s.srv.users.Load()
 	s.setUser(users[hello.User])
 	s.caps = hello.Capabilities

@@ -2,10 +2,7 @@ package mysqlproto
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 )
 
 // ChangeUserFailDelay is how long a failed COM_CHANGE_USER waits before
@@ -45,55 +42,22 @@ func (c *Conn) AuthChangeUser(ctx context.Context, cfg *ServerConfig, cu *Change
 		_ = c.nc.SetDeadline(dl)
 		defer c.nc.SetDeadline(noDeadline)
 	}
-	cred, found := cfg.Lookup(cu.User)
-	if found && cred.NativeHash == nil && cred.Plain != "" {
-		cred.NativeHash = gomysql.NativePasswordHash([]byte(cred.Plain))
-	}
-	authData := cu.AuthResponse
-	deny := func() *SQLError {
-		used := "YES"
-		if len(authData) == 0 {
-			used = "NO"
-		}
-		return NewError(ERAccessDeniedError, SSAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", cu.User, remoteHost, used)
-	}
-	if found && cred.RequireTLS && !c.tlsOn {
-		return deny(), nil
-	}
 	nonce := c.nonce
 	if len(nonce) == 0 {
 		// Not a connection Accept authenticated (tests): any nonce will do.
 		nonce = NewNonce()
 		c.nonce = nonce
 	}
-	if cu.Plugin == AuthCachingSha2 && found && cred.Plain != "" {
-		ok, err := c.cachingSha2(ctx, cfg, nonce, authData, cred, cu.User, c.tlsOn)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return deny(), nil
-		}
-		return nil, nil
+	reason, err := c.verify(ctx, cfg, attempt{User: cu.User, Plugin: cu.Plugin, PluginAuth: cu.PluginAuth,
+		AuthData: cu.AuthResponse, Nonce: nonce, SwitchNonce: nonce, AlwaysSwitch: true})
+	if err != nil || reason == "" {
+		return nil, err
 	}
-	if cu.PluginAuth {
-		sw := append([]byte{AuthSwitchRequest}, AuthNativePassword...)
-		sw = append(append(append(sw, 0), nonce...), 0)
-		if err := c.sendAuth(sw); err != nil {
-			return nil, err
-		}
-		reply, err := c.ReadPacket()
-		if err != nil {
-			return nil, fmt.Errorf("reading auth switch response: %w", err)
-		}
-		authData = append([]byte(nil), reply...)
+	used := "YES"
+	if len(cu.AuthResponse) == 0 {
+		used = "NO"
 	}
-	// A client without CLIENT_PLUGIN_AUTH cannot be switched: its packet
-	// holds a native scramble of the connection's nonce.
-	if !found || !checkNative(authData, nonce, cred) {
-		return deny(), nil
-	}
-	return nil, nil
+	return NewError(ERAccessDeniedError, SSAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", cu.User, remoteHost, used), nil
 }
 
 // RejectChangeUser answers a refused COM_CHANGE_USER with e, after

@@ -150,53 +150,14 @@ func (c *Conn) Accept(ctx context.Context, cfg *ServerConfig, connID uint32, rem
 		c.sendErr(NewError(ERAccessDeniedError, SSAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", resp.User, remoteHost, used))
 		return hello, fmt.Errorf("%w for user %q: %s", ErrAccessDenied, resp.User, reason)
 	}
-	cred, found := cfg.Lookup(resp.User)
-	if found && cred.NativeHash == nil && cred.Plain != "" {
-		cred.NativeHash = gomysql.NativePasswordHash([]byte(cred.Plain))
+	reason, err := c.verify(ctx, cfg, attempt{User: resp.User, Plugin: resp.Plugin,
+		PluginAuth: resp.Capabilities&CapabilityClientPluginAuth != 0, AuthData: resp.AuthResponse,
+		Nonce: nonce, SwitchNonce: NewNonce()})
+	if err != nil {
+		return nil, err
 	}
-	if found && cred.RequireTLS && !tlsOn {
-		return denied("the user requires TLS")
-	}
-	plugin := resp.Plugin
-	if resp.Capabilities&CapabilityClientPluginAuth == 0 {
-		plugin = AuthNativePassword
-	}
-	authData := resp.AuthResponse
-	if plugin == AuthCachingSha2 && (!found || cred.Plain == "") {
-		// Without the plaintext Vigil cannot check a SHA-256 scramble: ask
-		// the client for a native one instead.
-		plugin = ""
-	}
-	if plugin != AuthNativePassword && plugin != AuthCachingSha2 {
-		nonce = NewNonce()
-		c.nonce = nonce
-		sw := append([]byte{AuthSwitchRequest}, AuthNativePassword...)
-		sw = append(append(append(sw, 0), nonce...), 0)
-		if err := c.sendAuth(sw); err != nil {
-			return nil, err
-		}
-		if authData, err = c.ReadPacket(); err != nil {
-			return nil, fmt.Errorf("reading auth switch response: %w", err)
-		}
-		authData = append([]byte(nil), authData...)
-		plugin = AuthNativePassword
-	}
-	if !found {
-		return denied("unknown user")
-	}
-	switch plugin {
-	case AuthNativePassword:
-		if !checkNative(authData, nonce, cred) {
-			return denied("wrong password")
-		}
-	case AuthCachingSha2:
-		ok, err := c.cachingSha2(ctx, cfg, nonce, authData, cred, resp.User, tlsOn)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return denied("wrong password")
-		}
+	if reason != "" {
+		return denied(reason)
 	}
 	if cfg.Check != nil {
 		if err := cfg.Check(ctx, hello); err != nil {
@@ -227,19 +188,21 @@ func checkNative(reply, nonce []byte, cred Credentials) bool {
 // cachingSha2 runs caching_sha2_password: the fast path when the user is
 // cached, else full authentication with the cleartext over TLS or RSA.
 func (c *Conn) cachingSha2(ctx context.Context, cfg *ServerConfig, nonce, reply []byte, cred Credentials, user string, tlsOn bool) (bool, error) {
-	if cred.Plain == "" && len(reply) == 0 {
-		return true, nil
+	if cred.Plain == "" && len(cred.NativeHash) == 0 {
+		return len(reply) == 0, nil // no password
 	}
-	expect := gomysql.CalcCachingSha2Password(nonce, []byte(cred.Plain))
-	if cfg.ShaCache != nil {
+	if cred.Plain != "" && cfg.ShaCache != nil {
 		if _, cached := cfg.ShaCache.m.Load(user); cached {
+			expect := gomysql.CalcCachingSha2Password(nonce, []byte(cred.Plain))
 			if subtle.ConstantTimeCompare(expect, reply) == 1 {
 				return true, c.WritePacket([]byte{AuthMoreData, cachingSha2FastAuthOK})
 			}
-			return false, nil
+			// A mismatch asks for full authentication, as for a user not
+			// cached (or unknown): the answer says nothing about the cache.
 		}
 	}
-	// Full authentication.
+	// Full authentication. A user known only by its native hash is
+	// checked by hashing the cleartext the same way.
 	if err := c.WritePacket([]byte{AuthMoreData, cachingSha2FullAuth}); err != nil {
 		return false, err
 	}
@@ -283,6 +246,9 @@ func (c *Conn) cachingSha2(ctx context.Context, cfg *ServerConfig, nonce, reply 
 		plain = bytes.TrimRight(dec, "\x00")
 	default:
 		return false, fmt.Errorf("caching_sha2_password full auth needs TLS or an RSA key request")
+	}
+	if cred.Plain == "" {
+		return subtle.ConstantTimeCompare(gomysql.NativePasswordHash(plain), cred.NativeHash) == 1, nil
 	}
 	if subtle.ConstantTimeCompare(sha256Sum(plain), sha256Sum([]byte(cred.Plain))) != 1 {
 		return false, nil

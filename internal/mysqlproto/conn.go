@@ -183,24 +183,6 @@ func (c *Conn) read(b []byte) (int, error) {
 	return c.nc.Read(b)
 }
 
-// readFull reads exactly len(b) bytes.
-func (c *Conn) readFull(b []byte) error {
-	for len(b) > 0 {
-		n, err := c.read(b)
-		b = b[n:]
-		if err != nil {
-			if len(b) == 0 {
-				return nil
-			}
-			if errors.Is(err, io.EOF) {
-				return io.ErrUnexpectedEOF
-			}
-			return err
-		}
-	}
-	return nil
-}
-
 // Close closes the transport.
 func (c *Conn) Close() error { return c.nc.Close() }
 
@@ -255,6 +237,10 @@ func (c *Conn) ReadFrame() ([]byte, error) {
 	if h[3] != c.Seq {
 		return nil, fmt.Errorf("%w: sequence id %d, expected %d", ErrMalformed, h[3], c.Seq)
 	}
+	if c.MaxPacket > 0 && n > c.MaxPacket {
+		// Refused from the header: nothing is read or allocated for it.
+		return nil, ErrPacketTooLarge
+	}
 	c.Seq++
 	total := 4 + n
 	if total <= len(c.rbuf) {
@@ -265,16 +251,28 @@ func (c *Conn) ReadFrame() ([]byte, error) {
 		c.r += total
 		return f, nil
 	}
-	// Larger than the read buffer: assemble in big.
-	if cap(c.big) < total {
-		c.big = make([]byte, total)
+	// Larger than the read buffer: assemble in big, grown as the bytes
+	// arrive (at most doubling what has arrived), never sized from the
+	// untrusted header alone: a peer that announces 16 MiB and sends 5
+	// bytes costs a read buffer, not 16 MiB.
+	f := append(c.big[:0], c.rbuf[c.r:c.w]...)
+	c.r = c.w
+	for len(f) < total {
+		if len(f) == cap(f) {
+			g := make([]byte, len(f), min(total, max(2*cap(f), 2*len(c.rbuf))))
+			copy(g, f)
+			f = g
+		}
+		m, err := c.read(f[len(f):min(cap(f), total)])
+		f = f[:len(f)+m]
+		if err != nil && len(f) < total {
+			if errors.Is(err, io.EOF) {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
-	f := c.big[:total]
-	k := copy(f, c.rbuf[c.r:c.w])
-	c.r += k
-	if err := c.readFull(f[k:]); err != nil {
-		return nil, err
-	}
+	c.big = f
 	return f, nil
 }
 

@@ -182,6 +182,11 @@ const (
 	cachingSha2RequestKey  = 2
 	DefaultCollationID     = 45 // utf8mb4_general_ci
 	DefaultMaxAllowedBytes = 64 << 20
+	// MaxHandshakePacket bounds every packet a client sends before it is
+	// authenticated (handshake response, auth switch and full-auth
+	// answers): real clients send well under 2 KiB, connection attributes
+	// included.
+	MaxHandshakePacket = 16 << 10
 )
 
 // COM_SET_OPTION values.
