@@ -32,6 +32,8 @@ type Config struct {
 	Digests Digests `yaml:"digests"`
 	// QueryCache bounds the result cache that rules with cache_ttl fill.
 	QueryCache QueryCache `yaml:"query_cache"`
+	// Security bounds unauthenticated clients and throttles failed logins.
+	Security Security `yaml:"security"`
 
 	// path is the file the config was read from, for messages.
 	path string
@@ -415,6 +417,7 @@ func Parse(data []byte) (*Config, error) {
 func (c *Config) Marshal() ([]byte, error) { return yaml.Marshal(c) }
 
 func (c *Config) applyDefaults() {
+	c.Security.applyDefaults()
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
@@ -568,6 +571,7 @@ func (c *Config) Validate() error {
 		add("log.format", "must be text or json, not %q", c.Log.Format)
 	}
 	c.validateLog(add)
+	c.Security.validate(add)
 	if c.Digests.MaxEntries < 1 {
 		add("digests.max_entries", "must be at least 1")
 	}

@@ -105,6 +105,9 @@ type daemon struct {
 	// it.
 	rsaKey   *rsa.PrivateKey
 	reloadMu sync.Mutex // one reload (or membership change) at a time
+	// guard bounds unauthenticated clients and throttles failed logins,
+	// for every listener.
+	guard *frontend.LoginGuard
 	// base is the config file as last applied, before state_dir's
 	// overlay (membership.go); guarded by reloadMu.
 	base *config.Config
@@ -138,6 +141,9 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 		return fmt.Errorf("%s: %w", overlayPath(d.base.StateDir), err)
 	}
 	d.running.Store(cfg)
+	d.guard = frontend.NewGuard(guardOptions(cfg.Security), func(kind, host, user, msg string) {
+		d.journal.add(admin.Event{Kind: kind, Message: fmt.Sprintf("user %q from %s: %s", user, host, msg)})
+	})
 	d.cache = newCache(cfg)
 	ql, err := d.startQueryLog(ctx, cfg.Log)
 	if err != nil {
@@ -253,6 +259,7 @@ func (d *daemon) applyLocked(base, cfg *config.Config, what string) error {
 	users := buildUsers(cfg)
 	creds := credentialsFunc(cfg)
 	d.cache.SetLimits(int64(cfg.QueryCache.MaxSize), int64(cfg.QueryCache.MaxEntrySize))
+	d.guard.SetOptions(guardOptions(cfg.Security))
 	var errs []error
 	for _, n := range plan.parts {
 		if err := d.swapCluster(n, cfg, users, creds); err != nil {
@@ -474,6 +481,15 @@ func (d *daemon) reloadable(cfg *config.Config) error {
 		return errors.New("state_dir: changing the state directory needs a restart")
 	}
 	return nil
+}
+
+func guardOptions(s config.Security) frontend.GuardOptions {
+	f := s.FailedLogins
+	return frontend.GuardOptions{
+		HandshakeTimeout: s.HandshakeTimeout.Duration, MaxUnauthenticated: s.MaxUnauthenticated, MaxPerHost: s.MaxUnauthenticatedPerHost,
+		Free: f.Free, FreePerHost: f.FreePerHost, Delay: f.Delay.Duration, MaxDelay: f.MaxDelay.Duration, Window: f.Window.Duration,
+		BlockAfter: f.BlockAfter, BlockFor: f.BlockFor.Duration,
+	}
 }
 
 func buildUsers(cfg *config.Config) []frontend.User {

@@ -60,6 +60,8 @@ var (
 	descOpDuration   = prometheus.NewDesc("vigil_operation_duration_seconds", "How long finished failovers, switchovers, Galera writer moves and rejoins took.", []string{"cluster", "kind"}, nil)
 	descMonChecks    = prometheus.NewDesc("vigil_monitor_checks_total", "Health checks by result: good, failed, slow (timed out while the server completed client statements: not counted as failed), overloaded (alive but refusing connections: neither).", []string{"cluster", "server", "result"}, nil)
 	descWriterKept   = prometheus.NewDesc("vigil_monitor_writer_kept_total", "Failed checks after which the writer stayed routed because no other server could take the writes (the lone writer rule).", []string{"cluster", "server"}, nil)
+	descUnauth       = prometheus.NewDesc("vigil_unauthenticated_connections", "Client connections that have not logged in yet (security.max_unauthenticated_connections).", nil, nil)
+	descLoginGuard   = prometheus.NewDesc("vigil_login_guard_total", "Logins the guard acted on: refused (too many unauthenticated connections), throttled (a failed login's error delayed), blocked (a user and address blocked).", []string{"action"}, nil)
 	descQlogSink     = prometheus.NewDesc("vigil_query_log_sink_records_total", "Query log records per sink, by outcome (written, dropped, error).", []string{"sink", "outcome"}, nil)
 )
 
@@ -69,7 +71,7 @@ func (m metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descGTIDFallback, descGTIDSkipped, descHeld, descPanics, descScoped, descPins, descPoolOpen, descPoolWaits, descPoolDials, descPoolDialErrs,
 		descRuleHits, descRuleActions, descDigests, descDigestEvict, descCacheBytes, descCacheEntries, descCacheOps,
 		descQlogEntries, descQlogDropped, descQlogSink, descLatency, descRouteErrors, descSrvQueries, descSrvErrors, descUserQueries, descUserErrors,
-		descOps, descOpDuration, descMonChecks, descWriterKept} {
+		descOps, descOpDuration, descMonChecks, descWriterKept, descUnauth, descLoginGuard} {
 		ch <- d
 	}
 }
@@ -196,6 +198,12 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descPoolDials, ps.Dials, name, p.Name)
 			counter(descPoolDialErrs, ps.DialErrors, name, p.Name)
 		}
+	}
+	if g := m.d.guard; g != nil {
+		gauge(descUnauth, float64(g.Unauthenticated()))
+		counter(descLoginGuard, g.Refused.Load(), "refused")
+		counter(descLoginGuard, g.Throttled.Load(), "throttled")
+		counter(descLoginGuard, g.Blocked.Load(), "blocked")
 	}
 	if c := m.d.cache; c != nil {
 		cs := c.Stats()

@@ -293,6 +293,7 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 	host := s.clientHost()
 	opts := s.opts()
 	cfg := &mysqlproto.ServerConfig{RSAKey: opts.RSAKey, ShaCache: &s.srv.sha, Lookup: s.lookupUser}
+	s.guardAuth(ctx, cfg)
 	s.client.Seq = 1
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	denied, err := s.client.AuthChangeUser(actx, cfg, cu, host)
@@ -332,6 +333,9 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 			}
 		}
 		if denied.Code == mysqlproto.ERAccessDeniedError {
+			if cfg.Denied != nil {
+				cfg.Denied(ctx, cu.User)
+			}
 			s.srv.Stats.AuthFailures.Add(1)
 			s.srv.log.Warn("client authentication failed (COM_CHANGE_USER)", "session", s.id, "client", s.remote, "user", cu.User,
 				"from_user", oldKey.User)
@@ -346,6 +350,9 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 		return nil
 	}
 	s.key.Flavour = mysqlproto.FlavourAfterChangeUser(s.key.Flavour)
+	if g := s.srv.guard.Load(); g != nil {
+		g.succeeded(cu.User, s.remoteIP())
+	}
 	s.logAuth(cu.User, nil)
 	if err := s.client.WritePacket(mysqlproto.AppendOK(s.scratch[:0], 0, 0, s.status(), 0)); err != nil {
 		return errClient{err}

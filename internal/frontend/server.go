@@ -56,9 +56,9 @@ type User struct {
 
 // Server serves one cluster's listen address.
 type Server struct {
-	opts   atomic.Pointer[Options]
-	users  atomic.Pointer[map[string]*User]
-	topo   *topology.Holder
+	opts  atomic.Pointer[Options]
+	users atomic.Pointer[map[string]*User]
+	topo  *topology.Holder
 	// pools[i] is server slot i's pool (topology.MaxServers slots; nil
 	// until a server takes the slot). Slots never move: a removed
 	// server's pool stays, closed.
@@ -92,6 +92,9 @@ type Server struct {
 	preFence     []map[uint32]struct{} // by server: connection ids open at the fence
 	replies      []replyCounter        // activity.go
 
+	// guard bounds unauthenticated clients and throttles failed logins
+	// (nil: no limits).
+	guard atomic.Pointer[LoginGuard]
 	// retired holds listeners RetireListener closed on purpose.
 	retired sync.Map
 
@@ -148,6 +151,9 @@ func (s *Server) SetUsers(users []User) {
 
 // Balancer exposes read balancing counters.
 func (s *Server) Balancer() *router.Balancer { return s.bal }
+
+// SetGuard makes g (shared by every listener) guard this one's logins.
+func (s *Server) SetGuard(g *LoginGuard) { s.guard.Store(g) }
 
 // SetPool gives server slot i its pool: a server added to the running
 // cluster. Call it before the monitor publishes a snapshot with the

@@ -231,11 +231,28 @@ func (s *Session) run(ctx context.Context) {
 	defer s.recoverPanic()
 	s.srv.Stats.Connections.Add(1)
 	host := s.clientHost()
-	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	g := s.srv.guard.Load()
+	release := func() {}
+	timeout := 10 * time.Second
+	if g != nil {
+		rel, refused := g.admit(s.remoteIP())
+		if refused != nil {
+			// Refused before the greeting, as a server refuses a
+			// connection over max_connections.
+			s.client.Seq = 0
+			_ = s.client.WriteErr(refused)
+			g.warn(s.srv.log, "connection refused before login", "client", s.remote, "err", refused.Message)
+			return
+		}
+		release, timeout = rel, g.o().HandshakeTimeout
+	}
+	defer release()
+	hctx, cancel := context.WithTimeout(ctx, timeout)
 	cfg := &mysqlproto.ServerConfig{
 		ServerVersion: s.opts().ServerVersion, Plugin: s.opts().AuthPlugin, TLS: s.opts().TLS, RSAKey: s.opts().RSAKey,
 		ShaCache: &s.srv.sha, Lookup: s.lookupUser, MariaDBCaps: s.opts().MariaDBCaps, Collation: s.opts().Collation,
 	}
+	s.guardAuth(ctx, cfg)
 	cfg.Check = func(ctx context.Context, h *mysqlproto.Hello) error {
 		s.setup(h)
 		// The servers must accept the account, and the schema must exist
@@ -244,8 +261,12 @@ func (s *Session) run(ctx context.Context) {
 	}
 	hello, err := s.client.Accept(hctx, cfg, s.id, host)
 	cancel()
+	release()
 	if err == nil {
 		s.client.MaxPacket = s.opts().MaxPacket
+		if g != nil {
+			g.succeeded(hello.User, s.remoteIP())
+		}
 	}
 	if hello != nil && (err == nil || errors.Is(err, mysqlproto.ErrAccessDenied)) {
 		s.logAuth(hello.User, err)
@@ -302,6 +323,27 @@ var errQuit = errors.New("client quit")
 // clientHost is the client's host as a server names it in an access
 // denied message: its address, and localhost for a local client (MariaDB
 // with name resolution on, its default).
+// remoteIP is the client's address without the port: what the login
+// guard counts by (127.0.0.1 and 127.0.0.2 are different sources).
+func (s *Session) remoteIP() string {
+	if host, _, err := net.SplitHostPort(s.remote); err == nil {
+		return host
+	}
+	return s.remote
+}
+
+// guardAuth makes the login guard throttle and block the logins cfg
+// runs (at connect and by COM_CHANGE_USER).
+func (s *Session) guardAuth(ctx context.Context, cfg *mysqlproto.ServerConfig) {
+	g := s.srv.guard.Load()
+	if g == nil {
+		return
+	}
+	ip := s.remoteIP()
+	cfg.Denied = func(_ context.Context, user string) { wait(ctx, g.failed(user, ip)) }
+	cfg.Blocked = func(user string) bool { return g.blocked(user, ip) }
+}
+
 func (s *Session) clientHost() string {
 	host, _, err := net.SplitHostPort(s.remote)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 )
@@ -49,6 +50,13 @@ type ServerConfig struct {
 	// MariaDBCapabilities). When non-zero the greeting is a MariaDB one:
 	// CLIENT_MYSQL clear and the extended capabilities in its filler.
 	MariaDBCaps uint32
+	// Denied, when set, is called with the user name before a login is
+	// refused (wrong password, unknown user, blocked): it may wait (a
+	// throttle) before the error is sent.
+	Denied func(ctx context.Context, user string)
+	// Blocked, when set, refuses a user whose password was right, with
+	// the same error as a wrong one (a throttle's block).
+	Blocked func(user string) bool
 	// Collation is the server default collation the greeting announces
 	// (0: DefaultCollationID). Some clients (mysqlnd) take it as their
 	// character set when none is configured, so a proxy announces its
@@ -143,6 +151,10 @@ func (c *Conn) Accept(ctx context.Context, cfg *ServerConfig, connID uint32, rem
 		MariaDBCaps: resp.MariaDBCaps & ext, Password: len(resp.AuthResponse) > 0,
 	}
 	denied := func(reason string) (*Hello, error) {
+		if cfg.Denied != nil {
+			cfg.Denied(ctx, resp.User)
+			_ = c.nc.SetDeadline(time.Now().Add(5 * time.Second)) // the wait may have used the handshake's time
+		}
 		used := "YES"
 		if len(resp.AuthResponse) == 0 {
 			used = "NO"

@@ -87,6 +87,8 @@ func (c *Conn) verify(ctx context.Context, cfg *ServerConfig, a attempt) (reason
 		// Checked after the password, so that it says nothing to a client
 		// that does not know the password.
 		return "the user requires TLS", nil
+	case cfg.Blocked != nil && cfg.Blocked(a.User):
+		return "blocked after repeated failed logins", nil
 	}
 	return "", nil
 }
