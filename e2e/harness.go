@@ -390,6 +390,7 @@ type Result struct {
 func RunVigil(t testing.TB, args ...string) (Result, error) {
 	t.Helper()
 	bin := BuildVigil(t)
+	args = withAdminToken(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
@@ -483,4 +484,25 @@ func ProcessAlive(pid int) bool {
 		}
 	}
 	return false
+}
+
+// withAdminToken adds --token to a `vigil ctl --admin ADDR` command line
+// that has no credentials, when the test started that Vigil.
+func withAdminToken(args []string) []string {
+	if len(args) < 3 || args[0] != "ctl" {
+		return args
+	}
+	addr := ""
+	for i, a := range args {
+		switch {
+		case a == "--token" || a == "--user" || a == "--token-file" || a == "--sandbox":
+			return args
+		case a == "--admin" && i+1 < len(args):
+			addr = strings.TrimPrefix(strings.TrimPrefix(args[i+1], "http://"), "https://")
+		}
+	}
+	if tok := adminToken(addr); tok != "" {
+		return append([]string{"ctl", "--token", tok}, args[1:]...)
+	}
+	return args
 }

@@ -493,7 +493,7 @@ func (m *memberEnv) do(method, path string, body []byte) (int, string) {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	if body != nil {
+	if method != http.MethodGet {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if m.token != "" {

@@ -84,6 +84,7 @@ func TestReloadAppliesAllOrNothing(t *testing.T) {
 	token := good.Admin.Token
 	req, _ := http.NewRequest("POST", "http://"+env.admin+"/api/v1/config/validate", strings.NewReader(string(badYAML)))
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/yaml")
 	if resp, err := http.DefaultClient.Do(req); err != nil {
 		t.Fatal(err)
 	} else {

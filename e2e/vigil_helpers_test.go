@@ -43,6 +43,7 @@ type vigilProc struct {
 func startVigil(t testing.TB, cfgPath, addr string) *vigilProc {
 	t.Helper()
 	bin := BuildVigil(t)
+	rememberAdminToken(cfgPath)
 	logf := filepath.Join(filepath.Dir(cfgPath), "vigil-"+strconv.FormatInt(time.Now().UnixNano(), 36)+".log")
 	f, err := os.Create(logf)
 	if err != nil {

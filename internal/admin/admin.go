@@ -14,7 +14,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -142,16 +144,21 @@ func (e *Error) Error() string { return e.Message }
 // Options configure the admin server.
 type Options struct {
 	Listen string
-	Token  string // required as "Authorization: Bearer <token>" unless empty
+	Token  string // accepted as "Authorization: Bearer <token>"
 	// User and Password, when set, are accepted as basic auth too.
 	User, Password string
-	// TLS, when set, serves HTTPS.
+	// NoAuth serves without credentials (admin.auth: none, loopback
+	// only). Otherwise a request needs the token or the user: with
+	// neither configured every request is refused.
+	NoAuth bool
+	// TLS, when set, serves HTTPS. SetOptions may change its certificate,
+	// not turn it on or off.
 	TLS *tls.Config
 }
 
 // Server is the admin HTTP server.
 type Server struct {
-	opts Options
+	opts atomic.Pointer[Options]
 	ctl  Controller
 	reg  *prometheus.Registry
 	log  *slog.Logger
@@ -160,10 +167,17 @@ type Server struct {
 
 // New builds the admin server; reg holds the daemon's metrics.
 func New(opts Options, ctl Controller, reg *prometheus.Registry, log *slog.Logger) *Server {
-	s := &Server{opts: opts, ctl: ctl, reg: reg, log: log, mux: http.NewServeMux()}
+	s := &Server{ctl: ctl, reg: reg, log: log, mux: http.NewServeMux()}
+	s.opts.Store(&opts)
 	s.routes()
 	return s
 }
+
+// SetOptions swaps the credentials and the TLS certificate (reload): the
+// old token stops working at once.
+func (s *Server) SetOptions(o Options) { s.opts.Store(&o) }
+
+func (s *Server) o() *Options { return s.opts.Load() }
 
 func (s *Server) routes() {
 	s.docRoutes()
@@ -337,15 +351,50 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // token as password).
 func (s *Server) auth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.opts.Token != "" || s.opts.User != "" {
-			if !s.authorized(r) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
-				writeJSON(w, 401, map[string]string{"error": "unauthorized: send Authorization: Bearer <admin.token>"})
-				return
-			}
+		if msg, status := s.crossSite(r); status != 0 {
+			writeJSON(w, status, map[string]string{"error": msg})
+			return
+		}
+		if !s.o().NoAuth && !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
+			writeJSON(w, 401, map[string]string{"error": "unauthorized: send Authorization: Bearer <token> (admin.token, or the file STATE_DIR/admin-token Vigil generated; vigil ctl --token-file)"})
+			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// crossSite refuses what a web page the operator visits could send: a
+// Host that is not this server's (DNS rebinding), a state-changing
+// request from another Origin, or one that is not JSON (a "simple"
+// cross-site POST of a form or text/plain needs no CORS preflight).
+func (s *Server) crossSite(r *http.Request) (string, int) {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	listenHost, _, _ := net.SplitHostPort(s.o().Listen)
+	if net.ParseIP(strings.Trim(host, "[]")) == nil && host != "localhost" && !strings.EqualFold(host, listenHost) {
+		return fmt.Sprintf("Host %q is not this admin server's address: refused (DNS rebinding protection); use an IP address, localhost or %q", r.Host, listenHost), http.StatusForbidden
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return "", 0
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+			return fmt.Sprintf("Origin %q is not this admin server: cross-site requests are refused", o), http.StatusForbidden
+		}
+	}
+	// A browser sends a cross-site request without asking first (CORS
+	// preflight) only with no body type or one of these.
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	switch strings.ToLower(strings.TrimSpace(ct)) {
+	case "", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data":
+		return "state-changing requests must send Content-Type: application/json (or application/yaml for a config)", http.StatusUnsupportedMediaType
+	}
+	return "", 0
 }
 
 // authorized checks the bearer token, or basic auth with the configured
@@ -353,16 +402,17 @@ func (s *Server) auth(h http.Handler) http.Handler {
 func (s *Server) authorized(r *http.Request) bool {
 	eq := func(a, b string) bool { return b != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 	if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
-		return eq(strings.TrimPrefix(a, "Bearer "), s.opts.Token)
+		return eq(strings.TrimPrefix(a, "Bearer "), s.o().Token)
 	}
 	u, p, ok := r.BasicAuth()
 	if !ok {
 		return false
 	}
-	if s.opts.User != "" && eq(u, s.opts.User) && eq(p, s.opts.Password) {
+	o := s.o()
+	if o.User != "" && eq(u, o.User) && eq(p, o.Password) {
 		return true
 	}
-	return eq(p, s.opts.Token)
+	return eq(p, o.Token)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -385,9 +435,9 @@ func writeErr(w http.ResponseWriter, err error) {
 
 // Serve listens on opts.Listen until ctx ends.
 func (s *Server) Serve(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.opts.Listen)
+	ln, err := net.Listen("tcp", s.o().Listen)
 	if err != nil {
-		return fmt.Errorf("admin listen on %s: %w", s.opts.Listen, err)
+		return fmt.Errorf("admin listen on %s: %w", s.o().Listen, err)
 	}
 	return s.ServeListener(ctx, ln)
 }
@@ -402,9 +452,17 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	if s.opts.TLS != nil {
-		srv.TLSConfig = s.opts.TLS
-		ln = tls.NewListener(ln, s.opts.TLS)
+	if s.o().TLS != nil {
+		// The certificate of the options in force at each handshake: a
+		// reload changes it without a restart.
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			if c := s.o().TLS; c != nil {
+				return c, nil
+			}
+			return nil, errors.New("admin TLS turned off by a reload: restart Vigil")
+		}}
+		srv.TLSConfig = tc
+		ln = tls.NewListener(ln, tc)
 	}
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -36,9 +36,7 @@ func (a adminAPI) do(ctx context.Context, method, path string, body, out any) er
 	if a.token != "" {
 		req.Header.Set("Authorization", "Bearer "+a.token)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	req.Header.Set("Content-Type", "application/json") // the admin API refuses state changes without it
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

@@ -142,8 +142,13 @@ type Admin struct {
 	// admin server.
 	Listen string `yaml:"listen"`
 	// Token is required as "Authorization: Bearer <token>" (or as the
-	// password of basic auth) when set.
+	// password of basic auth). When neither a token nor a user is set,
+	// Vigil generates one into STATE_DIR/admin-token at its first start.
 	Token string `yaml:"token"`
+	// Auth is "token" (the default: a token or user is always required)
+	// or "none": no credentials at all, allowed only on a loopback
+	// address, with a warning at every start.
+	Auth string `yaml:"auth"`
 	// User and Password allow basic auth with these credentials too.
 	User     string `yaml:"user"`
 	Password string `yaml:"password"`
@@ -579,8 +584,21 @@ func (c *Config) Validate() error {
 		add("query_cache.max_entry_size", "must not exceed query_cache.max_size")
 	}
 	if c.Admin.AdminEnabled() {
-		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
+		host, _, err := net.SplitHostPort(c.Admin.Listen)
+		if err != nil {
 			add("admin.listen", "%q is not host:port (or off)", c.Admin.Listen)
+		}
+		switch c.Admin.Auth {
+		case "", "token":
+		case "none":
+			if ip := net.ParseIP(host); err == nil && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+				add("admin.auth", "none is allowed only when admin.listen is a loopback address, not %s", host)
+			}
+			if c.Admin.Token != "" || c.Admin.User != "" {
+				add("admin.auth", "none, but a token or user is set: remove one or the other")
+			}
+		default:
+			add("admin.auth", "must be token or none, not %q", c.Admin.Auth)
 		}
 	}
 	if (c.Admin.User == "") != (c.Admin.Password == "") {

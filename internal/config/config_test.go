@@ -54,6 +54,12 @@ func TestParseErrors(t *testing.T) {
 		{"negative detect_after", strings.Replace(good, "name: main", "name: main\n    failover: {detect_after: -5s}", 1), "clusters[0].failover.detect_after: must not be negative"},
 		{"candidate never promoted", strings.Replace(good, "name: main", "name: main\n    failover: {candidates: [n2], never_promote: [n2]}", 1), `"n2" is also in never_promote`},
 		{"bad semi_sync", strings.Replace(good, "name: main", "name: main\n    failover: {semi_sync: {manage: sometimes}}", 1), "clusters[0].failover.semi_sync.manage"},
+		{"admin auth none off loopback", good + "admin: {listen: '0.0.0.0:6080', auth: none}\n", "admin.auth: none is allowed only when admin.listen is a loopback address"},
+		{"admin auth none with a token", good + "admin: {auth: none, token: x}\n", "admin.auth: none, but a token or user is set"},
+		{"admin auth bad", good + "admin: {auth: maybe}\n", "admin.auth: must be token or none"},
+		{"standby primary", strings.Replace(good, "role: primary}", "role: primary, standby: true}", 1), "servers[0].standby: the configured primary cannot be a standby"},
+		{"negative security", good + "security: {max_unauthenticated_connections: -1}\n", "security.max_unauthenticated_connections: must not be negative"},
+		{"max_delay below delay", good + "security: {failed_logins: {delay: 5s, max_delay: 1s}}\n", "security.failed_logins.max_delay"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -30,7 +30,8 @@ var keyDocs = map[string]string{
 
 	"admin":          "The admin HTTP API, web dashboard and /metrics (vigil ctl talks to it).",
 	"admin.listen":   "host:port of the admin server (default 127.0.0.1:6080); off disables it.",
-	"admin.token":    "When set, required as \"Authorization: Bearer <token>\".",
+	"admin.token":    "Required as \"Authorization: Bearer <token>\" (default: generated into STATE_DIR/admin-token).",
+	"admin.auth":     "token (default: credentials always required) or none (loopback listen only).",
 	"admin.user":     "With password: basic-auth credentials accepted too.",
 	"admin.password": "Password of admin.user.",
 	"admin.tls":      "Serve the admin API over HTTPS.",

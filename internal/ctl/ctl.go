@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,7 +21,7 @@ import (
 
 const ctlUsage = `vigil ctl — talk to a running Vigil's admin API
 
-Usage: vigil ctl [--admin URL] [--token T | --user U --password P] [--cacert FILE | --insecure] [--json] COMMAND [args]
+Usage: vigil ctl [--admin URL] [--token T | --token-file F | --user U --password P] [--cacert FILE | --insecure] [--json] COMMAND [args]
 
 Commands:
   clusters                      clusters with their writer, term, sessions, running operation
@@ -50,7 +51,9 @@ Commands:
 
 The admin address comes from --admin, else $VIGIL_ADMIN, else
 --sandbox DIR (its sandbox.json), else http://127.0.0.1:6080.
-The token comes from --token or $VIGIL_ADMIN_TOKEN; basic-auth credentials
+The token comes from --token or $VIGIL_ADMIN_TOKEN, or from the file
+--token-file (or $VIGIL_ADMIN_TOKEN_FILE; with --sandbox DIR, the sandbox's
+token); basic-auth credentials
 from --user/--password or $VIGIL_ADMIN_USER/$VIGIL_ADMIN_PASSWORD. For an
 admin API served over TLS use an https:// URL, with --cacert for a private
 CA (or --insecure to skip verification).
@@ -62,6 +65,7 @@ func Command(ctx context.Context, args []string) int {
 	fs.Usage = func() { fmt.Fprint(os.Stderr, ctlUsage) }
 	addr := fs.String("admin", os.Getenv("VIGIL_ADMIN"), "admin URL")
 	token := fs.String("token", os.Getenv("VIGIL_ADMIN_TOKEN"), "admin token")
+	tokenFile := fs.String("token-file", os.Getenv("VIGIL_ADMIN_TOKEN_FILE"), "file holding the admin token (STATE_DIR/admin-token, which Vigil generates when the config sets none)")
 	sbDir := fs.String("sandbox", os.Getenv("VIGIL_SANDBOX_DIR"), "sandbox directory whose admin address to use")
 	user := fs.String("user", os.Getenv("VIGIL_ADMIN_USER"), "basic-auth user (admin.user)")
 	password := fs.String("password", os.Getenv("VIGIL_ADMIN_PASSWORD"), "basic-auth password (admin.password)")
@@ -81,6 +85,17 @@ func Command(ctx context.Context, args []string) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
 		return 1
+	}
+	if *tokenFile == "" && *token == "" && *user == "" && *sbDir != "" && *addr == "" {
+		*token = sandboxToken(*sbDir)
+	}
+	if *tokenFile != "" && *token == "" {
+		data, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vigil ctl: admin token: %v\n", err)
+			return 1
+		}
+		*token = strings.TrimSpace(string(data))
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if *cacert != "" || *insecure {
@@ -251,9 +266,7 @@ func (c *ctlClient) do(ctx context.Context, method, path string, body any) (int,
 	} else if c.user != "" {
 		req.SetBasicAuth(c.user, c.password)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	req.Header.Set("Content-Type", "application/json") // the admin API refuses state changes without it
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return 0, nil, fmt.Errorf("cannot reach Vigil's admin API at %s: %w (is vigil run up? pass --admin)", c.base, err)
@@ -534,4 +547,19 @@ func (c *ctlClient) server(ctx context.Context, cluster string, args []string) i
 	}
 	fmt.Fprintln(os.Stderr, usage)
 	return 2
+}
+
+// sandboxToken is the admin token of a sandbox's Vigil: sandbox.json's,
+// else the one Vigil generated in DIR/state/admin-token.
+func sandboxToken(dir string) string {
+	if data, err := os.ReadFile(filepath.Join(dir, "sandbox.json")); err == nil {
+		var m struct {
+			Token string `json:"admin_token"`
+		}
+		if json.Unmarshal(data, &m) == nil && m.Token != "" {
+			return m.Token
+		}
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "state", "admin-token"))
+	return strings.TrimSpace(string(data))
 }

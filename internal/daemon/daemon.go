@@ -105,6 +105,8 @@ type daemon struct {
 	// it.
 	rsaKey   *rsa.PrivateKey
 	reloadMu sync.Mutex // one reload (or membership change) at a time
+	// admin is the admin API server (nil when admin.listen is off).
+	admin *admin.Server
 	// guard bounds unauthenticated clients and throttles failed logins,
 	// for every listener.
 	guard *frontend.LoginGuard
@@ -166,15 +168,18 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 	}
 	d.clusters.Store(&clusters)
 	if cfg.Admin.AdminEnabled() {
-		aopts := admin.Options{Listen: cfg.Admin.Listen, Token: cfg.Admin.Token, User: cfg.Admin.User, Password: cfg.Admin.Password}
-		if t := cfg.Admin.TLS; t != nil {
-			cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
-			if err != nil {
-				return fmt.Errorf("admin: tls: %w", err)
-			}
-			aopts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		aopts, generated, err := adminOptions(cfg)
+		if err != nil {
+			return err
+		}
+		if generated != "" {
+			d.log.Info("admin API token generated: send it as Authorization: Bearer <token>; vigil ctl --token-file reads it", "file", generated)
+		}
+		if aopts.NoAuth {
+			d.log.Warn("the admin API runs WITHOUT authentication (admin.auth: none): anyone who can reach "+cfg.Admin.Listen+" can fail over and reconfigure Vigil; set admin.auth: token", "listen", cfg.Admin.Listen)
 		}
 		srv := admin.New(aopts, d, newRegistry(d), d.log)
+		d.admin = srv
 		ln, err := net.Listen("tcp", cfg.Admin.Listen)
 		if err != nil {
 			return fmt.Errorf("admin: listen on %s: %w", cfg.Admin.Listen, err)
@@ -249,6 +254,17 @@ func (d *daemon) applyLocked(base, cfg *config.Config, what string) error {
 	if err != nil {
 		return d.rejectReload(err)
 	}
+	var aopts admin.Options
+	if d.admin != nil {
+		var generated string
+		if aopts, generated, err = adminOptions(cfg); err != nil {
+			plan.discard()
+			return d.rejectReload(err)
+		}
+		if generated != "" {
+			d.log.Info("admin API token generated: the previous one no longer works", "file", generated)
+		}
+	}
 	oldLog, err := d.applyQueryLog(d.ctx, cfg.Log)
 	if err != nil {
 		plan.discard()
@@ -260,6 +276,9 @@ func (d *daemon) applyLocked(base, cfg *config.Config, what string) error {
 	creds := credentialsFunc(cfg)
 	d.cache.SetLimits(int64(cfg.QueryCache.MaxSize), int64(cfg.QueryCache.MaxEntrySize))
 	d.guard.SetOptions(guardOptions(cfg.Security))
+	if d.admin != nil {
+		d.admin.SetOptions(aopts)
+	}
 	var errs []error
 	for _, n := range plan.parts {
 		if err := d.swapCluster(n, cfg, users, creds); err != nil {
@@ -477,8 +496,15 @@ func (d *daemon) reloadable(cfg *config.Config) error {
 			return fmt.Errorf("clusters[%d].type: changing the cluster type needs a restart (or remove the cluster and add it under another name)", i)
 		}
 	}
-	if cur := d.running.Load(); cur != nil && cfg.StateDir != cur.StateDir {
-		return errors.New("state_dir: changing the state directory needs a restart")
+	if cur := d.running.Load(); cur != nil {
+		switch {
+		case cfg.StateDir != cur.StateDir:
+			return errors.New("state_dir: changing the state directory needs a restart")
+		case cfg.Admin.Listen != cur.Admin.Listen:
+			return errors.New("admin.listen: changing the admin address needs a restart")
+		case (cfg.Admin.TLS == nil) != (cur.Admin.TLS == nil):
+			return errors.New("admin.tls: turning HTTPS on or off needs a restart (a new certificate does not)")
+		}
 	}
 	return nil
 }

@@ -206,7 +206,7 @@ func sandboxUp(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdout io
 	a := m.Accounts
 	fmt.Fprintf(stdout, "Accounts: %s/%s (all privileges), %s/%s (monitor), %s/%s (replication); root over the socket.\n",
 		a.App.User, a.App.Password, a.Monitor.User, a.Monitor.Password, a.Repl.User, a.Repl.Password)
-	fmt.Fprintf(stdout, "Reserved for Vigil: proxy %s, admin %s.\n", m.Proxy.Addr(), m.Admin.Addr())
+	fmt.Fprintf(stdout, "Reserved for Vigil: proxy %s, admin %s (token %s: vigil ctl --sandbox %s sends it).\n", m.Proxy.Addr(), m.Admin.Addr(), m.AdminToken, m.Dir)
 	fmt.Fprintf(stdout, "Vigil config: vigil run --config %s\n", sb.ConfigPath())
 	fmt.Fprintf(stdout, "Connect:      mariadb -h %s -P %d -u %s -p%s\n", m.Nodes[0].Host, m.Nodes[0].Port, a.App.User, a.App.Password)
 	fmt.Fprintf(stdout, "Tear down:    vigil sandbox down --dir %s [--purge]\n", m.Dir)

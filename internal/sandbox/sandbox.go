@@ -174,6 +174,9 @@ type Manifest struct {
 	Accounts Accounts `json:"accounts"`
 	// BasePort is the first port of the block the sandbox uses.
 	BasePort int `json:"base_port"`
+	// AdminToken is the token of the admin API in vigil.yaml (random per
+	// sandbox): the admin API never runs open.
+	AdminToken string `json:"admin_token,omitempty"`
 }
 
 func (m *Manifest) clone() Manifest {

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -220,13 +222,14 @@ func planFor(ctx context.Context, o Options) (PortPlan, error) {
 // newManifest lays out the nodes of a sandbox.
 func newManifest(dir string, o Options, plan PortPlan, cgroups bool) *Manifest {
 	m := &Manifest{
-		Topology: o.Topology,
-		Dir:      dir,
-		SemiSync: o.SemiSync,
-		Proxy:    Endpoint{Host: Host, Port: plan.Proxy},
-		Admin:    Endpoint{Host: Host, Port: plan.Admin},
-		Accounts: DefaultAccounts(),
-		BasePort: plan.Base,
+		Topology:   o.Topology,
+		Dir:        dir,
+		SemiSync:   o.SemiSync,
+		Proxy:      Endpoint{Host: Host, Port: plan.Proxy},
+		Admin:      Endpoint{Host: Host, Port: plan.Admin},
+		Accounts:   DefaultAccounts(),
+		BasePort:   plan.Base,
+		AdminToken: randomToken(),
 	}
 	for i, p := range plan.Nodes {
 		name := "node" + strconv.Itoa(i+1)
@@ -434,4 +437,11 @@ func parallel(n int, fn func(i int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// randomToken is a fresh admin token.
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

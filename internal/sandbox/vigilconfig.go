@@ -54,7 +54,7 @@ func VigilConfig(m *Manifest) *config.Config {
 	return &config.Config{
 		StateDir: filepath.Join(m.Dir, stateDir),
 		Log:      config.Log{Level: "info", Format: "text"},
-		Admin:    config.Admin{Listen: m.Admin.Addr()},
+		Admin:    config.Admin{Listen: m.Admin.Addr(), Token: m.AdminToken},
 		Users: []config.User{{
 			Name:     m.Accounts.App.User,
 			Password: m.Accounts.App.Password,
