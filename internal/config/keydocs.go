@@ -12,7 +12,7 @@ var keyDocs = map[string]string{
 	"log.format":             "text (default) or json.",
 	"log.queries":            "Log every statement to the query log sinks (rules with log: true/false decide per statement).",
 	"log.auth":               "Log login attempts (default: on when a query log sink is set).",
-	"log.statements":         "masked (default: literals replaced by ?) or full statement text.",
+	"log.statements":         "masked (default: literals replaced by ?, error messages masked too) or full text.",
 	"log.buffer":             "Query log entries that may wait for the sinks; more are dropped and counted (default 65536).",
 	"log.file":               "Query log sink: a JSON-lines file, rotated.",
 	"log.file.path":          "The file written to; its directory must exist.",

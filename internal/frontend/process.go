@@ -122,7 +122,7 @@ func (s *Session) finishStmt(p *Processing, r *stmtRun) {
 	}
 	if p.Digests != nil {
 		p.Digests.Record(qstats.Key{Digest: r.digest, User: s.user.Name, Schema: s.state.Schema, Hostgroup: hg},
-			r.query, d, s.stmtRows, s.stmtErr != 0, now)
+			r.query, d, s.stmtRows, s.stmtErr, now)
 	}
 	if p.Log != nil && (r.log > 0 || (r.log == 0 && p.LogQueries)) {
 		e := &s.logEntry

@@ -186,7 +186,7 @@ func (s *Session) Info() SessionInfo {
 	s.curMu.Lock()
 	in.User = s.curUser
 	if len(s.curText) > 0 {
-		in.Command = string(sqlscan.Normalize(nil, s.curText))
+		in.Command = string(sqlscan.Mask(nil, s.curText, false))
 		in.Seconds = time.Since(s.curStart).Seconds()
 	}
 	s.curMu.Unlock()

@@ -12,8 +12,8 @@ import (
 
 // Statement text modes.
 const (
-	StatementsMasked = "masked" // normalised text, literals replaced by "?"
-	StatementsFull   = "full"   // the text as the client sent it
+	StatementsMasked = "masked" // normalised text, literals replaced by "?", error messages masked too
+	StatementsFull   = "full"   // the text and messages as they were
 )
 
 // Defaults for zero fields.

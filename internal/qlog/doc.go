@@ -20,8 +20,15 @@
 // One writer goroutine ([Logger.Run]) drains the ring in batches. It is
 // the only place where statements are masked (Config.Statements "masked",
 // the default: the text is replaced by its normalised form from
-// [sqlscan.Normalize], with every literal written as "?", so a password in
-// a string literal never reaches a sink) and encoded as JSON, by a small
+// [sqlscan.Mask], with every literal written as "?", so a password in a
+// string literal never reaches a sink; an identifier left open at the end
+// is written "?", and so is every name of a statement that failed with a
+// syntax error, where a misplaced quote can leave a password outside any
+// string. Error messages are masked too, in query and auth entries,
+// because servers echo statement text in them: quoted strings and numbers
+// become "?", the raw text a syntax error quotes ("near '...' at line 1")
+// becomes one "?", and so does everything after a quote that is never
+// closed; backquoted names stay) and encoded as JSON, by a small
 // append-based encoder. Each encoded batch is then offered to every sink,
 // and each sink has its own goroutine and its own bounded queue of
 // batches: a sink that is slow or stuck (a full disk, a blocked pipe on

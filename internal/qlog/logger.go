@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/vigil-db/vigil/internal/sqlscan"
 )
 
 const (
@@ -343,8 +341,12 @@ func (l *Logger) dispatch(final uint64, draining bool) (n int, more bool) {
 func (l *Logger) encode(b *batch, s *slot) {
 	stmt := s.e.Statement
 	if l.masked && len(stmt) > 0 && s.e.Kind == KindQuery {
-		l.scratch = sqlscan.Normalize(l.scratch[:0], stmt)
+		l.scratch = maskStatement(l.scratch[:0], stmt, s.e.ErrCode)
 		stmt = l.scratch
+	}
+	if l.masked && s.e.Message != "" {
+		// Servers echo statement text in their messages.
+		s.e.Message = maskMessage(s.e.Message, s.e.ErrCode)
 	}
 	b.buf = appendEntry(b.buf, &s.e, stmt, s.trunc)
 	b.ends = append(b.ends, len(b.buf))

@@ -106,9 +106,12 @@ func (s *Store) SetMaxEntries(n int) {
 	s.maxShard.Store(per)
 }
 
-// Record adds one execution. query is the statement's text, used only the
-// first time a key is seen (to keep its normalised text).
-func (s *Store) Record(k Key, query []byte, d time.Duration, rows int64, failed bool, now time.Time) {
+// Record adds one execution that ended with error code errCode (0 for
+// none). query is the statement's text, used only the first time a key is
+// seen (to keep its masked text: no literal, and no name if the server
+// could not parse it).
+func (s *Store) Record(k Key, query []byte, d time.Duration, rows int64, errCode uint16, now time.Time) {
+	failed := errCode != 0
 	if k.Digest == 0 {
 		return
 	}
@@ -120,7 +123,7 @@ func (s *Store) Record(k Key, query []byte, d time.Duration, rows int64, failed 
 			sh.evictLocked()
 			s.evictions.Add(1)
 		}
-		e = &entry{key: k, text: string(sqlscan.Normalize(nil, query)), min: d, first: now}
+		e = &entry{key: k, text: string(sqlscan.Mask(nil, query, sqlscan.ParseFailed(errCode))), min: d, first: now}
 		sh.m[k] = e
 	}
 	e.count++

@@ -9,7 +9,11 @@ import (
 )
 
 func rec(s *Store, user, q string, d time.Duration, rows int64, failed bool, now time.Time) {
-	s.Record(Key{Digest: sqlscan.Scan([]byte(q)).Digest, User: user, Schema: "app", Hostgroup: "reader"}, []byte(q), d, rows, failed, now)
+	var code uint16
+	if failed {
+		code = 1146
+	}
+	s.Record(Key{Digest: sqlscan.Scan([]byte(q)).Digest, User: user, Schema: "app", Hostgroup: "reader"}, []byte(q), d, rows, code, now)
 }
 
 func TestRecordAndRows(t *testing.T) {
@@ -91,6 +95,6 @@ func BenchmarkRecord(b *testing.B) {
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		s.Record(k, q, 120*time.Microsecond, 1, false, now)
+		s.Record(k, q, 120*time.Microsecond, 1, 0, now)
 	}
 }

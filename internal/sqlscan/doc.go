@@ -4,8 +4,9 @@
 // It owns the one pass that every statement makes through the proxy:
 // [Scan] lexes the text once and returns the statement's [Class], its
 // [Flags] and a 64-bit digest of its normalised text, without allocating.
-// [Normalize] returns the normalised text itself (for rules, statistics
-// and query-log masking); [KillTarget] and [FirstKeyword] are small
+// [Normalize] returns the normalised text itself (for rules and
+// statistics), and [Mask] the same text with nothing that could be a
+// secret (for the query log); [KillTarget] and [FirstKeyword] are small
 // helpers; [Lexer] is exported so that other packages can build on the
 // same tokens. Everything is a pure function of its input: no I/O, no
 // state between calls, safe for concurrent use.

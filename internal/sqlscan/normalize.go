@@ -38,6 +38,16 @@ type normalizer struct {
 	// afterVar: the last token was a variable, whose name may contain dots
 	afterVar bool
 	rows     rowList
+	// Mask's options: open writes a quoted identifier or user variable
+	// left open at the end as "?"; names writes every identifier and user
+	// variable as "?".
+	open, names bool
+}
+
+// hide reports whether Mask writes t, an identifier or user variable, as
+// "?".
+func (n *normalizer) hide(t Token, src []byte) bool {
+	return n.names || n.open && t.Unterminated(src)
 }
 
 func (n *normalizer) byte1(c byte) {
@@ -126,7 +136,9 @@ func (n *normalizer) token(t Token, lx *Lexer) TokenKind {
 		k := t.Keyword
 		a := k.attr()
 		if k == kwNone || a&attrIdent != 0 {
-			if w := src[t.Start:t.End]; isDigit(w[0]) {
+			if w := src[t.Start:t.End]; n.names {
+				n.byte1('?')
+			} else if isDigit(w[0]) {
 				// 123abc: quoted, as `123abc` is, so that ".123abc"
 				// cannot lex as a number
 				n.byte1('`')
@@ -159,7 +171,9 @@ func (n *normalizer) token(t Token, lx *Lexer) TokenKind {
 		}
 	case TokQuotedIdent:
 		n.space()
-		if !t.Unterminated(src) && plainIdent(src[t.Start+1:t.End-1]) {
+		if n.hide(t, src) {
+			n.byte1('?')
+		} else if !t.Unterminated(src) && plainIdent(src[t.Start+1:t.End-1]) {
 			n.bytes(src[t.Start+1 : t.End-1])
 		} else {
 			n.bytes(src[t.Start:t.End])
@@ -178,7 +192,9 @@ func (n *normalizer) token(t Token, lx *Lexer) TokenKind {
 		n.last = lValue
 	case TokUserVar:
 		n.space()
-		if t.End-t.Start > 1 && isIdentByte(src[t.Start+1]) {
+		if n.hide(t, src) {
+			n.byte1('?')
+		} else if t.End-t.Start > 1 && isIdentByte(src[t.Start+1]) {
 			n.lower(src[t.Start:t.End])
 		} else {
 			n.bytes(src[t.Start:t.End]) // @'quoted'
