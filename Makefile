@@ -36,6 +36,13 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzScan -fuzztime=300000x ./internal/sqlscan/
 	$(GO) test -run='^$$' -fuzz=FuzzReadPacket -fuzztime=30000x ./internal/mysqlproto/
 	$(GO) test -run='^$$' -fuzz=FuzzHandshakeResponse -fuzztime=100000x ./internal/mysqlproto/
+	$(GO) test -run='^$$' -fuzz=FuzzSessionCommands -fuzztime=300x ./internal/frontend/
+
+# Every fuzzer for FUZZ_TIME each (default 10m), for a nightly job;
+# crashers land in testdata/fuzz as regression seeds (scripts/fuzz-long.sh).
+.PHONY: fuzz-long
+fuzz-long:
+	FUZZ_TIME=$(or $(FUZZ_TIME),10m) scripts/fuzz-long.sh
 
 e2e: build
 	VIGIL_E2E_REQUIRE_BROWSER=1 VIGIL_E2E_REQUIRE_DRIVERS=1 VIGIL_E2E_REQUIRE_MTR=1 $(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./e2e/ ./internal/monitor/

@@ -56,11 +56,11 @@ type fakeConn struct {
 	once   sync.Once
 }
 
-func newFakeBackend(t *testing.T) *fakeBackend {
+func newFakeBackend(t testing.TB) *fakeBackend {
 	return newFakeServer(t, "5.5.5-10.11.19-MariaDB-fake", nil)
 }
 
-func newFakeServer(t *testing.T, version string, insertState []byte) *fakeBackend {
+func newFakeServer(t testing.TB, version string, insertState []byte) *fakeBackend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -289,7 +289,7 @@ type testProxy struct {
 
 // newTestProxy serves one fake backend (writer and reader at once) with
 // the given rules.
-func newTestProxy(t *testing.T, specs []rules.Spec) *testProxy {
+func newTestProxy(t testing.TB, specs []rules.Spec) *testProxy {
 	t.Helper()
 	be := newFakeBackend(t)
 	addr := be.ln.Addr().String()
@@ -314,7 +314,7 @@ func newTestProxy(t *testing.T, specs []rules.Spec) *testProxy {
 
 // serveTest serves srv on a fresh loopback port until the test ends, then
 // closes the pools; it returns the address.
-func serveTest(t *testing.T, srv *Server, pools ...*backend.Pool) string {
+func serveTest(t testing.TB, srv *Server, pools ...*backend.Pool) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
