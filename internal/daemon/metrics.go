@@ -56,8 +56,8 @@ var (
 	descSrvErrors    = prometheus.NewDesc("vigil_server_query_errors_total", "Client statements that ended with an error, by the server that ran them.", []string{"cluster", "server"}, nil)
 	descUserQueries  = prometheus.NewDesc("vigil_user_queries_total", "Client statements by user.", []string{"cluster", "user"}, nil)
 	descUserErrors   = prometheus.NewDesc("vigil_user_query_errors_total", "Client statements that ended with an error, by user.", []string{"cluster", "user"}, nil)
-	descOps          = prometheus.NewDesc("vigil_operations_total", "Failovers, switchovers, Galera writer moves and rejoins, by result (ok, failed, running).", []string{"cluster", "kind", "result"}, nil)
-	descOpDuration   = prometheus.NewDesc("vigil_operation_duration_seconds", "How long finished failovers, switchovers, Galera writer moves and rejoins took.", []string{"cluster", "kind"}, nil)
+	descOps          = prometheus.NewDesc("vigil_operations_total", "Failovers, switchovers, Galera writer moves, rejoins and writer restores (restore-writer), by result (ok, failed, running).", []string{"cluster", "kind", "result"}, nil)
+	descOpDuration   = prometheus.NewDesc("vigil_operation_duration_seconds", "How long finished failovers, switchovers, Galera writer moves, rejoins and writer restores took.", []string{"cluster", "kind"}, nil)
 	descMonChecks    = prometheus.NewDesc("vigil_monitor_checks_total", "Health checks by result: good, failed, slow (timed out while the server completed client statements: not counted as failed), overloaded (alive but refusing connections: neither).", []string{"cluster", "server", "result"}, nil)
 	descWriterKept   = prometheus.NewDesc("vigil_monitor_writer_kept_total", "Failed checks after which the writer stayed routed because no other server could take the writes (the lone writer rule).", []string{"cluster", "server"}, nil)
 	descUnauth       = prometheus.NewDesc("vigil_unauthenticated_connections", "Client connections that have not logged in yet (security.max_unauthenticated_connections).", nil, nil)
@@ -249,7 +249,7 @@ func operationMetrics(ch chan<- prometheus.Metric, cluster string, h failover.Hi
 		buckets map[float64]uint64
 	}
 	kinds := map[string]*agg{}
-	for _, k := range []failover.RecordKind{failover.RecordFailover, failover.RecordSwitchover, failover.RecordGaleraMove, failover.RecordRejoin} {
+	for _, k := range []failover.RecordKind{failover.RecordFailover, failover.RecordSwitchover, failover.RecordGaleraMove, failover.RecordRejoin, failover.RecordRestoreWriter} {
 		kinds[k.String()] = &agg{results: map[string]int64{"ok": 0, "failed": 0, "running": 0}, buckets: map[float64]uint64{}}
 	}
 	for _, r := range h.Records {

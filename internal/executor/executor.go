@@ -354,7 +354,7 @@ func (e *Executor) decideAuto(ctx context.Context) time.Time {
 		e.mu.Lock()
 		e.lastSit = ""
 		e.mu.Unlock()
-		e.event(d.Plan.OldPrimary, "failover_decided", d.Reason)
+		e.event(opServer(d.Plan), "failover_decided", d.Reason)
 		res := e.execute(ctx, d)
 		if !res.OK {
 			e.log.Error("automatic operation failed", "cluster", e.o().Cluster, "err", res.Message)

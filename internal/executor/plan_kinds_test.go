@@ -10,14 +10,14 @@ import (
 	"github.com/vigil-db/vigil/internal/failover"
 )
 
-// Every plan kind — failover, switchover, Galera writer move, rejoin — in
-// both flavours, run against the simulated cluster: the statements that
-// ran on each server are, in order, exactly the statements of the
-// displayed plan's steps that succeeded, and the displayed text shows
-// each of them (the replication account masked).
+// Every plan kind — failover, switchover, Galera writer move, rejoin,
+// restore-writer — in both flavours, run against the simulated cluster:
+// the statements that ran on each server are, in order, exactly the
+// statements of the displayed plan's steps that succeeded, and the
+// displayed text shows each of them (the replication account masked).
 func TestEveryPlanKindRunsWhatItShows(t *testing.T) {
 	for _, flavor := range []string{"mariadb", "mysql"} {
-		for _, kind := range []failover.PlanKind{failover.KindFailover, failover.KindSwitchover, failover.KindGaleraWriterMove, failover.KindRejoin} {
+		for _, kind := range []failover.PlanKind{failover.KindFailover, failover.KindSwitchover, failover.KindGaleraWriterMove, failover.KindRejoin, failover.KindRestoreWriter} {
 			t.Run(flavor+"/"+kind.String(), func(t *testing.T) {
 				sc := &scenario{t: t, dir: t.TempDir(), ctx: context.Background()}
 				defer sc.close()
@@ -33,9 +33,7 @@ func TestEveryPlanKindRunsWhatItShows(t *testing.T) {
 				switch kind {
 				case failover.KindFailover, failover.KindGaleraWriterMove:
 					if kind == failover.KindFailover {
-						sc.w.servers[0].down = "dead"
-						sc.pass(time.Second)
-						sc.pass(3 * time.Second)
+						sc.killNode1()
 					}
 					d := failover.Decide(sc.e.input(nil))
 					if d.Plan == nil || d.Plan.Kind != kind {
@@ -50,9 +48,7 @@ func TestEveryPlanKindRunsWhatItShows(t *testing.T) {
 					shown = res.Text
 				case failover.KindRejoin:
 					// node1 was replaced by a failover and returns.
-					sc.w.servers[0].down = "dead"
-					sc.pass(time.Second)
-					sc.pass(3 * time.Second)
+					sc.killNode1()
 					if res := sc.e.execute(sc.ctx, failover.Decide(sc.e.input(nil))); !res.OK {
 						t.Fatalf("failover: %s", res.Message)
 					}
@@ -60,6 +56,21 @@ func TestEveryPlanKindRunsWhatItShows(t *testing.T) {
 					sc.pass(time.Second)
 					sc.w.ran = nil
 					res, _ = sc.e.Request(sc.ctx, failover.Request{Kind: failover.RequestRejoin, To: "node1"})
+					shown = res.Text
+				case failover.KindRestoreWriter:
+					// A failover fails at node2's set-writable, once: a
+					// switchover --to node2 makes it writable.
+					setWritable := failover.StepSQL(sc.w.flavor, failover.Step{Kind: failover.SetWritable})
+					if err := sc.fail([]string{"node2", setWritable[0], "once"}); err != nil {
+						t.Fatal(err)
+					}
+					sc.killNode1()
+					if res := sc.e.execute(sc.ctx, failover.Decide(sc.e.input(nil))); res.OK {
+						t.Fatal("the failover did not fail at set-writable")
+					}
+					sc.pass(time.Second)
+					sc.w.ran = nil
+					res, _ = sc.e.Request(sc.ctx, failover.Request{Kind: failover.RequestSwitchover, To: "node2"})
 					shown = res.Text
 				}
 				if !res.OK || res.Decision.Plan == nil || res.Decision.Plan.Kind != kind {
@@ -71,6 +82,14 @@ func TestEveryPlanKindRunsWhatItShows(t *testing.T) {
 			})
 		}
 	}
+}
+
+// killNode1 kills node1 and lets detect_after (2s) pass: the engine
+// decides a failover.
+func (sc *scenario) killNode1() {
+	sc.w.servers[0].down = "dead"
+	sc.pass(time.Second)
+	sc.pass(3 * time.Second)
 }
 
 // pass is time passing without a decision: replication and a check.

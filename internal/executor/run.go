@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -21,6 +22,8 @@ func recordKind(k failover.PlanKind) failover.RecordKind {
 		return failover.RecordGaleraMove
 	case failover.KindRejoin:
 		return failover.RecordRejoin
+	case failover.KindRestoreWriter:
+		return failover.RecordRestoreWriter
 	}
 	return failover.RecordFailover
 }
@@ -55,11 +58,11 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 		if ok {
 			e.event(pl.NewPrimary, kind+"_done", fmt.Sprintf("%s done in %s: %s", kind, res.Elapsed.Round(time.Millisecond), msg))
 		} else {
-			e.event(pl.OldPrimary, kind+"_failed", fmt.Sprintf("%s failed after %s: %s", kind, res.Elapsed.Round(time.Millisecond), msg))
+			e.event(opServer(pl), kind+"_failed", fmt.Sprintf("%s failed after %s: %s", kind, res.Elapsed.Round(time.Millisecond), msg))
 		}
 		return res
 	}
-	e.event(pl.OldPrimary, rec.Kind.String()+"_started", fmt.Sprintf("%s started: %s → %s (term %d)", rec.Kind, orNone(pl.OldPrimary), orNone(pl.NewPrimary), pl.Term))
+	e.event(opServer(pl), rec.Kind.String()+"_started", fmt.Sprintf("%s started: %s → %s (term %d)", rec.Kind, orNone(pl.OldPrimary), orNone(pl.NewPrimary), pl.Term))
 	if pl.Kind == failover.KindFailover {
 		if err := e.hook(ctx, e.o().PreFailover, pl); err != nil {
 			return finish(false, "pre_failover hook refused: "+err.Error())
@@ -83,12 +86,7 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 			continue
 		}
 		report := func(i int, step failover.Step, took time.Duration, err error) {
-			line := fmt.Sprintf("%-20s %-8s %6s  %s", step.Kind, step.Server, took.Round(time.Millisecond), "ok")
-			if err != nil {
-				line = fmt.Sprintf("%-20s %-8s %6s  FAILED (%s): %v", step.Kind, step.Server, took.Round(time.Millisecond), step.OnFail, err)
-			}
-			res.Steps = append(res.Steps, line)
-			e.event(step.Server, "step", fmt.Sprintf("%s step %d %s %s: %s", rec.Kind, i+1, step.Kind, step.Server, strings.TrimSpace(line[29:])))
+			e.reportStep(&res, rec.Kind, i+1, false, step, took, stepStatus(step, err))
 		}
 		if j := parallelRun(pl.Steps, i); j > i+1 {
 			// Best-effort steps on different servers (the old primary's
@@ -116,16 +114,20 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 			continue
 		}
 		// Abort.
+		msg := fmt.Sprintf("step %s on %s failed: %v", step.Kind, orNone(step.Server), err)
+		if step.Kind == failover.SetWritable {
+			// The monitor was told to route writes to it first.
+			e.setLeftReadOnly(&rec, step.Server)
+		}
 		if i < pl.NoReturn || pl.NoReturn == 0 && len(pl.Rollback) > 0 {
-			for _, rb := range pl.Rollback {
-				rerr := e.step(ctx, pl, rb, st)
-				res.Steps = append(res.Steps, fmt.Sprintf("rollback %-11s %-8s %v", rb.Kind, rb.Server, errOrOK(rerr)))
+			if rb := e.rollback(ctx, pl, &rec, &res, st); rb != "" {
+				msg += "; " + rb
 			}
 		}
 		if st.held {
 			e.router.Release()
 		}
-		return finish(false, fmt.Sprintf("step %s on %s failed: %v", step.Kind, orNone(step.Server), err))
+		return finish(false, msg)
 	}
 	if st.held {
 		e.router.Release()
@@ -142,10 +144,94 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 		_ = e.hook(ctx, e.o().PostSwitchover, pl)
 	case failover.KindRejoin:
 		msg = fmt.Sprintf("%s replicates from %s again and is routed as a replica", rec.OldPrimary, pl.NewPrimary)
+	case failover.KindRestoreWriter:
+		// What the operation that left it read-only did not finish
+		// (replicas still pointing elsewhere) is the operator's.
+		msg = strings.Join(append([]string{pl.NewPrimary + " is writable again and routed as the writer"}, d.Events...), "; ")
 	default:
 		msg = fmt.Sprintf("%s is the writer", pl.NewPrimary)
 	}
 	return finish(true, msg)
+}
+
+// reportStep adds step n's outcome (ok, FAILED…, skipped…) to the result
+// and journals it as a step event; rollback: a step of the plan's
+// rollback (rN).
+func (e *Executor) reportStep(res *Result, kind failover.RecordKind, n int, rollback bool, step failover.Step, took time.Duration, status string) {
+	took = took.Round(time.Millisecond)
+	label, prefix := fmt.Sprintf("step %d", n), ""
+	if rollback {
+		label, prefix = fmt.Sprintf("rollback step r%d", n), "rollback "
+	}
+	res.Steps = append(res.Steps, fmt.Sprintf("%s%-20s %-8s %6s  %s", prefix, step.Kind, step.Server, took, status))
+	what := step.Kind.String()
+	if step.Server != "" {
+		what += " " + step.Server
+	}
+	e.event(step.Server, "step", fmt.Sprintf("%s %s %s: %s  %s", kind, label, what, took, status))
+}
+
+// stepStatus is a step's outcome as reportStep shows it.
+func stepStatus(step failover.Step, err error) string {
+	if err != nil {
+		return fmt.Sprintf("FAILED (%s): %v", step.OnFail, err)
+	}
+	return "ok"
+}
+
+// rollback runs a plan's rollback after an Abort step failed before its
+// point of no return; every step is journaled like the plan's. A step on
+// a server whose earlier rollback step failed is skipped (routing writes
+// to a server that could not be made writable). When a step fails it
+// returns what failed for the record's error, notes on rec the server
+// left read-only, and tells operators what to do (rollback_failed).
+func (e *Executor) rollback(ctx context.Context, pl *failover.Plan, rec *failover.Record, res *Result, st *runState) string {
+	st.rollback = true
+	defer func() { st.rollback = false }()
+	failedOn := map[string]bool{}
+	var failed []string
+	for i, rb := range pl.Rollback {
+		if rb.Server != "" && failedOn[rb.Server] {
+			e.reportStep(res, rec.Kind, i+1, true, rb, 0, "skipped: an earlier rollback step on "+rb.Server+" failed")
+			continue
+		}
+		t0 := e.now()
+		err := e.step(ctx, pl, rb, st)
+		e.reportStep(res, rec.Kind, i+1, true, rb, e.now().Sub(t0), stepStatus(rb, err))
+		if err == nil {
+			if rb.Kind == failover.SetWritable {
+				e.setLeftReadOnly(rec, "") // the writer it designated is writable
+			}
+			continue
+		}
+		failedOn[rb.Server] = true
+		failed = append(failed, fmt.Sprintf("r%d %s on %s: %v", i+1, rb.Kind, orNone(rb.Server), err))
+		what := fmt.Sprintf("the rollback of the %s (%s → %s) failed at step r%d %s on %s: %v", rec.Kind, orNone(pl.OldPrimary), orNone(pl.NewPrimary), i+1, rb.Kind, orNone(rb.Server), err)
+		switch rb.Kind {
+		case failover.SetWritable:
+			e.setLeftReadOnly(rec, rb.Server)
+			e.event(rb.Server, "rollback_failed", fmt.Sprintf("%s is left read-only with no writer: %s. Clients cannot write. Vigil makes %s writable again by itself when that is safe and failover.auto is on (the PrimaryReadOnly decision says whether it will); otherwise check %s (why does %s fail there?), then run `vigil ctl switchover --to %s`: it makes %s writable and routes writes to it",
+				rb.Server, what, rb.Server, rb.Server, strings.Join(failover.StepSQL(pl.Flavor, rb), "; "), rb.Server, rb.Server))
+		default:
+			e.event(rb.Server, "rollback_failed", fmt.Sprintf("%s. Check %s; the journal lists every rollback step (`vigil ctl rejoin NODE` makes a server that no longer replicates a replica of the primary again)", what, orNone(rb.Server)))
+		}
+	}
+	if len(failed) == 0 {
+		return ""
+	}
+	return "the rollback failed: " + strings.Join(failed, "; ")
+}
+
+// opServer is the server an operation's events name: its old primary,
+// else (restore-writer) the server it acts on.
+func opServer(pl *failover.Plan) string { return cmp.Or(pl.OldPrimary, pl.NewPrimary) }
+
+// setLeftReadOnly notes on the running operation's record the server it
+// designated as the writer but could not make writable ("" for none).
+func (e *Executor) setLeftReadOnly(rec *failover.Record, server string) {
+	e.mu.Lock()
+	rec.LeftReadOnly = server // e.running is rec
+	e.mu.Unlock()
 }
 
 // parallelRun returns the end of the run of steps from i that may run at
@@ -187,13 +273,8 @@ type runState struct {
 	held      bool
 	holdStart time.Time
 	pause     time.Duration
-}
-
-func errOrOK(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	return err.Error()
+	// rollback: the plan's rollback runs (the old primary stays).
+	rollback bool
 }
 
 func orNone(s string) string {
@@ -255,7 +336,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 	case failover.SetWritable:
 		// The monitor learns first that this server is to be the writer:
 		// turning writable beside the old writer is then no "conflict".
-		_ = e.mon.SetWriter(s.Server, fmt.Sprintf("%s (term %d)", recordKind(pl.Kind), pl.Term))
+		_ = e.mon.SetWriter(s.Server, writerReason(pl, st))
 		return e.runSQL(ctx, pl, s, 5*time.Second)
 	case failover.SetSemiSync:
 		return e.runSQL(ctx, pl, s, 5*time.Second)
@@ -270,7 +351,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		if i := e.serverIndex(s.Server); i >= 0 {
 			e.router.Unfence(i)
 		}
-		if err := e.mon.SetWriter(s.Server, fmt.Sprintf("%s (term %d)", recordKind(pl.Kind), pl.Term)); err != nil {
+		if err := e.mon.SetWriter(s.Server, writerReason(pl, st)); err != nil {
 			return err
 		}
 		return e.waitWriter(ctx, s.Server, timeoutOr(s.Timeout, 5*time.Second))
@@ -332,6 +413,14 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		return e.runSQL(ctx, pl, s, 5*time.Second)
 	}
 	return fmt.Errorf("step %s is not implemented", s.Kind)
+}
+
+// writerReason is what the monitor is told when a step names the writer.
+func writerReason(pl *failover.Plan, st *runState) string {
+	if st.rollback {
+		return fmt.Sprintf("%s rolled back: %s stays the primary", recordKind(pl.Kind), pl.OldPrimary)
+	}
+	return fmt.Sprintf("%s (term %d)", recordKind(pl.Kind), pl.Term)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -648,8 +648,8 @@ func (sc *scenario) unblock() []string {
 }
 
 // requestOutput is the decision shown to the operator (when it has a
-// plan), the trace, the steps the events do not show (rollback, skips)
-// and the result. It checks that every statement the request ran is one
+// plan), the trace, the steps the events do not show (skips) and the
+// result. It checks that every statement the request ran is one
 // the decision shows.
 func (sc *scenario) requestOutput(req failover.Request, res Result, err error) []string {
 	var out []string
@@ -678,7 +678,7 @@ func (sc *scenario) requestOutput(req failover.Request, res Result, err error) [
 	}
 	out = append(out, trace...)
 	for _, s := range res.Steps {
-		if strings.HasPrefix(s, "rollback") || strings.HasPrefix(s, "skip") || strings.HasPrefix(s, "re-planned") {
+		if strings.HasPrefix(s, "skip") || strings.HasPrefix(s, "re-planned") {
 			out = append(out, "step: "+strings.Join(strings.Fields(s), " "))
 		}
 	}

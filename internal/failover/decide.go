@@ -150,6 +150,10 @@ func (v *view) decideReplication() Decision {
 			d.Events = append(d.Events, returned[1:]...)
 		}
 		return d
+	case PrimaryReadOnly:
+		d = v.decideReadOnly(d)
+		d.Events = append(d.Events, returned...)
+		return d
 	case DeadPrimary:
 	default:
 		d.Events = append(d.Events, returned...)
@@ -194,10 +198,13 @@ func (v *view) manualFailover(req Request) Decision {
 		d.Situation = det.sit
 		d.Reason = det.reason + ": a failover needs a known primary to replace"
 		return d
-	case Healthy, OverloadedPrimary, PrimaryCheckError:
+	case Healthy, OverloadedPrimary, PrimaryCheckError, PrimaryReadOnly:
 		if !req.Force {
 			d.Situation = PrimaryHealthy
 			d.Reason = det.reason + ": it is alive; use switchover (it waits for the candidate to catch up), or failover --force"
+			if det.sit == PrimaryReadOnly {
+				d.Reason += fmt.Sprintf("; `switchover --to %s` makes it writable", v.name(v.primary))
+			}
 			return d
 		}
 	}

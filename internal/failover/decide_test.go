@@ -305,7 +305,7 @@ func TestFencingComesFirst(t *testing.T) {
 // call, whatever order the maps are built in, and Decide never changes
 // its input.
 func TestDeterministic(t *testing.T) {
-	all := slices.Concat(detectRows, gateRows, requestRows, candidateRows, switchoverRows, galeraRows, rejoinRows)
+	all := slices.Concat(detectRows, gateRows, requestRows, candidateRows, switchoverRows, galeraRows, rejoinRows, readOnlyRows)
 	for _, r := range all {
 		in1, err := parseInput(r.scen)
 		if err != nil {
@@ -340,7 +340,7 @@ func TestDeterministic(t *testing.T) {
 // TestEverySituation: every situation has a name, a description, an
 // action, a table row, and a line in docs/failover.md.
 func TestEverySituation(t *testing.T) {
-	rows := slices.Concat(detectRows, gateRows, requestRows, candidateRows, switchoverRows, galeraRows, rejoinRows)
+	rows := slices.Concat(detectRows, gateRows, requestRows, candidateRows, switchoverRows, galeraRows, rejoinRows, readOnlyRows)
 	seen := map[Situation]bool{Unknown: true, BadInput: true} // BadInput: TestBadInput
 	for _, r := range rows {
 		seen[r.sit] = true

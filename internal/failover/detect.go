@@ -73,6 +73,8 @@ func (v *view) detect() detection {
 	switch {
 	case o == nil:
 		return detection{sit: Unobserved, reason: name + " (the primary) has not been checked yet"}
+	case o.OK && o.ReadOnly && v.snap.Writer < 0:
+		return detection{sit: PrimaryReadOnly, reason: v.readOnlyText(p)}
 	case o.OK:
 		return detection{sit: Healthy, reason: name + " (the primary) answers checks"}
 	case overloaded(o):

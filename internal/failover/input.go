@@ -132,6 +132,9 @@ const (
 	RecordSwitchover
 	RecordGaleraMove
 	RecordRejoin
+	// RecordRestoreWriter: the designated primary made writable again
+	// after a failed operation left it read-only (KindRestoreWriter).
+	RecordRestoreWriter
 )
 
 func (k RecordKind) String() string {
@@ -144,6 +147,8 @@ func (k RecordKind) String() string {
 		return "galera-writer-move"
 	case RecordRejoin:
 		return "rejoin"
+	case RecordRestoreWriter:
+		return "restore-writer"
 	}
 	return fmt.Sprintf("RecordKind(%d)", uint8(k))
 }
@@ -165,6 +170,12 @@ type Record struct {
 	OldPrimary, NewPrimary string
 	// Error says why it failed.
 	Error string
+	// LeftReadOnly names the server a failed operation left as the
+	// designated primary without making it writable: its set-writable step
+	// (or its rollback's) failed after the monitor was told to route writes
+	// to it. Empty otherwise. The engine may make it writable again
+	// (PrimaryReadOnly).
+	LeftReadOnly string `json:",omitempty"`
 }
 
 // at is when the record last changed: its end, else its start.

@@ -27,7 +27,8 @@ import (
 //	       [delay=N] [lag=N] [iopos=POS] [retrieved=SET] [relay=pending]
 //	       [nofacts] [binlog=no] [lsu=no] [filters=TEXT] [longq=N] [since_event=N] [hb=N]
 //	       [wsrep=synced|donor|joined|joining|nonprimary] [index=N] [ready=no] [reject=ALL]
-//	history KIND started=T [ended=T] ok=yes|no [acked=yes] [auto=yes] old=NAME [new=NAME] [error="TEXT"]
+//	history KIND started=T [ended=T] ok=yes|no [acked=yes] [auto=yes] old=NAME [new=NAME] [error="TEXT"] [left_ro=NAME]
+//	                         (KIND: failover, switchover, galera, rejoin, restore)
 //	ack                      (acknowledge every history record so far)
 //	running KIND started=T [old=NAME] [new=NAME]
 //	fenced NAME...
@@ -174,7 +175,7 @@ func (p *scenarioParser) line(w []string) error {
 
 func record(kind string, kv map[string]string) (Record, error) {
 	r := Record{OK: kv["ok"] == "yes", Acked: kv["acked"] == "yes", Auto: kv["auto"] == "yes",
-		OldPrimary: kv["old"], NewPrimary: kv["new"], Error: kv["error"]}
+		OldPrimary: kv["old"], NewPrimary: kv["new"], Error: kv["error"], LeftReadOnly: kv["left_ro"]}
 	switch kind {
 	case "failover":
 		r.Kind = RecordFailover
@@ -184,6 +185,8 @@ func record(kind string, kv map[string]string) (Record, error) {
 		r.Kind = RecordGaleraMove
 	case "rejoin":
 		r.Kind = RecordRejoin
+	case "restore":
+		r.Kind = RecordRestoreWriter
 	default:
 		return r, fmt.Errorf("unknown record kind %q", kind)
 	}

@@ -17,6 +17,9 @@ const (
 	KindSwitchover
 	KindGaleraWriterMove
 	KindRejoin
+	// KindRestoreWriter makes the designated primary, which a failed
+	// operation left read-only, writable and routes writes to it.
+	KindRestoreWriter
 )
 
 func (k PlanKind) String() string {
@@ -29,6 +32,8 @@ func (k PlanKind) String() string {
 		return "galera-writer-move"
 	case KindRejoin:
 		return "rejoin"
+	case KindRestoreWriter:
+		return "restore-writer"
 	}
 	return fmt.Sprintf("PlanKind(%d)", uint8(k))
 }

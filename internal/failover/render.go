@@ -72,6 +72,8 @@ func (p *Plan) String() string {
 	switch p.Kind {
 	case KindRejoin:
 		fmt.Fprintf(&b, "plan: rejoin %s as a replica of %s (%s, term stays %d)\n", p.OldPrimary, p.NewPrimary, p.Flavor, p.Term)
+	case KindRestoreWriter:
+		fmt.Fprintf(&b, "plan: %s restore-writer: make the primary %s writable and route writes to it, term %d (%s)\n", auto, p.NewPrimary, p.Term, p.Flavor)
 	default:
 		fmt.Fprintf(&b, "plan: %s %s %s → %s, term %d (%s)\n", auto, p.Kind, orNone(p.OldPrimary), p.NewPrimary, p.Term, p.Flavor)
 	}

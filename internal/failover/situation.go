@@ -17,6 +17,9 @@ const (
 
 	// Healthy: the primary (or Galera writer) answers checks.
 	Healthy
+	// PrimaryReadOnly: the replication primary answers checks but is
+	// read-only and not routed as the writer: nobody can write.
+	PrimaryReadOnly
 	// Unobserved: the primary has not been checked yet.
 	Unobserved
 	// NoPrimary: no server is known as the primary of a replication
@@ -137,7 +140,9 @@ var situations = [numSituations]situationInfo{
 	BadInput:  {"BadInput", "the input cannot be judged (no snapshot, or a snapshot without servers)", ActNone},
 	Unmanaged: {"Unmanaged", "the cluster type has no failover (read-only clusters)", ActNone},
 
-	Healthy:            {"Healthy", "the primary (or Galera writer) answers checks", ActNone},
+	Healthy: {"Healthy", "the primary (or Galera writer) answers checks", ActNone},
+	PrimaryReadOnly: {"PrimaryReadOnly",
+		"the primary answers checks but is read-only and no server is writable: clients cannot write. Vigil makes it writable again (restore-writer) only when a failed operation of its own left it so and nothing else may have taken writes; otherwise check it, then run `switchover --to` it", ActExecute},
 	Unobserved:         {"Unobserved", "the primary has not been checked yet", ActWait},
 	NoPrimary:          {"NoPrimary", "no server is known as the primary; name one with a switchover or fix the servers' read_only", ActEvent},
 	PrimaryFailing:     {"PrimaryFailing", "checks of the primary fail, for less than detect_after so far (or the replicas have not been checked since): wait", ActWait},

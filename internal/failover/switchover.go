@@ -14,6 +14,10 @@ func (v *view) switchover(req Request) Decision {
 	d := Decision{Detected: det.sit, Events: det.events}
 	switch det.sit {
 	case Healthy:
+	case PrimaryReadOnly:
+		if req.To == v.name(v.primary) {
+			return v.restoreRequest(d)
+		}
 	case NoPrimary, Unobserved:
 		d.Situation, d.Reason = det.sit, det.reason
 		return d
@@ -129,6 +133,7 @@ func (v *view) switchoverPlan(c int) *Plan {
 
 	pl.Rollback = []Step{
 		{Kind: SetWritable, Server: old, OnFail: Continue, Detail: sqlText(ReadOnlySQL(oo.Flavor, false)) + ": " + old + " stays the primary"},
+		{Kind: SetRouterWriter, Server: old, OnFail: Continue, Detail: "route writes to " + old + " again, before the held statements are released (skipped when it could not be made writable)"},
 		{Kind: StartReplication, Server: newName, OnFail: Continue, Detail: sqlText(StepSQL(co.Flavor, Step{Kind: StartReplication})) + ": " + newName + " still points at " + old},
 		{Kind: Release, OnFail: Continue, Detail: "release the held statements to " + old},
 	}

@@ -21,8 +21,8 @@ var switchoverRows = []row{
 			if p.Kind != KindSwitchover || p.OldPrimary != "node1" || p.Term != 8 || !slices.Equal(p.Repoint, []string{"node1", "node2", "node4"}) {
 				t.Errorf("plan %+v", p)
 			}
-			if p.Steps[p.NoReturn].Kind != ResetReplica || len(p.Rollback) != 3 || p.Rollback[0].Kind != SetWritable || p.Rollback[0].Server != "node1" ||
-				p.Rollback[2].Kind != Release {
+			if p.Steps[p.NoReturn].Kind != ResetReplica || len(p.Rollback) != 4 || p.Rollback[0].Kind != SetWritable || p.Rollback[0].Server != "node1" ||
+				p.Rollback[1].Kind != SetRouterWriter || p.Rollback[1].Server != "node1" || p.Rollback[3].Kind != Release {
 				t.Errorf("rollback %v, no return at %d", p.Rollback, p.NoReturn)
 			}
 			if s := p.Steps[0]; s.Timeout != DefaultHoldTimeout {
