@@ -179,3 +179,79 @@ func TestHandshakeBounded(t *testing.T) {
 		t.Fatalf("%d bytes allocated for 5 received", cap(d.big))
 	}
 }
+
+// TestChangeUserSamePolicy: COM_CHANGE_USER goes through the login's
+// policy: a require_tls user is refused over plain TCP even with its
+// password, and a blocked user is refused; the right password of an
+// ordinary user passes.
+func TestChangeUserSamePolicy(t *testing.T) {
+	old := ChangeUserFailDelay
+	ChangeUserFailDelay = 0
+	defer func() { ChangeUserFailDelay = old }()
+	users := map[string]Credentials{"app": {Plain: "secret"}, "tlsonly": {Plain: "tls-pw", RequireTLS: true}, "blocked": {Plain: "b-pw"}}
+	cfg := &ServerConfig{ServerVersion: "v", ShaCache: &ShaCache{},
+		Lookup:  func(u string) (Credentials, bool) { c, ok := users[u]; return c, ok },
+		Blocked: func(u string) bool { return u == "blocked" }}
+	client, server, nonce := changeUserPair(t, cfg, "app", "secret")
+	for _, tc := range []struct {
+		user, pass string
+		ok         bool
+	}{{"tlsonly", "tls-pw", false}, {"blocked", "b-pw", false}, {"app", "secret", true}} {
+		scr := gomysql.CalcNativePassword(nonce, []byte(tc.pass))
+		pkt := []byte{ComChangeUser}
+		pkt = append(append(pkt, tc.user...), 0, byte(len(scr)))
+		pkt = append(append(pkt, scr...), 0)
+		pkt = append(pkt, 45, 0)
+		pkt = append(append(pkt, AuthNativePassword...), 0)
+		done := make(chan *SQLError, 1)
+		go func() {
+			server.Seq = 0
+			p, err := server.ReadPacket()
+			if err != nil {
+				done <- NewError(1, "x", "%v", err)
+				return
+			}
+			cu, _ := ParseChangeUser(p, ServerCapabilities)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			d, err := server.AuthChangeUser(ctx, cfg, cu, "127.0.0.1")
+			if err != nil {
+				d = NewError(2, "x", "%v", err)
+			}
+			if d != nil {
+				_ = server.WriteErr(d)
+			} else {
+				_ = server.WriteErr(NewError(0, "00000", "ok")) // any reply ends the exchange
+			}
+			done <- d
+		}()
+		client.Seq = 0
+		if err := client.WritePacket(pkt); err != nil {
+			t.Fatal(err)
+		}
+		if err := client.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		// Answer an auth switch with the scramble of the same nonce, as
+		// libmariadb does.
+		for {
+			p, err := client.ReadPacket()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p[0] != AuthSwitchRequest {
+				break
+			}
+			if err := client.WritePacket(scr); err != nil {
+				t.Fatal(err)
+			}
+			if err := client.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d := <-done
+		if (d == nil) != tc.ok || (d != nil && d.Code != ERAccessDeniedError) {
+			t.Fatalf("%s: %v", tc.user, d)
+		}
+	}
+}
