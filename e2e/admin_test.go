@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vigil-db/vigil/internal/config"
+	"github.com/vigil-db/vigil/internal/router"
 	"github.com/vigil-db/vigil/internal/sandbox"
 )
 
@@ -31,7 +32,7 @@ func TestAdminAPIAndCtl(t *testing.T) {
 		c.Clusters[0].Rules = []config.Rule{{Name: "never", Match: config.RuleMatch{User: "nobody"}, Route: "writer"}}
 		c.Log.File = &config.LogFile{Path: filepath.Join(c.StateDir, "queries.jsonl")}
 		c.Users = append(c.Users, config.User{Name: "secretive", Password: secretPW, BackendUser: "app", BackendPassword: "app",
-			ReadYourWrites: "gtid", SessionWindow: config.Duration{Duration: 2 * time.Second}})
+			ReadYourWrites: router.RYWGTID, SessionWindow: config.Duration{Duration: 2 * time.Second}})
 	})
 	request := func(method, path, body string, auth bool) (int, string) {
 		req, _ := http.NewRequest(method, "http://"+env.admin+path, strings.NewReader(body))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vigil-db/vigil/internal/config"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/router"
 	"github.com/vigil-db/vigil/internal/sandbox"
 )
 
@@ -171,7 +172,7 @@ func TestDropInReplication(t *testing.T) {
 	env := newDropInEnv(t, sandbox.Replication, 3, func(c *config.Config) {
 		c.Clusters[0].Pool.MaxOpen = 40
 		// Causal reads across sessions (read_your_writes: global).
-		c.Users = append(c.Users, config.User{Name: "causal", Password: "causal", BackendUser: "app", BackendPassword: "app", ReadYourWrites: "global"})
+		c.Users = append(c.Users, config.User{Name: "causal", Password: "causal", BackendUser: "app", BackendPassword: "app", ReadYourWrites: router.RYWGlobal})
 	})
 	admin := openDB(t, env.dsn("", ""))
 	for i := range 4 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vigil-db/vigil/internal/config"
+	"github.com/vigil-db/vigil/internal/router"
 )
 
 //go:embed users.txt
@@ -31,7 +32,7 @@ func Users() []config.User {
 		}
 		// Causal reads across sessions: a test is written for one server,
 		// where a connection sees what another one just committed.
-		u := config.User{Name: f[0], ReadYourWrites: "global"}
+		u := config.User{Name: f[0], ReadYourWrites: router.RYWGlobal}
 		if len(f) > 1 {
 			u.Password = f[1]
 		}
@@ -62,7 +63,7 @@ func VigilConfig(src, dst string, users []config.User, idle time.Duration) error
 	have := map[string]bool{}
 	for i, u := range c.Users {
 		have[u.Name] = true
-		c.Users[i].ReadYourWrites = "global" // as for the test users below
+		c.Users[i].ReadYourWrites = router.RYWGlobal // as for the test users below
 	}
 	for _, u := range users {
 		if !have[u.Name] {

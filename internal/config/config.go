@@ -1,7 +1,9 @@
 // Package config owns Vigil's configuration file: its schema, defaults,
 // strict decoding (unknown keys are errors) and validation that reports
-// every problem with its key path. Only cmd/ imports it; each runtime
-// package receives its own options struct built from a validated Config.
+// every problem with its key path. The runtime (internal/daemon) builds
+// each package's options from a validated Config; enums a package owns
+// (router.RYW, failover.SemiSyncManage) are its types, decoded and
+// checked by that package when the file is read.
 package config
 
 import (
@@ -18,6 +20,9 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/router"
 )
 
 // Config is the whole file.
@@ -170,8 +175,8 @@ type User struct {
 	BackendPassword string `yaml:"backend_password"`
 	DefaultSchema   string `yaml:"default_schema"`
 	// ReadYourWrites is none, session, gtid (default) or global.
-	ReadYourWrites string   `yaml:"read_your_writes"`
-	SessionWindow  Duration `yaml:"session_window"`
+	ReadYourWrites router.RYW `yaml:"read_your_writes"`
+	SessionWindow  Duration   `yaml:"session_window"`
 	// Multiplexing off keeps each client on one server connection.
 	Multiplexing *bool `yaml:"multiplexing"`
 	RequireTLS   bool  `yaml:"require_tls"`
@@ -283,7 +288,7 @@ type Failover struct {
 // SemiSync configures how semi-sync settings follow the roles.
 type SemiSync struct {
 	// Manage is auto (default: when the cluster runs semi-sync), on or off.
-	Manage string `yaml:"manage"`
+	Manage failover.SemiSyncManage `yaml:"manage"`
 	// AsyncWithoutReplica: the primary's rpl_semi_sync_master_wait_no_slave
 	// OFF (commit at once when no semi-sync replica is connected). Default
 	// false: it waits for the timeout.
@@ -460,9 +465,6 @@ func (c *Config) applyDefaults() {
 	}
 	for i := range c.Users {
 		u := &c.Users[i]
-		if u.ReadYourWrites == "" {
-			u.ReadYourWrites = "gtid"
-		}
 		if u.SessionWindow.Duration == 0 {
 			u.SessionWindow.Duration = 2 * time.Second
 		}
@@ -626,9 +628,6 @@ func (c *Config) Validate() error {
 		if isNativeHash(u.Password) && u.BackendPassword == "" {
 			add(key+".backend_password", "is needed when password is a hash: Vigil must log in to the servers")
 		}
-		if !oneOf(u.ReadYourWrites, "none", "session", "gtid", "global") {
-			add(key+".read_your_writes", "must be none, session, gtid or global, not %q", u.ReadYourWrites)
-		}
 	}
 	if len(c.Clusters) == 0 {
 		add("clusters", "at least one cluster is needed")
@@ -708,9 +707,6 @@ func (c *Config) Validate() error {
 			if slices.Contains(cl.Failover.NeverPromote, n) {
 				add(key+".failover.candidates", "%q is also in never_promote: a server is either preferred or never promoted", n)
 			}
-		}
-		if !oneOf(cl.Failover.SemiSync.Manage, "", "auto", "on", "off") {
-			add(key+".failover.semi_sync.manage", "must be auto, on or off, not %q", cl.Failover.SemiSync.Manage)
 		}
 		if cl.Failover.SemiSync.Timeout.Duration < 0 {
 			add(key+".failover.semi_sync.timeout", "must not be negative")

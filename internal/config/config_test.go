@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vigil-db/vigil/internal/router"
 )
 
 const good = `
@@ -25,7 +27,7 @@ func TestParseDefaults(t *testing.T) {
 	cl := c.Clusters[0]
 	if cl.Type != "replication" || cl.Monitor.Interval.Duration != 500*time.Millisecond || cl.Monitor.FailAfter != 2 ||
 		cl.Monitor.RecoverAfter != 5 || cl.Failover.DetectAfter.Duration != 2*time.Second || cl.Failover.MinInterval.Duration != time.Hour ||
-		cl.Pool.MaxOpen != 100 || cl.Servers[1].Weight != 1 || c.Users[0].ReadYourWrites != "gtid" || cl.AuthPlugin != "mysql_native_password" {
+		cl.Pool.MaxOpen != 100 || cl.Servers[1].Weight != 1 || c.Users[0].ReadYourWrites != router.RYWGTID || cl.AuthPlugin != "mysql_native_password" {
 		t.Fatalf("defaults: %+v", cl)
 	}
 	// Round trip.
@@ -47,13 +49,13 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate server", strings.Replace(good, "name: n2", "name: n1", 1), `server "n1" is listed twice`},
 		{"bad type", strings.Replace(good, "name: main", "name: main\n    type: sharded", 1), "clusters[0].type"},
 		{"no users", strings.Replace(good, "  - {name: app, password: app}\n", "", 1), "users: at least one user"},
-		{"bad ryw", strings.Replace(good, "password: app}", "password: app, read_your_writes: maybe}", 1), "users[0].read_your_writes"},
+		{"bad ryw", strings.Replace(good, "password: app}", "password: app, read_your_writes: maybe}", 1), `read_your_writes must be none, session, gtid or global, not "maybe"`},
 		{"hash without backend password", strings.Replace(good, "password: app}", "password: '*0123456789012345678901234567890123456789'}", 1), "users[0].backend_password"},
 		{"unknown candidate", strings.Replace(good, "name: main", "name: main\n    failover: {candidates: [n9]}", 1), `names server "n9"`},
 		{"bad plugin", strings.Replace(good, "name: main", "name: main\n    auth_plugin: ed25519", 1), "clusters[0].auth_plugin"},
 		{"negative detect_after", strings.Replace(good, "name: main", "name: main\n    failover: {detect_after: -5s}", 1), "clusters[0].failover.detect_after: must not be negative"},
 		{"candidate never promoted", strings.Replace(good, "name: main", "name: main\n    failover: {candidates: [n2], never_promote: [n2]}", 1), `"n2" is also in never_promote`},
-		{"bad semi_sync", strings.Replace(good, "name: main", "name: main\n    failover: {semi_sync: {manage: sometimes}}", 1), "clusters[0].failover.semi_sync.manage"},
+		{"bad semi_sync", strings.Replace(good, "name: main", "name: main\n    failover: {semi_sync: {manage: sometimes}}", 1), `semi_sync.manage must be auto, on or off, not "sometimes"`},
 		{"admin auth none off loopback", good + "admin: {listen: '0.0.0.0:6080', auth: none}\n", "admin.auth: none is allowed only when admin.listen is a loopback address"},
 		{"admin auth none with a token", good + "admin: {auth: none, token: x}\n", "admin.auth: none, but a token or user is set"},
 		{"admin auth bad", good + "admin: {auth: maybe}\n", "admin.auth: must be token or none"},

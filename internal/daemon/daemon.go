@@ -33,7 +33,6 @@ import (
 	"github.com/vigil-db/vigil/internal/monitor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/qcache"
-	"github.com/vigil-db/vigil/internal/router"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 
@@ -529,16 +528,7 @@ func buildUsers(cfg *config.Config) []frontend.User {
 			fu.Cred.Plain = u.Password
 		}
 		fu.Cred.RequireTLS = u.RequireTLS
-		switch u.ReadYourWrites {
-		case "none":
-			fu.RYW = router.RYWNone
-		case "session":
-			fu.RYW = router.RYWSession
-		case "global":
-			fu.RYW = router.RYWGlobal
-		default:
-			fu.RYW = router.RYWGTID
-		}
+		fu.RYW = u.ReadYourWrites
 		out = append(out, fu)
 	}
 	return out

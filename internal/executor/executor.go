@@ -206,7 +206,7 @@ func (e *Executor) SetOptions(opts Options) {
 	}
 	e.opts.Store(&opts)
 	e.event("", "options_reloaded", fmt.Sprintf("failover options reloaded: auto=%v detect_after=%s min_interval=%s apply_timeout=%s semi_sync=%s",
-		opts.Engine.Auto, opts.Engine.DetectAfter, opts.Engine.MinInterval, opts.Engine.ApplyTimeout, orDefault(opts.Engine.SemiSync.Manage, failover.SemiSyncAuto)))
+		opts.Engine.Auto, opts.Engine.DetectAfter, opts.Engine.MinInterval, opts.Engine.ApplyTimeout, orDefault(string(opts.Engine.SemiSync.Manage), string(failover.SemiSyncAuto))))
 	e.Kick()
 }
 

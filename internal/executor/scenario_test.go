@@ -428,7 +428,7 @@ func engineOptions(o *Options, kv map[string]string) error {
 		case "fence_command":
 			en.FenceCommand = v
 		case "semi_sync":
-			en.SemiSync.Manage = v
+			en.SemiSync.Manage = failover.SemiSyncManage(v)
 		case "pre_failover":
 			o.PreFailover = v
 		case "post_failover":

@@ -320,7 +320,7 @@ func (p *scenarioParser) build() (Input, error) {
 		in.Options.NeverPromote = strings.Split(v, ",")
 	}
 	in.Options.FenceCommand = o["fence_command"]
-	in.Options.SemiSync = SemiSyncPolicy{Manage: o["semi_sync"], AsyncWithoutReplica: o["async_without_replica"] == "yes", Timeout: dur("semi_timeout")}
+	in.Options.SemiSync = SemiSyncPolicy{Manage: SemiSyncManage(o["semi_sync"]), AsyncWithoutReplica: o["async_without_replica"] == "yes", Timeout: dur("semi_timeout")}
 	return in, nil
 }
 

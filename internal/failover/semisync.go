@@ -18,16 +18,31 @@ import (
 // settings are explicit in the plan's steps: what the dry run shows is
 // what runs.
 
+// SemiSyncManage is how the engine manages semi-sync settings
+// (failover.semi_sync.manage); the empty value is auto.
+type SemiSyncManage string
+
 // Semi-sync management modes (SemiSyncPolicy.Manage).
 const (
 	// SemiSyncAuto: manage the settings when the cluster runs semi-sync
 	// (a server has it enabled when the plan is made).
-	SemiSyncAuto = "auto"
+	SemiSyncAuto SemiSyncManage = "auto"
 	// SemiSyncOn: always set semi-sync on the new primary and replicas.
-	SemiSyncOn = "on"
+	SemiSyncOn SemiSyncManage = "on"
 	// SemiSyncOff: never touch the semi-sync settings.
-	SemiSyncOff = "off"
+	SemiSyncOff SemiSyncManage = "off"
 )
+
+// UnmarshalText reads a configured mode: typed when the file is decoded,
+// an unknown name is an error there.
+func (m *SemiSyncManage) UnmarshalText(b []byte) error {
+	switch v := SemiSyncManage(b); v {
+	case "", SemiSyncAuto, SemiSyncOn, SemiSyncOff:
+		*m = v
+		return nil
+	}
+	return fmt.Errorf("semi_sync.manage must be auto, on or off, not %q", b)
+}
 
 // DefaultSemiSyncTimeout is MariaDB's default rpl_semi_sync_master_timeout,
 // used when neither the policy nor the old primary gives one.
@@ -36,7 +51,7 @@ const DefaultSemiSyncTimeout = 10 * time.Second
 // SemiSyncPolicy is the cluster's semi-synchronous replication policy.
 type SemiSyncPolicy struct {
 	// Manage is auto (the zero value), on or off.
-	Manage string
+	Manage SemiSyncManage
 	// AsyncWithoutReplica turns rpl_semi_sync_master_wait_no_slave off on
 	// the primary: with no semi-sync replica connected, commits do not
 	// wait for the timeout. The default (false) waits: a primary never

@@ -101,9 +101,9 @@ func TestNoUserEnumeration(t *testing.T) {
 		t.Fatal(err)
 	}
 	users := map[string]Credentials{
-		"plain":  {Plain: "pw-plain"},
-		"hashed": {NativeHash: gomysql.NativePasswordHash([]byte("pw-hashed"))},
-		"cached": {Plain: "pw-cached"},
+		"plain":   {Plain: "pw-plain"},
+		"hashed":  {NativeHash: gomysql.NativePasswordHash([]byte("pw-hashed"))},
+		"cached":  {Plain: "pw-cached"},
 		"tlsonly": {Plain: "pw-tls", RequireTLS: true},
 	}
 	cache := &ShaCache{}

@@ -5,6 +5,7 @@
 package router
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/sqlscan"
@@ -53,6 +54,35 @@ const (
 	// session made through this Vigil (causal reads across sessions).
 	RYWGlobal
 )
+
+var rywNames = [...]string{RYWGTID: "gtid", RYWSession: "session", RYWNone: "none", RYWGlobal: "global"}
+
+func (r RYW) String() string {
+	if int(r) < len(rywNames) {
+		return rywNames[r]
+	}
+	return fmt.Sprintf("RYW(%d)", uint8(r))
+}
+
+// MarshalText writes the mode as the configuration names it.
+func (r RYW) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText reads a configured mode (users[].read_your_writes): the
+// enum is typed when the file is decoded, and an unknown name is an
+// error there. Empty is gtid, the default.
+func (r *RYW) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*r = RYWGTID
+		return nil
+	}
+	for i, n := range rywNames {
+		if string(b) == n {
+			*r = RYW(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("read_your_writes must be none, session, gtid or global, not %q", b)
+}
 
 // Session is what the router needs to know about a session.
 type Session struct {
