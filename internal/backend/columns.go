@@ -23,6 +23,7 @@ func (c *Conn) ExecColumns(ctx context.Context, sql string) (cols []string, rows
 	buf = append(buf, mysqlproto.ComQuery)
 	buf = append(buf, sql...)
 	if err := c.FinishPacket(buf, start); err != nil {
+		c.Broken = true
 		return nil, nil, err
 	}
 	if err := c.Flush(); err != nil {
@@ -31,6 +32,8 @@ func (c *Conn) ExecColumns(ctx context.Context, sql string) (cols []string, rows
 	}
 	cols, rows, err = c.readColumnResults()
 	if err != nil {
+		// A server error leaves the connection usable unless it is one
+		// that closes it (NoteErr marked it); anything else is I/O.
 		var se *mysqlproto.SQLError
 		if !errors.As(err, &se) {
 			c.Broken = true
@@ -49,8 +52,7 @@ func (c *Conn) readColumnResults() ([]string, [][]string, error) {
 		}
 		switch p[0] {
 		case mysqlproto.ErrPacket:
-			c.DiagDirty = true
-			return nil, nil, mysqlproto.ParseErr(p)
+			return nil, nil, c.NoteErr(p)
 		case mysqlproto.OKPacket:
 			ok, good := mysqlproto.ParseOK(p, c.SessionTrack)
 			if !good {
@@ -102,8 +104,7 @@ func (c *Conn) readColumnResults() ([]string, [][]string, error) {
 				return nil, nil, err
 			}
 			if p[0] == mysqlproto.ErrPacket {
-				c.DiagDirty = true
-				return nil, nil, mysqlproto.ParseErr(p)
+				return nil, nil, c.NoteErr(p)
 			}
 			if p[0] == mysqlproto.EOFPacket && len(p) < 0xffffff {
 				var status, warnings uint16

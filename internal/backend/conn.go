@@ -42,8 +42,18 @@ type Conn struct {
 	// was prepared in) to the server's statement for it.
 	stmts map[StmtKey]*ServerStmt
 
-	// Broken connections are closed instead of pooled.
+	// Broken connections are closed instead of pooled: an I/O error, an
+	// error reply that closes the connection (NoteErr), a socket the
+	// server closed (ServerClosed).
 	Broken bool
+	// errSeen: a reply since the connection last went back to the pool
+	// was an ERR (NoteErr); Put then looks at the socket for a close that
+	// followed it.
+	errSeen bool
+	// peek looks at the socket for a server-side close (ServerClosed);
+	// peekSet: it was made (nil when the transport is not a socket).
+	peek    *peeker
+	peekSet bool
 	// DiagDirty: a statement may have left warnings or an error in the
 	// connection's diagnostics area (SHOW WARNINGS would show them).
 	DiagDirty bool
@@ -135,7 +145,8 @@ type Result struct {
 // Exec runs sql (text protocol, possibly several statements) and returns
 // the rows of the last result set. Session changes reported by the server
 // are applied to c.State. A server error is returned as *mysqlproto.SQLError
-// and leaves the connection usable; any other error marks it broken.
+// and leaves the connection usable, unless it is one that closes the
+// connection (ClosesConnection); any other error marks it broken.
 func (c *Conn) Exec(ctx context.Context, sql string) (*Result, error) {
 	_, rows, err := c.ExecColumns(ctx, sql)
 	if err != nil {
@@ -168,8 +179,8 @@ func (c *Conn) ApplyOK(ok *mysqlproto.OK) {
 
 // command sends a one-packet command whose reply is OK or ERR, records
 // the session changes the OK reports, and returns a server error as
-// *mysqlproto.SQLError (the connection stays usable) or an I/O error (the
-// connection is marked broken).
+// *mysqlproto.SQLError (the connection stays usable unless the error closes
+// it: NoteErr) or an I/O error (the connection is marked broken).
 func (c *Conn) command(ctx context.Context, payload []byte) error {
 	_, err := c.commandOK(ctx, payload)
 	return err
@@ -196,8 +207,7 @@ func (c *Conn) commandOK(ctx context.Context, payload []byte) (mysqlproto.OK, er
 		return mysqlproto.OK{}, err
 	}
 	if p[0] != mysqlproto.OKPacket {
-		c.DiagDirty = true
-		return mysqlproto.OK{}, mysqlproto.ParseErr(p)
+		return mysqlproto.OK{}, c.NoteErr(p)
 	}
 	ok, _ := mysqlproto.ParseOK(p, c.SessionTrack)
 	if ok.Warnings > 0 {

@@ -152,37 +152,59 @@ func (p *Pool) Get(ctx context.Context, key Key, want *State) (*Conn, error) {
 	}
 }
 
-// TryGet lends an idle connection for key that needs no validation, or
-// returns nil; it never dials or waits. want is as for Get.
+// TryGet lends an idle connection for key that needs no ping, or returns
+// nil; it never dials or waits. want is as for Get.
 func (p *Pool) TryGet(key Key, want *State) *Conn {
 	if p.fenced.Load() {
 		return nil
 	}
 	now := time.Now()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	l := p.idle[key]
 	i := pickIdle(l, want)
 	if i < 0 {
+		p.mu.Unlock()
 		return nil
 	}
 	c := l[i]
 	if now.Sub(c.lastUsed) > p.opts.ValidateIdle || now.Sub(c.created) > p.opts.MaxLifetime {
 		// Needs a ping or is too old: the slow path handles it.
+		p.mu.Unlock()
 		return nil
 	}
 	p.idle[key] = removeAt(l, i)
 	if ks, ok := p.keys[key]; !ok || now.Sub(ks) > time.Second {
 		p.keys[key] = now
 	}
+	p.mu.Unlock()
+	if p.closedWhileIdle(c, now) {
+		return nil // the slow path finds or makes another
+	}
 	return c
 }
+
+// closedWhileIdle reports whether c, just taken from the idle
+// connections, was closed by the server while it waited there
+// (Conn.ClosedWhileIdle), and then closes it and frees its slot.
+func (p *Pool) closedWhileIdle(c *Conn, now time.Time) bool {
+	if !c.ClosedWhileIdle(now) {
+		return false
+	}
+	p.discard(c)
+	return true
+}
+
+// errServerClosed: an idle connection the server had closed.
+var errServerClosed = errors.New("closed by the server while idle")
 
 func (p *Pool) checkout(ctx context.Context, c *Conn) (*Conn, error) {
 	now := time.Now()
 	if now.Sub(c.created) > p.opts.MaxLifetime {
 		p.discard(c)
 		return nil, errors.New("expired")
+	}
+	if p.closedWhileIdle(c, now) {
+		return nil, errServerClosed
 	}
 	if now.Sub(c.lastUsed) > p.opts.ValidateIdle {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -272,9 +294,15 @@ func (p *Pool) wakeLocked() {
 	p.notify = make(chan struct{})
 }
 
-// Put returns a connection. Broken or expired ones are closed.
+// Put returns a connection. A connection that is broken (an I/O error,
+// an error reply that closes the connection), has unread or unsent bytes,
+// or whose last replies had an error after which its socket shows the
+// server closed it (Conn.ServerClosed) is closed instead, as are all of a
+// fenced server's: none of them ever serves another client.
 func (p *Pool) Put(c *Conn) {
-	if c.Broken || c.Buffered() > 0 || c.Pending() > 0 || p.fenced.Load() {
+	errSeen := c.errSeen
+	c.errSeen = false
+	if c.Broken || c.Buffered() > 0 || c.Pending() > 0 || p.fenced.Load() || (errSeen && c.ServerClosed()) {
 		p.discard(c)
 		return
 	}
@@ -295,44 +323,37 @@ func (p *Pool) Put(c *Conn) {
 // ReclaimInsert takes c back from the idle connections if the last
 // statement that set its LAST_INSERT_ID() is still the one token names.
 func (p *Pool) ReclaimInsert(c *Conn, token uint64) bool {
-	if p.fenced.Load() {
-		return false
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l := p.idle[c.key]
-	for i := len(l) - 1; i >= 0; i-- {
-		if l[i] == c {
-			if c.InsertToken != token {
-				return false
-			}
-			p.idle[c.key] = removeAt(l, i)
-			return true
-		}
-	}
-	return false
+	return p.reclaim(c, func() bool { return c.InsertToken == token })
 }
 
 // Reclaim takes c back from the idle connections if nobody used it since
 // the Put whose c.NextPut() was puts: its session state, diagnostics area
 // and the like are then exactly as the caller left them.
 func (p *Pool) Reclaim(c *Conn, puts uint64) bool {
+	return p.reclaim(c, func() bool { return c.puts == puts })
+}
+
+// reclaim takes c back from the idle connections if it is there and ok
+// (called with the pool's mutex held) says it is still as the caller left
+// it. A connection the server closed meanwhile is closed, not reclaimed.
+func (p *Pool) reclaim(c *Conn, ok func() bool) bool {
 	if p.fenced.Load() {
 		return false
 	}
+	now := time.Now()
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c.puts != puts {
+	l := p.idle[c.key]
+	i := len(l) - 1
+	for i >= 0 && l[i] != c {
+		i--
+	}
+	if i < 0 || !ok() {
+		p.mu.Unlock()
 		return false
 	}
-	l := p.idle[c.key]
-	for i := len(l) - 1; i >= 0; i-- {
-		if l[i] == c {
-			p.idle[c.key] = removeAt(l, i)
-			return true
-		}
-	}
-	return false
+	p.idle[c.key] = removeAt(l, i)
+	p.mu.Unlock()
+	return !p.closedWhileIdle(c, now)
 }
 
 // Discard closes a connection that must not be reused.
@@ -505,7 +526,10 @@ func (p *Pool) sweep(ctx context.Context) {
 	for k, l := range p.idle {
 		keep := l[:0]
 		for _, c := range l {
-			if now.Sub(c.lastUsed) > opts.IdleTimeout || now.Sub(c.created) > opts.MaxLifetime {
+			// Idle ones the server closed go too (nobody uses an idle
+			// connection: looking at its socket under the mutex is safe),
+			// which frees their slots.
+			if now.Sub(c.lastUsed) > opts.IdleTimeout || now.Sub(c.created) > opts.MaxLifetime || c.ServerClosed() {
 				stale = append(stale, c)
 			} else {
 				keep = append(keep, c)

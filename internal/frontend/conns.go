@@ -34,11 +34,11 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		// The previous statement's connection serves this one when it is
 		// on the chosen server; otherwise it goes back now.
 		s.prevHeld = nil
-		if ph.Index == idx && !ph.Broken {
+		if ph.Index == idx && !ph.ClosedWhileIdle(time.Now()) {
 			c = ph
 			s.ranOnPrev = true
 		} else {
-			s.returnPrev(ph)
+			s.returnPrev(ph) // closed if the server closed it meanwhile
 		}
 	}
 	if idx >= 0 && c == nil {
@@ -47,6 +47,12 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		if s.sticky != nil {
 			c = s.sticky[idx]
 			delete(s.sticky, idx)
+			if c != nil && c.ClosedWhileIdle(time.Now()) {
+				// Killed, or timed out, while the session was idle: it
+				// held nothing the session needs (not bound), take another.
+				s.srv.pool(idx).Discard(c)
+				c = nil
+			}
 		} else {
 			c = s.srv.pool(idx).TryGet(s.key, &s.state)
 		}
@@ -216,6 +222,12 @@ func (s *Session) release(c *backend.Conn) {
 		return
 	}
 	if c.Broken {
+		if s.conn == c && s.bound() {
+			// The transaction and pinned session state went with the
+			// connection (the server closed it after an error, or it
+			// failed): the session's next statement starts afresh.
+			s.resetTxn()
+		}
 		s.dropConn(c)
 		return
 	}

@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/vigil-db/vigil/internal/backend"
@@ -82,9 +83,10 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 		return nil
 	}
 	// errFrame passes a server error on, or Vigil's own when a rule's
-	// timeout killed the statement.
+	// timeout killed the statement. An error that closes the connection
+	// (backend.ClosesConnection) marks it broken: it is never reused.
 	errFrame := func(f []byte) error {
-		o.err = mysqlproto.ParseErr(f[4:])
+		o.err = c.NoteErr(f[4:])
 		if !s.timedOut.Load() {
 			return write(f)
 		}
@@ -316,8 +318,19 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 }
 
 // localInfile relays LOAD DATA LOCAL INFILE: the server's request goes to
-// the client, the file's packets come back until an empty one.
+// the client, the file's packets come back until an empty one. A failed
+// write to the server loses the connection (the server may have closed it
+// in the middle of the file, after an error that closes the connection).
 func (s *Session) localInfile(c *backend.Conn, req []byte) error {
+	err := s.relayInfile(c, req)
+	var eb errBackend
+	if errors.As(err, &eb) {
+		c.Broken = true
+	}
+	return err
+}
+
+func (s *Session) relayInfile(c *backend.Conn, req []byte) error {
 	if s.caps&mysqlproto.CapabilityClientLocalFiles == 0 {
 		// The client cannot send files: tell the server there is none.
 		c.Seq = req[3] + 1
@@ -367,8 +380,7 @@ func (s *Session) readPrepare(c *backend.Conn, toClient bool, clientID uint32, h
 	}
 	p := f[4:]
 	if len(p) > 0 && p[0] == mysqlproto.ErrPacket {
-		se := mysqlproto.ParseErr(p)
-		c.DiagDirty = true
+		se := c.NoteErr(p)
 		if toClient && !(holdMissing && missingObject(se.Code)) {
 			if err := s.client.WriteFrame(f); err != nil {
 				return nil, se, errClient{err}

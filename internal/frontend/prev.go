@@ -65,6 +65,7 @@ func (s *Session) keepPrev(c *backend.Conn, expire bool) {
 	// If the hold ends unused (idle timer, another command), the
 	// connection can still be reclaimed from the pool as the last one.
 	s.lastConn, s.lastPuts = c, c.NextPut()
+	c.Park()
 	s.prevMu.Lock()
 	old := s.prev
 	s.prev = c
@@ -154,6 +155,7 @@ func (s *Session) putBack(c *backend.Conn) {
 		if old := s.sticky[c.Index]; old != nil && old != c {
 			s.srv.pool(old.Index).Put(old)
 		}
+		c.Park()
 		s.sticky[c.Index] = c
 		return
 	}

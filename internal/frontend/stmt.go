@@ -263,8 +263,9 @@ func closeServerStmt(c *backend.Conn, id uint32) {
 	var b [5]byte
 	b[0] = mysqlproto.ComStmtClose
 	binary.LittleEndian.PutUint32(b[1:], id)
-	_ = c.WritePacket(b[:])
-	_ = c.Flush()
+	if c.WritePacket(b[:]) != nil || c.Flush() != nil {
+		c.Broken = true // a failed write: never pooled again
+	}
 }
 
 // ensurePrepared returns the server statement for text (st's text, or a
@@ -525,8 +526,8 @@ func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
 	}
 	binary.LittleEndian.PutUint32(pkt[1:], ss.ID)
 	c.Seq = 0
-	if err := c.WritePacket(pkt); err == nil {
-		_ = c.Flush()
+	if err := c.WritePacket(pkt); err != nil || c.Flush() != nil {
+		c.Broken = true // never pooled again; the execute reports the loss
 	}
 	st.longData = true
 	s.updateStmtPins()
