@@ -173,6 +173,30 @@ func TestAdminAPIAndCtl(t *testing.T) {
 	}
 	os.WriteFile(cfgPath, good, 0o644)
 
+	// A new admin token by reload: the old one stops working at once.
+	withToken := func(method, path, tok string) int {
+		req, _ := http.NewRequest(method, "http://"+env.admin+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	os.WriteFile(cfgPath, []byte(strings.Replace(string(good), token, "e2e-rotated", 1)), 0o644)
+	if code := withToken("POST", "/api/v1/config/reload", token); code != 200 {
+		t.Errorf("reload with a new admin token: HTTP %d", code)
+	}
+	if old, rotated := withToken("GET", "/api/v1/servers", token), withToken("GET", "/api/v1/servers", "e2e-rotated"); old != 401 || rotated != 200 {
+		t.Errorf("after the token changed by reload: old token HTTP %d (want 401), new token HTTP %d (want 200)", old, rotated)
+	}
+	os.WriteFile(cfgPath, good, 0o644)
+	if code := withToken("POST", "/api/v1/config/reload", "e2e-rotated"); code != 200 {
+		t.Errorf("reload back to the first token: HTTP %d", code)
+	}
+
 	do := func(method, path, body string) (int, string) { return request(method, path, body, true) }
 	t.Run("OpenAPIAndConfig", func(t *testing.T) {
 		code, body := get("/api/v1/openapi.json", false)

@@ -143,7 +143,11 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 	}
 	d.running.Store(cfg)
 	d.guard = frontend.NewGuard(guardOptions(cfg.Security), func(kind, host, user, msg string) {
-		d.journal.add(admin.Event{Kind: kind, Message: fmt.Sprintf("user %q from %s: %s", user, host, msg)})
+		who := "address " + host
+		if user != "" {
+			who = fmt.Sprintf("user %q from %s", user, host)
+		}
+		d.journal.add(admin.Event{Kind: kind, Message: who + ": " + msg})
 	})
 	d.cache = newCache(cfg)
 	ql, err := d.startQueryLog(ctx, cfg.Log)

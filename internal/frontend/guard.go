@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -164,13 +165,14 @@ func (g *LoginGuard) failed(user, host string) time.Duration {
 		hr = bump(hr)
 		g.hosts[host] = hr
 	}
-	over := 0
+	overUser, overHost := 0, 0
 	if ur != nil && o.Free > 0 {
-		over = max(over, ur.n-o.Free)
+		overUser = ur.n - o.Free
 	}
 	if hr != nil && o.FreePerHost > 0 {
-		over = max(over, hr.n-o.FreePerHost)
+		overHost = hr.n - o.FreePerHost
 	}
+	over := max(overUser, overHost, 0)
 	if ur != nil && o.BlockAfter > 0 && ur.n >= o.BlockAfter && !now.Before(ur.blocked) {
 		ur.blocked = now.Add(o.BlockFor)
 		g.Blocked.Add(1)
@@ -179,8 +181,11 @@ func (g *LoginGuard) failed(user, host string) time.Duration {
 	if over <= 0 || o.Delay <= 0 {
 		return 0
 	}
-	if over == 1 {
-		g.event("login_throttled", host, user, "failed logins are slowed down from now on (security.failed_logins)")
+	switch {
+	case overUser == 1:
+		g.event("login_throttled", host, user, fmt.Sprintf("more than %d failed logins of this user from this address: its failed logins are slowed down from now on (security.failed_logins.free)", o.Free))
+	case overHost == 1:
+		g.event("login_throttled", host, "", fmt.Sprintf("more than %d failed logins from this address (any users; the last was %q): every failed login from it is slowed down from now on (security.failed_logins.free_per_host)", o.FreePerHost, user))
 	}
 	g.Throttled.Add(1)
 	d := o.Delay

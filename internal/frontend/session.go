@@ -284,6 +284,13 @@ func (s *Session) run(ctx context.Context) {
 		} else if !errors.Is(err, io.EOF) {
 			s.srv.log.Debug("client handshake failed", "session", s.id, "client", s.remote, "err", err)
 		}
+		if errors.Is(err, mysqlproto.ErrPacketTooLarge) {
+			// As a server answers an oversized packet; the frame was
+			// refused from its header, nothing of it was read.
+			_ = s.client.NetConn().SetWriteDeadline(time.Now().Add(time.Second))
+			_ = s.client.WriteErr(mysqlproto.NewError(mysqlproto.ERNetPacketTooLarge, "08S01",
+				"Got a packet bigger than %d bytes before login", mysqlproto.MaxHandshakePacket))
+		}
 		return
 	}
 	for {
