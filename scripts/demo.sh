@@ -17,7 +17,7 @@ $BIN sandbox up --dir "$DIR" --topology replication --nodes 3 --semi-sync
 
 PROXY_PORT=$(tr -d '\n ' <"$DIR/sandbox.json" | sed -n 's/.*"proxy":{"host":"[^"]*","port":\([0-9]*\)}.*/\1/p')
 ADMIN_PORT=$(tr -d '\n ' <"$DIR/sandbox.json" | sed -n 's/.*"admin":{"host":"[^"]*","port":\([0-9]*\)}.*/\1/p')
-CTL="$BIN ctl --admin 127.0.0.1:$ADMIN_PORT"
+CTL="$BIN ctl --sandbox $DIR"  # sends the sandbox's admin token
 
 echo
 echo "== starting Vigil (config $DIR/vigil.yaml): clients on 127.0.0.1:$PROXY_PORT, admin API on 127.0.0.1:$ADMIN_PORT"
