@@ -479,14 +479,30 @@ func (e *Executor) repoint(ctx context.Context, s failover.Step, flavor topology
 	return err
 }
 
+// verifyUnreachable: verify-replicating gives up on a server it cannot
+// reach for this long, rather than waiting for its whole timeout.
+const verifyUnreachable = 2 * time.Second
+
 func (e *Executor) verifyReplicating(ctx context.Context, server string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last string
+	var unreachableSince time.Time
 	for {
 		cols, rows, err := e.run(ctx, server, 2*time.Second, "SHOW SLAVE STATUS")
+		if err == nil {
+			unreachableSince = time.Time{}
+		}
 		switch {
 		case err != nil:
 			last = err.Error()
+			// A replica that died after it was repointed would hold the
+			// whole operation (and any decision about the new primary)
+			// for the full timeout; it is quarantined either way.
+			if unreachableSince.IsZero() {
+				unreachableSince = time.Now()
+			} else if time.Since(unreachableSince) >= verifyUnreachable {
+				return fmt.Errorf("%s is unreachable (%s for %s): it is quarantined; rejoin it when it is back", server, last, verifyUnreachable)
+			}
 		case len(rows) == 1:
 			rs := topology.ParseReplicaStatus(cols, rows[0])
 			if rs.IORunning == topology.IOYes && rs.SQLRunning {
