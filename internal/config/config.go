@@ -39,6 +39,8 @@ type Config struct {
 	QueryCache QueryCache `yaml:"query_cache"`
 	// Security bounds unauthenticated clients and throttles failed logins.
 	Security Security `yaml:"security"`
+	// Coordination: several Vigil instances through etcd (docs/ha.md).
+	Coordination Coordination `yaml:"coordination"`
 
 	// path is the file the config was read from, for messages.
 	path string
@@ -428,6 +430,7 @@ func (c *Config) Marshal() ([]byte, error) { return yaml.Marshal(c) }
 
 func (c *Config) applyDefaults() {
 	c.Security.applyDefaults()
+	c.Coordination.applyDefaults()
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
@@ -579,6 +582,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateLog(add)
 	c.Security.validate(add)
+	c.Coordination.validate(add)
 	if c.Digests.MaxEntries < 1 {
 		add("digests.max_entries", "must be at least 1")
 	}

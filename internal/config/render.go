@@ -84,6 +84,7 @@ func (c *Config) maskSecrets() {
 		hide(&c.Clusters[i].Monitor.Password)
 		hide(&c.Clusters[i].Failover.ReplPassword)
 	}
+	hide(&c.Coordination.Etcd.Password)
 }
 
 type renderOptions struct {

@@ -273,17 +273,18 @@ func TestEffectiveMasksSecrets(t *testing.T) {
 	}
 	c.Clusters[0].Monitor = Monitor{User: "m", Password: "monpass"}
 	c.Clusters[0].Failover.ReplUser, c.Clusters[0].Failover.ReplPassword = "r", "replpass"
+	c.Coordination.Etcd = Etcd{Endpoints: []string{"127.0.0.1:2379"}, User: "e", Password: "etcdpass"}
 	out, err := Effective(c, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"s3cret", "#not a comment", "0123456789ABCDEF", "'quoted'", "monpass", "replpass"} {
+	for _, s := range []string{"s3cret", "#not a comment", "0123456789ABCDEF", "'quoted'", "monpass", "replpass", "etcdpass"} {
 		if bytes.Contains(out, []byte(s)) {
 			t.Errorf("secret %q shown:\n%s", s, out)
 		}
 	}
-	if n := bytes.Count(out, []byte(Secret)); n != 7 {
-		t.Errorf("%d masked values, want 7 (token, admin password, 2 user secrets, x, monitor, repl):\n%s", n, out)
+	if n := bytes.Count(out, []byte(Secret)); n != 8 {
+		t.Errorf("%d masked values, want 8 (token, admin password, 2 user secrets, x, monitor, repl, etcd):\n%s", n, out)
 	}
 	// The empty password of "reporting" stays empty: nothing to hide.
 	if c.Users[0].Password == Secret {
