@@ -17,6 +17,13 @@ import (
 // session holds, or a pooled one for the target whose session state is
 // made to match the session's.
 func (s *Session) acquire(ctx context.Context, target router.Target, exclude int) (*backend.Conn, error) {
+	held := -1
+	if s.conn != nil {
+		held = s.conn.Index
+	}
+	if err := s.checkWriteGate(target, held); err != nil {
+		return nil, err
+	}
 	if s.conn != nil {
 		if target == router.Keep || s.bound() {
 			return s.conn, nil

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/router"
 )
 
 // The control plane's levers on the data path: hold new statements during
@@ -51,6 +53,77 @@ func (s *Server) Release() {
 	if g := s.gate.Swap(nil); g != nil {
 		close(g.open)
 	}
+}
+
+// noWriteDeadline: writes are not gated (no coordination).
+const noWriteDeadline = math.MaxInt64
+
+// SetWriteDeadline gates writes by coordination among Vigil instances:
+// writes are routed until `until` (monotonic), refused with 7015 after it
+// and at once when it is zero; the sessions holding a connection to the
+// writer then lose it (their transaction cannot commit through this
+// instance). reads: refuse reads too while writes are refused. why says
+// what to do, in the error.
+func (s *Server) SetWriteDeadline(until time.Time, refuseReads bool, why string) {
+	s.refuseReadsFenced.Store(refuseReads)
+	s.selfFenceWhy.Store(&why)
+	if until.IsZero() {
+		if s.writeUntil.Swap(-1) != -1 {
+			s.cutWriterSessions()
+		}
+		return
+	}
+	s.writeUntil.Store(int64(until.Sub(s.base)))
+}
+
+// ClearWriteDeadline turns the write gate off (coordination disabled).
+func (s *Server) ClearWriteDeadline() { s.writeUntil.Store(noWriteDeadline) }
+
+// WritesFenced reports whether the write gate refuses writes now.
+func (s *Server) WritesFenced() bool {
+	u := s.writeUntil.Load()
+	return u != noWriteDeadline && int64(time.Since(s.base)) >= u
+}
+
+// cutWriterSessions closes the writer connections sessions hold.
+func (s *Server) cutWriterSessions() {
+	w := s.topo.Load().Writer
+	if w < 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sess := range s.sessions {
+		if c := sess.heldConn.Load(); c != nil && c.Index == w {
+			c.NetConn().Close()
+		}
+	}
+}
+
+// checkWriteGate refuses a statement for target when this instance may
+// not route writes (its coordination lease is not sure to hold). held is
+// the index of the connection the session holds (-1 none).
+func (s *Session) checkWriteGate(target router.Target, held int) error {
+	u := s.srv.writeUntil.Load()
+	if u == noWriteDeadline || int64(time.Since(s.srv.base)) < u {
+		return nil
+	}
+	if target == router.Reader && !s.srv.refuseReadsFenced.Load() {
+		return nil
+	}
+	if target == router.Keep && held >= 0 && held != s.srv.topo.Load().Writer && !s.srv.refuseReadsFenced.Load() {
+		return nil // a transaction on a replica
+	}
+	why := ""
+	if p := s.srv.selfFenceWhy.Load(); p != nil {
+		why = *p
+	}
+	what := "writes"
+	if target == router.Reader {
+		what = "reads"
+	}
+	return mysqlproto.NewError(mysqlproto.ERVigilSelfFenced, mysqlproto.SSVigilSelfFenced,
+		"Vigil: this instance refuses %s in cluster %s: %s; retry through another Vigil instance", what, s.opts().Cluster, why)
 }
 
 // waitGate blocks a new statement while a hold is on.

@@ -77,6 +77,14 @@ type Server struct {
 	mirror      *mirrorer
 
 	gate atomic.Pointer[gate]
+	// writeUntil: with coordination, nanoseconds since base until which
+	// this instance may route writes (its etcd lease holds and it applied
+	// the newest writer record); noWriteDeadline without coordination.
+	writeUntil atomic.Int64
+	base       time.Time
+	// refuseReadsFenced: while writes are refused, reads are too.
+	refuseReadsFenced atomic.Bool
+	selfFenceWhy      atomic.Pointer[string]
 	// trackDefault is the session tracking new sessions have.
 	trackDefault atomic.Pointer[trackDefaults]
 	// latestGTID is the newest write any session made through this
@@ -113,7 +121,8 @@ func New(opts Options, users []User, topo *topology.Holder, pools []*backend.Poo
 	s := &Server{topo: topo, pools: make([]atomic.Pointer[backend.Pool], n), bal: router.NewBalancer(n), log: log,
 		sessions: map[uint32]*Session{}, Stats: newStats(n),
 		fenced: make([]atomic.Bool, n), fenceReason: make([]atomic.Pointer[string], n), preFence: make([]map[uint32]struct{}, n),
-		replies: newReplyCounters(n)}
+		replies: newReplyCounters(n), base: time.Now()}
+	s.writeUntil.Store(noWriteDeadline)
 	for i, p := range pools {
 		s.pools[i].Store(p)
 	}

@@ -52,6 +52,7 @@ const (
 	ERVigilShuttingDown      = 7012
 	ERVigilMultiStatementOff = 7013
 	ERVigilInternal          = 7014 // a bug in Vigil ended the session (recovered panic)
+	ERVigilSelfFenced        = 7015 // this instance lost its coordination lease (or has not caught up): writes refused
 )
 
 // SQLSTATEs for Vigil's errors: 08xxx says "connection problem, retry".
@@ -61,4 +62,7 @@ const (
 	SSVigilBlocked     = "42000"
 	SSVigilTimeout     = "70100"
 	SSVigilUnsupported = "0A000"
+	// SSVigilSelfFenced: class 08 (connection exception: retry, through
+	// another instance), an implementation-defined subclass of its own.
+	SSVigilSelfFenced = "08V01"
 )

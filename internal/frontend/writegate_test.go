@@ -1,0 +1,94 @@
+package frontend
+
+import (
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// TestWriteGate: with coordination, writes are routed only until the
+// deadline the lease gives; after it (or at once with a zero deadline)
+// they fail with 7015 / 08V01 without reaching the writer, reads go on
+// unless refused too, and an open transaction on the writer is cut.
+func TestWriteGate(t *testing.T) {
+	primary := newFakeBackend(t)
+	replica := newFakeBackend(t)
+	srv, addr := twoServerProxy(t, primary, replica)
+	db, err := sql.Open("mysql", "app:secret@tcp("+addr+")/?timeout=5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	insert := func() error { _, err := db.Exec("INSERT INTO t VALUES (1)"); return err }
+	is7015 := func(err error) bool {
+		var me *mysql.MySQLError
+		return errors.As(err, &me) && me.Number == 7015 && string(me.SQLState[:]) == "08V01"
+	}
+
+	if err := insert(); err != nil {
+		t.Fatalf("no coordination: %v", err)
+	}
+	// A deadline in the future: writes go on.
+	srv.SetWriteDeadline(time.Now().Add(300*time.Millisecond), false, "it could not renew its etcd lease in time")
+	if err := insert(); err != nil {
+		t.Fatalf("before the deadline: %v", err)
+	}
+	// Past it: refused without a renewal, with the reason.
+	time.Sleep(350 * time.Millisecond)
+	before := primary.seen("INSERT")
+	if err := insert(); !is7015(err) {
+		t.Fatalf("after the deadline: %v", err)
+	} else if want := "could not renew its etcd lease"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("message %q lacks %q", err, want)
+	}
+	if primary.seen("INSERT") != before {
+		t.Fatal("a refused write reached the writer")
+	}
+	if !srv.WritesFenced() {
+		t.Fatal("WritesFenced false")
+	}
+	var v, n string
+	if err := db.QueryRow("SELECT 'read'").Scan(&v, &n); err != nil || v != "read" {
+		t.Fatalf("reads continue: %q %v", v, err)
+	}
+	// Refusing reads too.
+	srv.SetWriteDeadline(time.Time{}, true, "this instance does not hold its etcd lease")
+	if err := db.QueryRow("SELECT 'read'").Scan(&v, &n); !is7015(err) {
+		t.Fatalf("reads refused: %v", err)
+	}
+	// Renewed: writes again.
+	srv.SetWriteDeadline(time.Now().Add(time.Minute), false, "")
+	if err := insert(); err != nil {
+		t.Fatalf("renewed: %v", err)
+	}
+	// An open transaction on the writer is cut when writes are refused.
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("INSERT INTO t VALUES (2)"); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetWriteDeadline(time.Time{}, false, "lease lost")
+	if _, err := tx.Exec("INSERT INTO t VALUES (3)"); err == nil {
+		t.Fatal("a transaction went on after writes were refused")
+	}
+	_ = tx.Rollback() // refused too (7015): the transaction is gone either way
+	srv.ClearWriteDeadline()
+	// The session's next statement learns that its transaction was lost
+	// (7004), then it goes on.
+	if err := insert(); err != nil {
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != 7004 {
+			t.Fatalf("after the cut transaction: %v", err)
+		}
+	}
+	if err := insert(); err != nil {
+		t.Fatalf("coordination off: %v", err)
+	}
+}
