@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vigil-db/vigil/internal/coord"
 	"github.com/vigil-db/vigil/internal/failover"
 	"github.com/vigil-db/vigil/internal/topology"
 )
@@ -145,6 +146,13 @@ type Executor struct {
 	marks          markState
 	// hb: per replica, heartbeat sampling while the primary fails.
 	hb map[string]*hbSample
+
+	// shared: coordination with other Vigil instances (nil: alone);
+	// actingSeen: this instance acted at the last decision (takeOver ran).
+	shared     Shared
+	actingSeen bool
+	// sharedHeld: a switchover by another instance holds statements here.
+	sharedHeld bool
 
 	opMu sync.Mutex // held while an operation runs
 	kick chan struct{}
@@ -328,6 +336,18 @@ func (e *Executor) decideAuto(ctx context.Context) time.Time {
 		return time.Time{} // an operation runs; it decides for itself
 	}
 	defer e.opMu.Unlock()
+	if e.shared != nil {
+		if !e.shared.Acting() {
+			e.actingSeen = false
+			return time.Time{} // another instance acts; this one follows the record
+		}
+		if !e.actingSeen {
+			if !e.takeOver(ctx) {
+				return time.Now().Add(200 * time.Millisecond)
+			}
+			e.actingSeen = true
+		}
+	}
 	e.noteAcked()
 	e.sampleHeartbeats(ctx)
 	e.keepFencedReadOnly(ctx)
@@ -370,6 +390,9 @@ func (e *Executor) decideAuto(ctx context.Context) time.Time {
 // Request runs an operator's request (failover, switchover, rejoin), or
 // returns the plan for a dry run. One operation at a time.
 func (e *Executor) Request(ctx context.Context, req failover.Request) (Result, error) {
+	if e.shared != nil && !req.DryRun && !e.shared.Acting() {
+		return e.forward(ctx, req)
+	}
 	if !e.opMu.TryLock() {
 		return Result{Message: ErrBusy.Error()}, ErrBusy
 	}
@@ -417,10 +440,25 @@ func (r *RefusedError) Error() string { return r.Reason }
 
 // Ack acknowledges past operations: automatic failover may run again.
 func (e *Executor) Ack() {
+	if e.shared != nil && !e.shared.Acting() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := e.shared.Forward(ctx, coord.Forwarded{Kind: "ack"}); err != nil {
+			e.log.Warn("coordination: could not forward the acknowledgement to the acting instance", "cluster", e.o().Cluster, "err", err)
+		}
+		return
+	}
 	e.mu.Lock()
 	e.history = e.history.Ack()
 	recs := append([]failover.Record(nil), e.history.Records...)
 	e.mu.Unlock()
+	if e.shared != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := e.shared.SaveHistory(ctx, recs); err != nil {
+			e.log.Warn("coordination: could not store the acknowledgement in etcd", "cluster", e.o().Cluster, "err", err)
+		}
+		cancel()
+	}
 	for _, r := range recs {
 		_ = e.j.record(r)
 	}

@@ -3,6 +3,7 @@ package executor
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vigil-db/vigil/internal/coord"
 	"github.com/vigil-db/vigil/internal/failover"
 	"github.com/vigil-db/vigil/internal/topology"
 )
@@ -31,11 +33,37 @@ func recordKind(k failover.PlanKind) failover.RecordKind {
 // execute runs a decision's plan: every step journaled with its duration;
 // a failed Abort step before the point of no return runs the rollback.
 func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
+	return e.runPlan(ctx, d, nil, false)
+}
+
+// runPlan runs a plan; resumed: the operation another instance journaled in
+// etcd and did not finish (from its first unfinished step, or only its
+// rollback when back).
+func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *coord.Op, back bool) Result {
 	pl := d.Plan
 	start := e.now()
 	rec := failover.Record{Kind: recordKind(pl.Kind), Auto: pl.Auto, Started: start, OldPrimary: pl.OldPrimary, NewPrimary: pl.NewPrimary}
-	if pl.Kind == failover.KindRejoin {
+	if pl.Kind == failover.KindRejoin && d.Request != nil {
 		rec.OldPrimary = d.Request.To
+	}
+	st := &runState{}
+	first := 0
+	if resumed != nil {
+		rec = resumed.Record
+		rec.Ended, rec.OK, rec.Error = time.Time{}, false, ""
+		st.so = &sharedOp{op: *resumed}
+		first = resumed.Done
+	} else if e.shared != nil {
+		to := ""
+		if d.Request != nil {
+			to = d.Request.To
+		}
+		st.so = &sharedOp{op: coord.Op{ID: fmt.Sprintf("%s-%s-%d", e.o().Cluster, rec.Kind, start.UnixNano()), Record: rec, Plan: *pl, To: to}}
+		if err := e.shared.BeginOp(ctx, st.so.op); err != nil {
+			msg := "not started: " + err.Error()
+			e.event(opServer(pl), "operation_not_started", fmt.Sprintf("%s %s → %s was not started: %v", rec.Kind, orNone(pl.OldPrimary), orNone(pl.NewPrimary), err))
+			return Result{Decision: d, Message: msg}
+		}
 	}
 	e.mu.Lock()
 	e.running = &rec
@@ -51,8 +79,18 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 		e.mu.Lock()
 		e.running = nil
 		e.history.Records = append(e.history.Records, rec)
+		hist := append([]failover.Record(nil), e.history.Records...)
 		e.mu.Unlock()
 		_ = e.j.record(rec)
+		if st.so != nil {
+			if st.so.rec.Phase == coord.PhaseHolding {
+				// Aborted past its point of no return while holding.
+				_ = e.sharePublish(ctx, st.so, false, func(r *coord.Record) { r.Phase = coord.PhaseServing })
+			}
+			if err := e.shared.EndOp(ctx, hist); err != nil {
+				e.log.Warn("coordination: could not close the operation in etcd; the next acting instance will find it", "cluster", e.o().Cluster, "err", err)
+			}
+		}
 		res.OK, res.Message, res.Elapsed = ok, msg, e.now().Sub(start)
 		kind := rec.Kind.String()
 		if ok {
@@ -63,15 +101,35 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 		return res
 	}
 	e.event(opServer(pl), rec.Kind.String()+"_started", fmt.Sprintf("%s started: %s → %s (term %d)", rec.Kind, orNone(pl.OldPrimary), orNone(pl.NewPrimary), pl.Term))
-	if pl.Kind == failover.KindFailover {
+	if pl.Kind == failover.KindFailover && resumed == nil {
 		if err := e.hook(ctx, e.o().PreFailover, pl); err != nil {
 			return finish(false, "pre_failover hook refused: "+err.Error())
 		}
 	}
-	st := &runState{}
+	if back {
+		msg := "interrupted before its point of no return: rolled back"
+		if rb := e.rollback(ctx, pl, &rec, &res, st); rb != "" {
+			msg += "; " + rb
+		}
+		return finish(false, msg)
+	}
 	skip := map[string]bool{}
-	for i := 0; i < len(pl.Steps); i++ {
-		if i == pl.CutEnd && pl.CutEnd > 0 {
+	saveOp := func(done int) bool {
+		if st.so == nil {
+			return true
+		}
+		st.so.op.Done = done
+		st.so.op.Plan = *pl
+		st.so.op.Record = rec
+		if err := e.shared.SaveOp(ctx, st.so.op); errors.Is(err, coord.ErrNotActing) {
+			return false
+		} else if err != nil {
+			e.log.Warn("coordination: could not journal a step in etcd", "cluster", e.o().Cluster, "err", err)
+		}
+		return true
+	}
+	for i := first; i < len(pl.Steps); i++ {
+		if i == pl.CutEnd && pl.CutEnd > 0 && !(resumed != nil && i > first) {
 			// The failover's second phase, from positions read after the
 			// cut (see failover.PlanAfterCut).
 			pl = e.replanAfterCut(ctx, d, pl, &res)
@@ -79,6 +137,12 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 			e.mu.Lock()
 			rec.NewPrimary = pl.NewPrimary // e.running is &rec
 			e.mu.Unlock()
+			saveOp(i)
+		}
+		if e.shared != nil && !e.shared.Acting() || i > first && !saveOp(i) {
+			// Another instance was elected meanwhile: it finds the
+			// operation in etcd and finishes it; this one must stop.
+			return finish(false, fmt.Sprintf("this instance lost the election before step %d; the acting instance finishes the operation", i+1))
 		}
 		step := pl.Steps[i]
 		if skip[step.Server] && step.Server != "" {
@@ -99,8 +163,13 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 			i = j - 1
 			continue
 		}
+		if resumed == nil {
+			stepDelay(ctx, step.Kind)
+		}
 		t0 := e.now()
-		err := e.step(ctx, pl, step, st)
+		sctx, stopLease := e.leaseCtx(ctx)
+		err := e.step(sctx, pl, step, st)
+		stopLease()
 		report(i, step, e.now().Sub(t0), err)
 		if err == nil {
 			continue
@@ -120,6 +189,10 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 			e.setLeftReadOnly(&rec, step.Server)
 		}
 		if i < pl.NoReturn || pl.NoReturn == 0 && len(pl.Rollback) > 0 {
+			if st.so != nil {
+				st.so.op.Rollback = true
+				saveOp(i)
+			}
 			if rb := e.rollback(ctx, pl, &rec, &res, st); rb != "" {
 				msg += "; " + rb
 			}
@@ -275,6 +348,8 @@ type runState struct {
 	pause     time.Duration
 	// rollback: the plan's rollback runs (the old primary stays).
 	rollback bool
+	// so: the operation's journal in etcd (with coordination).
+	so *sharedOp
 }
 
 func orNone(s string) string {
@@ -285,6 +360,13 @@ func orNone(s string) string {
 }
 
 func (e *Executor) quarantine(server, why string) {
+	if e.shared != nil && e.shared.Acting() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		if err := e.sharePublish(ctx, nil, false, func(r *coord.Record) { r.Fenced = addName(r.Fenced, server) }); err != nil {
+			e.log.Warn("coordination: could not publish a quarantine", "cluster", e.o().Cluster, "server", server, "err", err)
+		}
+		cancel()
+	}
 	if i := e.serverIndex(server); i >= 0 {
 		e.router.Fence(i, "quarantined: "+why)
 		e.mu.Lock()
@@ -313,6 +395,9 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		e.fencedAt[s.Server] = e.now()
 		e.mu.Unlock()
 		if err := e.mon.Fence(s.Server, fmt.Sprintf("%s by %s (term %d)", fencePrefix, recordKind(pl.Kind), pl.Term)); err != nil {
+			return err
+		}
+		if err := e.shareFence(ctx, pl, s.Server, st); err != nil {
 			return err
 		}
 		if n > 0 {
@@ -354,6 +439,15 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		if err := e.mon.SetWriter(s.Server, writerReason(pl, st)); err != nil {
 			return err
 		}
+		if err := e.sharePublish(ctx, st.so, false, func(r *coord.Record) {
+			if r.Phase != coord.PhaseFencing && r.Writer != s.Server {
+				r.Term++
+			}
+			r.Writer, r.Phase, r.From, r.To = s.Server, coord.PhaseServing, "", ""
+			r.Fenced = dropName(r.Fenced, s.Server)
+		}); err != nil {
+			return err
+		}
 		return e.waitWriter(ctx, s.Server, timeoutOr(s.Timeout, 5*time.Second))
 	case failover.Repoint:
 		return e.repoint(ctx, s, pl.Flavor)
@@ -362,7 +456,11 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 	case failover.Hold:
 		e.router.Hold(fmt.Sprintf("%s in progress (%s → %s)", recordKind(pl.Kind), pl.OldPrimary, pl.NewPrimary), timeoutOr(s.Timeout, 10*time.Second))
 		st.held, st.holdStart = true, e.now()
-		return nil
+		// The other instances hold too and drain their transactions on
+		// the old primary; KillTransactions waits for them.
+		return e.sharePublish(ctx, st.so, false, func(r *coord.Record) {
+			r.Phase, r.From, r.To = coord.PhaseHolding, pl.OldPrimary, pl.NewPrimary
+		})
 	case failover.DrainTransactions:
 		idx := e.serverIndex(s.Server)
 		deadline := time.Now().Add(timeoutOr(s.Timeout, 5*time.Second))
@@ -378,6 +476,10 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 	case failover.KillTransactions:
 		if n := e.router.KillBound(e.serverIndex(s.Server)); n > 0 {
 			e.event(s.Server, "transactions_killed", fmt.Sprintf("%d open transactions on %s did not finish in time and were cut", n, s.Server))
+		}
+		if so := st.so; so != nil && so.wrote && so.rec.Phase == coord.PhaseHolding {
+			// Every instance holds and has no transaction left there.
+			return e.shared.WaitAcks(ctx, so.rec.Seq)
 		}
 		return nil
 	case failover.WaitGTID:
@@ -403,12 +505,18 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 			st.held = false
 			st.pause = e.now().Sub(st.holdStart)
 		}
+		if cur, _ := e.sharedRecord(); cur.Phase == coord.PhaseHolding {
+			return e.sharePublish(ctx, st.so, false, func(r *coord.Record) { r.Phase, r.From, r.To = coord.PhaseServing, "", "" })
+		}
 		return nil
 	case failover.Unfence:
 		if i := e.serverIndex(s.Server); i >= 0 {
 			e.router.Unfence(i)
 		}
-		return e.mon.Unfence(s.Server)
+		if err := e.mon.Unfence(s.Server); err != nil {
+			return err
+		}
+		return e.sharePublish(ctx, st.so, false, func(r *coord.Record) { r.Fenced = dropName(r.Fenced, s.Server) })
 	case failover.StartReplication:
 		return e.runSQL(ctx, pl, s, 5*time.Second)
 	}
@@ -570,4 +678,24 @@ func (e *Executor) hook(ctx context.Context, command string, pl *failover.Plan) 
 func (e *Executor) runSQL(ctx context.Context, pl *failover.Plan, s failover.Step, timeout time.Duration) error {
 	_, err := e.exec(ctx, s.Server, timeout, failover.StepSQL(pl.Flavor, s)...)
 	return err
+}
+
+// stepDelay is a failpoint for fault tests: VIGIL_TEST_STEP_DELAY=
+// "set-writable=5s" makes an operation wait that long before its first
+// step of that kind, so a test can kill the acting instance at a chosen
+// point of a failover. Never set in production.
+func stepDelay(ctx context.Context, k failover.StepKind) {
+	v := os.Getenv("VIGIL_TEST_STEP_DELAY")
+	if v == "" {
+		return
+	}
+	for _, item := range strings.Split(v, ",") {
+		name, dur, ok := strings.Cut(item, "=")
+		if !ok || name != k.String() {
+			continue
+		}
+		if d, err := time.ParseDuration(dur); err == nil {
+			_ = sleep(ctx, d)
+		}
+	}
 }

@@ -1,0 +1,361 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/coord"
+	"github.com/vigil-db/vigil/internal/failover"
+)
+
+// Shared is the coordination of one cluster among several Vigil instances
+// (coord.Cluster). Without it (nil) this executor acts alone.
+type Shared interface {
+	Acting() bool
+	Instance() string
+	Leader() string
+	Record() (coord.Record, bool)
+	Publish(ctx context.Context, rec coord.Record) (coord.Record, error)
+	WaitAcks(ctx context.Context, seq uint64) error
+	BeginOp(ctx context.Context, op coord.Op) error
+	SaveOp(ctx context.Context, op coord.Op) error
+	PendingOp(ctx context.Context) (*coord.Op, error)
+	EndOp(ctx context.Context, hist []failover.Record) error
+	SaveHistory(ctx context.Context, hist []failover.Record) error
+	History(ctx context.Context) ([]failover.Record, error)
+	Forward(ctx context.Context, f coord.Forwarded) (json.RawMessage, error)
+}
+
+// SetShared connects the executor to the other Vigil instances; call it
+// before Run.
+func (e *Executor) SetShared(s Shared) { e.shared = s }
+
+// acting reports whether this executor may act: alone, or elected.
+func (e *Executor) acting() bool { return e.shared == nil || e.shared.Acting() }
+
+// sharedOp is the journal in etcd of the operation that runs.
+type sharedOp struct {
+	op    coord.Op
+	rec   coord.Record // the newest record this operation published
+	wrote bool
+}
+
+// takeOver runs when this instance is elected: it routes by the record
+// (as every instance does), adopts the shared history, finishes or rolls
+// back an operation the previous acting instance left, and writes the
+// first record when there is none. false: not ready (retried).
+func (e *Executor) takeOver(ctx context.Context) bool {
+	sh := e.shared
+	rec, have := sh.Record()
+	if have {
+		if err := e.ApplyShared(ctx, rec); err != nil {
+			e.log.Warn("coordination: elected, but the writer record cannot be applied yet", "cluster", e.o().Cluster, "err", err)
+			return false
+		}
+	}
+	hist, err := sh.History(ctx)
+	if err != nil {
+		e.log.Warn("coordination: elected, but the shared history cannot be read", "cluster", e.o().Cluster, "err", err)
+		return false
+	}
+	e.mu.Lock()
+	merged := mergeHistory(hist, e.history.Records)
+	e.history.Records = merged
+	e.mu.Unlock()
+	if len(merged) != len(hist) {
+		_ = sh.SaveHistory(ctx, merged)
+	}
+	op, err := sh.PendingOp(ctx)
+	if err != nil {
+		e.log.Warn("coordination: elected, but the operation journal cannot be read", "cluster", e.o().Cluster, "err", err)
+		return false
+	}
+	if !have {
+		snap := e.mon.Snapshot()
+		w := snap.WriterServer()
+		if w == nil {
+			return false // publish once a writer is known
+		}
+		var fenced []string
+		for _, s := range snap.Servers {
+			if s.Fenced {
+				fenced = append(fenced, s.Name)
+			}
+		}
+		if _, err := sh.Publish(ctx, coord.Record{Term: 1, Writer: w.Name, Phase: coord.PhaseServing, Fenced: fenced}); err != nil {
+			e.log.Warn("coordination: could not write the first writer record", "cluster", e.o().Cluster, "err", err)
+			return false
+		}
+		e.event(w.Name, "coordination_record", fmt.Sprintf("first writer record: %s is the writer (term 1)", w.Name))
+	}
+	e.event("", "coordination_elected", fmt.Sprintf("instance %s acts for cluster %s", sh.Instance(), e.o().Cluster))
+	if op != nil {
+		e.resume(ctx, op)
+	}
+	return true
+}
+
+// mergeHistory is the shared history plus local records it lacks (a
+// cluster that ran alone before), by start time.
+func mergeHistory(shared, local []failover.Record) []failover.Record {
+	out := append([]failover.Record(nil), shared...)
+	have := map[string]bool{}
+	for _, r := range shared {
+		have[r.Kind.String()+r.Started.UTC().String()] = true
+	}
+	for _, r := range local {
+		if !have[r.Kind.String()+r.Started.UTC().String()] {
+			out = append(out, r)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b failover.Record) int { return a.Started.Compare(b.Started) })
+	return out
+}
+
+// resume finishes the operation a previous acting instance journaled: a
+// switchover before its point of no return is rolled back, anything else
+// runs on from its first unfinished step (steps are safe to run again).
+func (e *Executor) resume(ctx context.Context, op *coord.Op) {
+	pl := op.Plan
+	d := failover.Decision{Action: failover.ActExecute, Plan: &pl,
+		Reason: fmt.Sprintf("resumed: instance %s stopped during it", op.Instance)}
+	if op.To != "" {
+		d.Request = &failover.Request{To: op.To}
+	}
+	back := len(pl.Rollback) > 0 && (op.Rollback || op.Done < pl.NoReturn)
+	what := "completes it from step " + fmt.Sprint(op.Done+1)
+	if back {
+		what = "rolls it back (it had not reached its point of no return)"
+	}
+	e.event(opServer(&pl), "operation_resumed", fmt.Sprintf("%s %s → %s started %s by instance %s did not finish; instance %s %s",
+		op.Record.Kind, orNone(pl.OldPrimary), orNone(pl.NewPrimary), op.Record.Started.Format(time.RFC3339), op.Instance, e.shared.Instance(), what))
+	e.runPlan(ctx, d, op, back)
+}
+
+// sharePublish changes the writer record (this instance acts) and, when
+// wait, waits until every live instance applied it.
+func (e *Executor) sharePublish(ctx context.Context, so *sharedOp, wait bool, change func(r *coord.Record)) error {
+	if e.shared == nil {
+		return nil
+	}
+	cur, _ := e.shared.Record()
+	next := cur
+	next.Fenced = append([]string(nil), cur.Fenced...)
+	change(&next)
+	if so != nil {
+		next.Op = so.op.ID
+	}
+	rec, err := e.shared.Publish(ctx, next)
+	if err != nil {
+		return err
+	}
+	if so != nil {
+		so.rec, so.wrote = rec, true
+	}
+	if wait {
+		return e.shared.WaitAcks(ctx, rec.Seq)
+	}
+	return nil
+}
+
+func addName(l []string, n string) []string {
+	if slices.Contains(l, n) {
+		return l
+	}
+	return append(l, n)
+}
+
+func dropName(l []string, n string) []string {
+	return slices.DeleteFunc(l, func(s string) bool { return s == n })
+}
+
+// ApplyShared makes this instance route by a writer record another
+// instance wrote: fence what it fences (router and monitor), hold new
+// statements while a switchover drains, route writes to its writer.
+func (e *Executor) ApplyShared(ctx context.Context, rec coord.Record) error {
+	snap := e.mon.Snapshot()
+	reason := fmt.Sprintf("%s by instance %s (term %d)", fencePrefix, rec.By, rec.Term)
+	for _, name := range rec.Fenced {
+		idx := e.serverIndex(name)
+		if idx < 0 {
+			continue
+		}
+		if i := snap.Index(name); i >= 0 && snap.Servers[i].Fenced && e.routerFenced(idx) {
+			continue
+		}
+		e.router.Fence(idx, "fenced by another Vigil instance: "+reason)
+		e.mu.Lock()
+		e.fencedAt[name] = e.now()
+		e.mu.Unlock()
+		if err := e.mon.Fence(name, reason); err != nil {
+			return err
+		}
+	}
+	for _, s := range snap.Servers {
+		if s.Fenced && !rec.IsFenced(s.Name) {
+			if idx := e.serverIndex(s.Name); idx >= 0 {
+				e.router.Unfence(idx)
+			}
+			if err := e.mon.Unfence(s.Name); err != nil {
+				return err
+			}
+		}
+	}
+	switch rec.Phase {
+	case coord.PhaseHolding:
+		hold := e.o().Engine.HoldTimeout
+		e.router.Hold(fmt.Sprintf("switchover in progress (%s → %s, by instance %s)", rec.From, rec.To, rec.By), hold)
+		e.mu.Lock()
+		e.sharedHeld = true
+		e.mu.Unlock()
+		idx := e.serverIndex(rec.From)
+		deadline := time.Now().Add(e.o().Engine.DrainTimeout)
+		for idx >= 0 && e.router.BoundSessions(idx) > 0 && time.Now().Before(deadline) {
+			if err := sleep(ctx, 10*time.Millisecond); err != nil {
+				return err
+			}
+		}
+		if n := e.router.KillBound(idx); n > 0 {
+			e.event(rec.From, "transactions_killed", fmt.Sprintf("%d open transactions on %s did not finish in time for the switchover by instance %s and were cut", n, rec.From, rec.By))
+		}
+	case coord.PhaseServing:
+		if rec.Writer != "" {
+			if w := snap.WriterServer(); w == nil || w.Name != rec.Writer {
+				if err := e.mon.SetWriter(rec.Writer, fmt.Sprintf("writer record term %d by instance %s", rec.Term, rec.By)); err != nil {
+					return err
+				}
+			}
+		}
+		e.mu.Lock()
+		held := e.sharedHeld
+		e.sharedHeld = false
+		e.mu.Unlock()
+		if held {
+			e.router.Release()
+		}
+	}
+	e.event(rec.Writer, "coordination_applied", fmt.Sprintf("writer record %d applied: term %d, writer %s, %s, fenced [%s] (by instance %s)",
+		rec.Seq, rec.Term, orNone(rec.Writer), rec.Phase, joinNames(rec.Fenced), rec.By))
+	return nil
+}
+
+func joinNames(l []string) string {
+	s := ""
+	for i, n := range l {
+		if i > 0 {
+			s += ", "
+		}
+		s += n
+	}
+	return s
+}
+
+// routerFenced: the router refuses server idx (RouterFenced is optional
+// on the Router interface).
+func (e *Executor) routerFenced(idx int) bool {
+	if f, ok := e.router.(interface{ Fenced(int) bool }); ok {
+		return f.Fenced(idx)
+	}
+	return false
+}
+
+// forward sends an operator's request to the acting instance.
+func (e *Executor) forward(ctx context.Context, req failover.Request) (Result, error) {
+	out, err := e.shared.Forward(ctx, coord.Forwarded{Kind: "request", Request: &req})
+	var res Result
+	if len(out) > 0 {
+		_ = json.Unmarshal(out, &res)
+	}
+	if err != nil {
+		var re *coord.RemoteError
+		if errors.As(err, &re) {
+			if res.Message == "" {
+				res.Message = re.Msg
+			}
+			if re.Refused {
+				return res, &RefusedError{Reason: re.Msg}
+			}
+			if re.Msg == ErrBusy.Error() {
+				return res, ErrBusy
+			}
+		}
+		if res.Message == "" {
+			res.Message = err.Error()
+		}
+		return res, err
+	}
+	return res, nil
+}
+
+// Serve runs a request another instance forwarded (this one acts).
+func (e *Executor) Serve(ctx context.Context, f coord.Forwarded) (json.RawMessage, bool, error) {
+	switch f.Kind {
+	case "ack":
+		e.Ack()
+		return nil, false, nil
+	case "request":
+		if f.Request == nil {
+			return nil, false, errors.New("forwarded request without a request")
+		}
+		res, err := e.Request(ctx, *f.Request)
+		b, _ := json.Marshal(res)
+		var re *RefusedError
+		return b, errors.As(err, &re), err
+	}
+	return nil, false, fmt.Errorf("unknown forwarded request kind %q", f.Kind)
+}
+
+// sharedRecord is the newest writer record (none without coordination).
+func (e *Executor) sharedRecord() (coord.Record, bool) {
+	if e.shared == nil {
+		return coord.Record{}, false
+	}
+	return e.shared.Record()
+}
+
+// shareFence publishes that server is fenced and waits until every live
+// instance fenced it too: for a failover this starts the new term (no
+// instance routes writes until the record names the new writer).
+func (e *Executor) shareFence(ctx context.Context, pl *failover.Plan, server string, st *runState) error {
+	if e.shared == nil || st.rollback {
+		return nil
+	}
+	return e.sharePublish(ctx, st.so, true, func(r *coord.Record) {
+		r.Fenced = addName(r.Fenced, server)
+		if pl.Kind == failover.KindFailover && server == r.Writer {
+			r.Term++
+			r.Writer, r.Phase, r.From, r.To = "", coord.PhaseFencing, pl.OldPrimary, pl.NewPrimary
+		}
+	})
+}
+
+// leaseCtx is ctx, cancelled as soon as this instance stops acting (its
+// lease is no longer sure to hold): a step must not go on once another
+// instance may have been elected and resumed the operation.
+func (e *Executor) leaseCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if e.shared == nil {
+		return ctx, func() {}
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(25 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+				if !e.shared.Acting() {
+					e.log.Error("coordination: this instance stopped acting during a step; the step is abandoned and the next acting instance resumes the operation", "cluster", e.o().Cluster)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return sctx, cancel
+}

@@ -1,0 +1,199 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/coord"
+	"github.com/vigil-db/vigil/internal/failover"
+)
+
+// fakeShared stands for etcd: it records what the executor publishes,
+// journals and waits for.
+type fakeShared struct {
+	mu      sync.Mutex
+	acting  bool
+	rec     coord.Record
+	have    bool
+	records []coord.Record
+	waits   []uint64
+	op      *coord.Op
+	saves   []int
+	hist    []failover.Record
+	log     []string // order of publishes, waits and SQL seen by the world
+}
+
+func (f *fakeShared) Acting() bool     { f.mu.Lock(); defer f.mu.Unlock(); return f.acting }
+func (f *fakeShared) Instance() string { return "me" }
+func (f *fakeShared) Leader() string   { return "me" }
+func (f *fakeShared) Record() (coord.Record, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rec, f.have
+}
+func (f *fakeShared) Publish(_ context.Context, r coord.Record) (coord.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r.Seq = f.rec.Seq + 1
+	r.By = "me"
+	f.rec, f.have = r, true
+	f.records = append(f.records, r)
+	f.log = append(f.log, "publish "+r.Phase)
+	return r, nil
+}
+func (f *fakeShared) WaitAcks(_ context.Context, seq uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.waits = append(f.waits, seq)
+	f.log = append(f.log, "wait-acks")
+	return nil
+}
+func (f *fakeShared) BeginOp(_ context.Context, op coord.Op) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.op = &op
+	return nil
+}
+func (f *fakeShared) SaveOp(_ context.Context, op coord.Op) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.op = &op
+	f.saves = append(f.saves, op.Done)
+	return nil
+}
+func (f *fakeShared) PendingOp(context.Context) (*coord.Op, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.op, nil
+}
+func (f *fakeShared) EndOp(_ context.Context, h []failover.Record) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.op, f.hist = nil, h
+	return nil
+}
+func (f *fakeShared) SaveHistory(_ context.Context, h []failover.Record) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hist = h
+	return nil
+}
+func (f *fakeShared) History(context.Context) ([]failover.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hist, nil
+}
+func (f *fakeShared) Forward(context.Context, coord.Forwarded) (json.RawMessage, error) {
+	return nil, nil
+}
+
+func sharedScenario(t *testing.T) (*scenario, *fakeShared) {
+	sc := &scenario{t: t, dir: t.TempDir(), ctx: context.Background()}
+	t.Cleanup(sc.close)
+	if err := sc.cluster(map[string]string{"flavor": "mariadb", "semisync": "on", "detect_after": "2s"},
+		[]string{"node1 primary gtid=100", "node2 replica gtid=100", "node3 replica gtid=98"}); err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeShared{acting: true, have: true, rec: coord.Record{Term: 1, Writer: "node1", Phase: coord.PhaseServing, Seq: 1}}
+	sc.e.SetShared(f)
+	return sc, f
+}
+
+// A failover with coordination publishes the new term with the old
+// primary fenced and no writer, waits for every instance before anything
+// is promoted, names the new writer under the same term, and journals
+// every step and the result.
+func TestSharedFailoverPublishesFenceFirst(t *testing.T) {
+	sc, f := sharedScenario(t)
+	sc.killNode1()
+	d := failover.Decide(sc.e.input(nil))
+	if d.Plan == nil || d.Plan.Kind != failover.KindFailover {
+		t.Fatalf("no failover: %s", d)
+	}
+	res := sc.e.execute(sc.ctx, d)
+	if !res.OK {
+		t.Fatalf("failover: %s\n%s", res.Message, strings.Join(res.Steps, "\n"))
+	}
+	if len(f.records) != 2 {
+		t.Fatalf("records %+v", f.records)
+	}
+	fence, serve := f.records[0], f.records[1]
+	if fence.Term != 2 || fence.Writer != "" || fence.Phase != coord.PhaseFencing || !fence.IsFenced("node1") || fence.From != "node1" {
+		t.Fatalf("fencing record %+v", fence)
+	}
+	if serve.Term != 2 || serve.Writer != res.Decision.Plan.NewPrimary || serve.Phase != coord.PhaseServing || !serve.IsFenced("node1") {
+		t.Fatalf("serving record %+v", serve)
+	}
+	if len(f.waits) == 0 || f.waits[0] != fence.Seq || f.log[1] != "wait-acks" {
+		t.Fatalf("did not wait for the fencing record first: %v %v", f.waits, f.log)
+	}
+	// Nothing was made writable before the wait: the fence step comes
+	// first and waits inside.
+	if res.Decision.Plan.Steps[0].Kind != failover.FenceRouter {
+		t.Fatalf("first step %s", res.Decision.Plan.Steps[0].Kind)
+	}
+	if f.op != nil || len(f.saves) == 0 || f.saves[len(f.saves)-1] != len(res.Decision.Plan.Steps)-1 {
+		t.Fatalf("journal: op %+v saves %v for %d steps", f.op, f.saves, len(res.Decision.Plan.Steps))
+	}
+	if len(f.hist) != 1 || !f.hist[0].OK || f.hist[0].Kind != failover.RecordFailover {
+		t.Fatalf("shared history %+v", f.hist)
+	}
+}
+
+// An instance that is not elected decides nothing and runs nothing.
+func TestSharedFollowerDoesNotAct(t *testing.T) {
+	sc, f := sharedScenario(t)
+	f.acting = false
+	sc.killNode1()
+	sc.w.ran = nil
+	sc.e.decideAuto(sc.ctx)
+	if len(sc.w.ran) != 0 || len(f.records) != 0 {
+		t.Fatalf("a follower acted: ran %v, published %+v", sc.w.ran, f.records)
+	}
+}
+
+// A switchover journaled by an instance that died before its point of no
+// return is rolled back by the next one; one past it is completed.
+func TestSharedResumeSwitchover(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		done func(pl *failover.Plan) int
+		ok   bool
+	}{
+		{"before point of no return", func(pl *failover.Plan) int { return 2 }, false},
+		{"after point of no return", func(pl *failover.Plan) int { return pl.NoReturn + 1 }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, f := sharedScenario(t)
+			res, err := sc.e.Request(sc.ctx, failover.Request{Kind: failover.RequestSwitchover, To: "node2", DryRun: true})
+			if err != nil || res.Decision.Plan == nil {
+				t.Fatalf("plan: %v", err)
+			}
+			pl := *res.Decision.Plan
+			f.op = &coord.Op{ID: "x", Instance: "dead", Plan: pl, Done: tc.done(&pl),
+				Record: failover.Record{Kind: failover.RecordSwitchover, Started: time.Now(), OldPrimary: "node1", NewPrimary: "node2"}}
+			f.mu.Lock()
+			f.rec.Phase, f.rec.From, f.rec.To = coord.PhaseHolding, "node1", "node2"
+			f.mu.Unlock()
+			sc.e.decideAuto(sc.ctx) // elected: takes over
+			if f.op != nil {
+				t.Fatalf("operation left journaled: %+v", f.op)
+			}
+			if len(f.hist) != 1 || f.hist[0].OK != tc.ok {
+				t.Fatalf("history %+v", f.hist)
+			}
+			last := f.records[len(f.records)-1]
+			want := "node1"
+			if tc.ok {
+				want = "node2"
+			}
+			if last.Phase != coord.PhaseServing || last.Writer != want {
+				t.Fatalf("final record %+v, want %s serving", last, want)
+			}
+		})
+	}
+}
