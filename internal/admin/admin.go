@@ -186,6 +186,12 @@ func (s *Server) routes() {
 		Servers: func() any { return s.ctl.Servers() },
 		Events:  func(limit int) any { return s.ctl.Events("", "", "", time.Time{}, limit) },
 		Digests: func(limit int) (any, error) { return s.ctl.Digests(DigestQuery{Sort: "total", Limit: limit}) },
+		Coordination: func() any {
+			if c, ok := s.ctl.(interface{ Coordination() json.RawMessage }); ok {
+				return c.Coordination()
+			}
+			return nil
+		},
 	}, webui.Options{Auth: s.auth}))
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, webui.Prefix, http.StatusFound) })
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
@@ -281,6 +287,14 @@ func (s *Server) routes() {
 	})))
 	s.mux.Handle("GET /api/v1/query_cache", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, s.ctl.QueryCache())
+	})))
+	s.mux.Handle("GET /api/v1/coordination", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, ok := s.ctl.(interface{ Coordination() json.RawMessage })
+		if !ok {
+			writeJSON(w, 200, map[string]bool{"enabled": false})
+			return
+		}
+		writeJSON(w, 200, c.Coordination())
 	})))
 	s.mux.Handle("DELETE /api/v1/query_cache", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.ctl.PurgeQueryCache()

@@ -48,6 +48,9 @@ Commands:
   rules                         query rules with their hit counters
   cache [--purge]               query cache usage (or empty it)
   querylog                      query log counters (written, dropped per sink)
+  instances                     Vigil instances coordinated through etcd: this one's
+                                lease, the others, per cluster the acting instance,
+                                term, writer and whether this one routes writes
 
 The admin address comes from --admin, else $VIGIL_ADMIN, else
 --sandbox DIR (its sandbox.json), else http://127.0.0.1:6080.
@@ -211,6 +214,8 @@ func Command(ctx context.Context, args []string) int {
 		return c.get(ctx, "/api/v1/query_cache", nil)
 	case "querylog":
 		return c.get(ctx, "/api/v1/query_log", nil)
+	case "instances":
+		return c.instances(ctx)
 	default:
 		fmt.Fprintf(os.Stderr, "vigil ctl: unknown command %q\n\n%s", cmd, ctlUsage)
 		return 2
@@ -517,6 +522,64 @@ func (c *ctlClient) clusters(ctx context.Context) int {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", cl.Name, cl.Type, cl.Listen, w, cl.Term,
 			strings.Join(cl.Servers, ","), cl.Sessions, cl.Queries, cl.Operation)
+	}
+	tw.Flush()
+	return 0
+}
+
+// instances is `vigil ctl instances` (docs/ha.md).
+func (c *ctlClient) instances(ctx context.Context) int {
+	var st struct {
+		Enabled bool `json:"enabled"`
+		Lease   *struct {
+			Instance  string  `json:"instance"`
+			Lease     string  `json:"lease"`
+			ValidFor  float64 `json:"valid_for_ns"`
+			Instances []struct {
+				Name    string   `json:"name"`
+				Admin   string   `json:"admin"`
+				Proxies []string `json:"proxies"`
+			} `json:"instances"`
+		} `json:"lease"`
+		Clusters map[string]struct {
+			Leader string `json:"leader"`
+			Acting bool   `json:"acting"`
+			Record *struct {
+				Term   uint64   `json:"term"`
+				Writer string   `json:"writer"`
+				Phase  string   `json:"phase"`
+				Fenced []string `json:"fenced"`
+			} `json:"record"`
+			Writes string `json:"writes"`
+		} `json:"clusters"`
+	}
+	if exit, done := c.fetch(ctx, "/api/v1/coordination", &st); done {
+		return exit
+	}
+	if !st.Enabled || st.Lease == nil {
+		fmt.Println("coordination is off: this Vigil acts alone (docs/ha.md)")
+		return 0
+	}
+	fmt.Printf("this instance: %s, lease %s (sure for %.1fs)\n\n", st.Lease.Instance, st.Lease.Lease, st.Lease.ValidFor/1e9)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "INSTANCE\tADMIN\tPROXIES")
+	for _, in := range st.Lease.Instances {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", in.Name, in.Admin, strings.Join(in.Proxies, ","))
+	}
+	tw.Flush()
+	fmt.Println()
+	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tACTING\tTERM\tWRITER\tPHASE\tFENCED\tWRITES HERE")
+	for name, cl := range st.Clusters {
+		term, writer, phase, fenced := "-", "-", "-", ""
+		if r := cl.Record; r != nil {
+			term, writer, phase, fenced = fmt.Sprint(r.Term), r.Writer, r.Phase, strings.Join(r.Fenced, ",")
+		}
+		acting := cl.Leader
+		if cl.Acting {
+			acting += " (this one)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, acting, term, writer, phase, fenced, cl.Writes)
 	}
 	tw.Flush()
 	return 0

@@ -11,6 +11,7 @@ import (
 	"github.com/vigil-db/vigil/internal/admin"
 	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/config"
+	"github.com/vigil-db/vigil/internal/coord"
 	"github.com/vigil-db/vigil/internal/executor"
 	"github.com/vigil-db/vigil/internal/frontend"
 	"github.com/vigil-db/vigil/internal/monitor"
@@ -33,6 +34,8 @@ type clusterRuntime struct {
 	fe    *frontend.Server
 	mon   *monitor.Monitor
 	exec  *executor.Executor
+	// shared: the cluster's coordination with other Vigil instances.
+	shared *coord.Cluster
 
 	digests *qstats.Store
 
@@ -146,6 +149,7 @@ func (d *daemon) newCluster(parent context.Context, cfg *config.Config, cc confi
 		return fail(err)
 	}
 	rt.exec = ex
+	d.coordinate(rt, cfg)
 	ln, err := net.Listen("tcp", cc.Listen)
 	if err != nil {
 		return fail(fmt.Errorf("listen on %s: %w (is another Vigil or server using the port?)", cc.Listen, err))
@@ -163,6 +167,7 @@ func (d *daemon) runCluster(rt *clusterRuntime) {
 	evs, unsub := rt.mon.Subscribe(256)
 	rt.wg.Go(func() { _ = rt.mon.Run(ctx) })
 	rt.wg.Go(func() { _ = rt.exec.Run(ctx) })
+	rt.runCoordination()
 	rt.wg.Go(func() {
 		defer unsub()
 		for {

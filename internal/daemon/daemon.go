@@ -27,6 +27,7 @@ import (
 	"github.com/vigil-db/vigil/internal/admin"
 	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/config"
+	"github.com/vigil-db/vigil/internal/coord"
 	"github.com/vigil-db/vigil/internal/executor"
 	"github.com/vigil-db/vigil/internal/failover"
 	"github.com/vigil-db/vigil/internal/frontend"
@@ -112,6 +113,8 @@ type daemon struct {
 	// base is the config file as last applied, before state_dir's
 	// overlay (membership.go); guarded by reloadMu.
 	base *config.Config
+	// coord: coordination with other Vigil instances (nil: alone).
+	coord *coord.Coordinator
 }
 
 // clusterMap is the running clusters by name.
@@ -155,6 +158,9 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 		return err
 	}
 	d.qlog.Store(ql)
+	if err := d.startCoordination(ctx, cfg); err != nil {
+		return err
+	}
 	clusters := map[string]*clusterRuntime{}
 	for i, cc := range cfg.Clusters {
 		rt, err := d.newCluster(ctx, cfg, cc)
@@ -207,6 +213,9 @@ func (d *daemon) stop() {
 		rt.stop()
 	}
 	d.wg.Wait()
+	if d.coord != nil {
+		_ = d.coord.Close()
+	}
 	d.qlog.Load().stop()
 }
 
@@ -507,6 +516,9 @@ func (d *daemon) reloadable(cfg *config.Config) error {
 			return errors.New("admin.listen: changing the admin address needs a restart")
 		case (cfg.Admin.TLS == nil) != (cur.Admin.TLS == nil):
 			return errors.New("admin.tls: turning HTTPS on or off needs a restart (a new certificate does not)")
+		}
+		if err := coordinationReloadable(cur.Coordination, cfg.Coordination); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -71,7 +71,8 @@ func (m metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descGTIDFallback, descGTIDSkipped, descHeld, descPanics, descScoped, descPins, descPoolOpen, descPoolWaits, descPoolDials, descPoolDialErrs,
 		descRuleHits, descRuleActions, descDigests, descDigestEvict, descCacheBytes, descCacheEntries, descCacheOps,
 		descQlogEntries, descQlogDropped, descQlogSink, descLatency, descRouteErrors, descSrvQueries, descSrvErrors, descUserQueries, descUserErrors,
-		descOps, descOpDuration, descMonChecks, descWriterKept, descUnauth, descLoginGuard} {
+		descOps, descOpDuration, descMonChecks, descWriterKept, descUnauth, descLoginGuard,
+		descCoordLease, descCoordValid, descCoordInstances, descCoordLeader, descCoordTerm, descCoordFenced} {
 		ch <- d
 	}
 }
@@ -90,6 +91,7 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v int64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
 	}
+	m.collectCoordination(ch)
 	for _, name := range m.d.clusterNames() {
 		rt := m.d.clusterMap()[name]
 		snap := rt.topo.Load()

@@ -14,6 +14,9 @@ type Snapshot struct {
 	Servers any       `json:"servers"`
 	Events  any       `json:"events"`
 	Digests any       `json:"digests"`
+	// Coordination: this instance's view of the other Vigil instances
+	// (absent for a single Vigil).
+	Coordination any `json:"coordination,omitempty"`
 	// DigestsError says why there are no digests (statistics disabled).
 	DigestsError string `json:"digests_error,omitempty"`
 }
@@ -98,6 +101,11 @@ func (h *streamHandler) snapshot() Snapshot {
 	if h.src.Events != nil {
 		if v := h.src.Events(h.opts.Events); !isNil(v) {
 			s.Events = v
+		}
+	}
+	if h.src.Coordination != nil {
+		if v := h.src.Coordination(); !isNil(v) {
+			s.Coordination = v
 		}
 	}
 	if h.src.Digests != nil {

@@ -272,3 +272,40 @@ func get(t *testing.T, url string) (int, string, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
 }
+
+// The coordination among Vigil instances reaches the page when there is
+// some, and is absent for a single Vigil.
+func TestStreamCoordination(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		src  func() any
+		want string
+		not  bool
+	}{
+		{"several instances", func() any {
+			return json.RawMessage(`{"enabled":true,"lease":{"instance":"vigil1","lease":"held"},"clusters":{"c":{"leader":"vigil1","acting":true,"writes":"allowed"}}}`)
+		}, `"coordination":{"enabled":true,"lease":{"instance":"vigil1"`, false},
+		{"single Vigil", func() any { return nil }, `"coordination"`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(webui.Handler(webui.Source{Servers: func() any { return []server{} }, Coordination: tc.src}, webui.Options{}))
+			defer srv.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, sse := openStream(t, ctx, srv.URL, nil)
+			for {
+				ev, err := sse.next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ev.name != "snapshot" {
+					continue
+				}
+				if strings.Contains(ev.data, tc.want) == tc.not {
+					t.Fatalf("snapshot (want %q present=%v): %s", tc.want, !tc.not, ev.data)
+				}
+				return
+			}
+		})
+	}
+}

@@ -42,6 +42,9 @@ type Source struct {
 	Events func(limit int) any
 	// Digests returns the top limit digests by total time.
 	Digests func(limit int) (any, error)
+	// Coordination reports the etcd coordination among Vigil instances
+	// (nil or a nil value: a single Vigil).
+	Coordination func() any
 }
 
 // Options tune the dashboard. The zero value is usable.

@@ -239,6 +239,29 @@ function render(snap) {
   renderClusters(servers);
   renderEvents(snap.events || []);
   renderDigests(snap.digests || [], snap.digests_error, snap.time);
+  renderCoordination(snap.coordination);
+}
+
+// renderCoordination shows this instance's lease, the other instances
+// and, per cluster, the acting instance, the writer record's term and
+// whether this instance routes writes.
+function renderCoordination(c) {
+  const box = $('#coordination');
+  box.hidden = !(c && c.enabled);
+  if (box.hidden) return;
+  const l = c.lease || {};
+  const others = (l.instances || []).map((i) => i.name).join(', ') || 'none';
+  const valid = l.valid_for_ns ? ` (sure for ${(l.valid_for_ns / 1e9).toFixed(1)} s)` : '';
+  setText($('#coord-lease'), `this instance: ${l.instance} · lease ${l.lease}${valid} · registered: ${others}`);
+  $('#coord-lease').dataset.lease = l.lease || '';
+  const items = Object.entries(c.clusters || {}).map(([name, cs]) => {
+    const r = cs.record || {};
+    const fenced = (r.fenced || []).length ? ` · fenced ${r.fenced.join(', ')}` : '';
+    const li = el('li', { 'data-cluster': name, 'data-writes': cs.writes === 'allowed' ? 'allowed' : 'refused' },
+      `${name}: acting ${cs.leader || '?'}${cs.acting ? ' (this instance)' : ''} · term ${r.term ?? '?'} · writer ${r.writer || '—'} (${r.phase || '?'})${fenced} · writes here: ${cs.writes}`);
+    return li;
+  });
+  $('#coord-clusters').replaceChildren(...items);
 }
 
 function groupBy(list, key) {
