@@ -7,6 +7,8 @@
 #   ruby-mysql2 nodejs node-mysql default-jdk-headless libmariadb-java
 #   (the client drivers of the compatibility test, docs/compatibility.md)
 #   mariadb-test (MariaDB's own test suite, run by TestMTRCompat)
+#   etcd-server etcd-client (etcd and etcdctl: `vigil sandbox up --etcd N`
+#   runs its own etcd cluster, docs/sandbox.md)
 # and checks for Go >= 1.26 (not from apt: Debian's Go is too old).
 #
 #   scripts/install-deps.sh          install what is missing (root, Debian)
@@ -14,14 +16,17 @@
 #
 # It never starts, enables or stops a system MariaDB service: services are
 # kept from starting during the install, and one already running is left
-# alone. Idempotent: with everything present it prints one line and exits.
+# alone. The etcd-server package's own etcd service (127.0.0.1:2379) is not
+# left running either: if the install started one after all (a
+# policy-rc.d already there allowed it), it is stopped and disabled.
+# Idempotent: with everything present it prints one line and exits.
 set -euo pipefail
 
 GO_MIN_MAJOR=1
 GO_MIN_MINOR=26
 PACKAGES=(mariadb-server mariadb-client galera-4 sysbench haproxy iproute2 iptables rsync procps chromium
 	python3-pymysql python3-mysqldb php-cli php-mysql libdbd-mariadb-perl ruby-mysql2 nodejs node-mysql
-	default-jdk-headless libmariadb-java mariadb-test)
+	default-jdk-headless libmariadb-java mariadb-test etcd-server etcd-client)
 
 usage() {
 	# The comment at the top of this file, up to the first line of code.
@@ -71,6 +76,8 @@ provides() {
 	default-jdk-headless) have_cmd java && have_cmd javac ;;
 	libmariadb-java) [[ -r /usr/share/java/mariadb-java-client.jar ]] ;;
 	mariadb-test) have_cmd mariadb-test && [[ -e /usr/share/mysql/mysql-test/mariadb-test-run.pl ]] ;;
+	etcd-server) have_cmd etcd ;;
+	etcd-client) have_cmd etcdctl ;;
 	*) dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" ;;
 	esac
 }
@@ -123,6 +130,7 @@ echo "install-deps: missing: ${missing[*]}"
 if [[ ! -r /etc/debian_version ]] || ! have_cmd apt-get; then
 	echo "install-deps: this is not Debian: install these with your package manager:" >&2
 	echo "  MariaDB server and client 10.11 or newer, Galera 4, sysbench, HAProxy, iproute2 (ss), iptables, rsync, procps," >&2
+	echo "  etcd 3.4 or newer (etcd and etcdctl)," >&2
 	echo "  and the client drivers listed in docs/compatibility.md" >&2
 	((have_go)) || go_hint
 	exit 1
@@ -147,9 +155,36 @@ fi
 cleanup() { if ((made_policy)); then rm -f "$policy"; fi; }
 trap cleanup EXIT
 
+# system_etcd_pids: the etcd-server package's service (it runs as user etcd).
+system_etcd_pids() { pgrep -u etcd -x etcd 2>/dev/null || true; }
+
+# stop_system_etcd: stops and disables an etcd service this install started
+# (only when a policy-rc.d already there let the package start it).
+stop_system_etcd() {
+	[[ -n $(system_etcd_pids) ]] || return 0
+	echo "install-deps: stopping the etcd service the etcd-server package started (vigil sandbox runs its own etcd)"
+	if [[ -d /run/systemd/system ]] && have_cmd systemctl; then
+		systemctl stop etcd.service || true
+		systemctl disable etcd.service >/dev/null 2>&1 || true
+	elif [[ -x /etc/init.d/etcd ]]; then
+		/etc/init.d/etcd stop || true
+		update-rc.d etcd disable >/dev/null 2>&1 || true
+	fi
+	local pid
+	for pid in $(system_etcd_pids); do
+		kill "$pid" 2>/dev/null || true
+	done
+}
+
+etcd_was_running=$(system_etcd_pids)
+
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q "${PACKAGES[@]}"
+
+if [[ -z $etcd_was_running && " ${missing[*]} " == *" etcd-server "* ]]; then
+	stop_system_etcd
+fi
 
 still=()
 for p in "${PACKAGES[@]}"; do

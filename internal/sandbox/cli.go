@@ -21,34 +21,43 @@ const sandboxUsage = `vigil sandbox — local MariaDB topologies of real mariadb
 
 Usage:
   vigil sandbox up --dir DIR [--topology replication|galera|standalone] [--nodes N]
-                   [--base-port P] [--semi-sync] [--json] [--verbose]
+                   [--base-port P] [--semi-sync] [--etcd 0|1|3] [--vigils N]
+                   [--vigil-binary PATH] [--json] [--verbose]
   vigil sandbox status --dir DIR [--json]
   vigil sandbox add --dir DIR
   vigil sandbox down --dir DIR [--purge]
-  vigil sandbox start|stop|kill NODE --dir DIR
-  vigil sandbox pause|resume NODE --dir DIR
-  vigil sandbox isolate|heal NODE --dir DIR
+  vigil sandbox start|stop|kill NAME --dir DIR
+  vigil sandbox pause|resume NAME --dir DIR
+  vigil sandbox isolate|heal NAME --dir DIR
   vigil sandbox sql NODE "STATEMENT" --dir DIR [--timeout 60s]
   vigil sandbox help
 
 Commands:
   up       create and start a sandbox; waits until replication runs (or Galera
-           is Synced), writes DIR/sandbox.json and DIR/vigil.yaml
-  status   what every node is now: running, role, replication, paused, isolated
+           is Synced), writes DIR/sandbox.json and DIR/vigil.yaml; with --etcd N
+           also runs an etcd cluster of N members (etcd1..etcdN) and with
+           --vigils N (needs --etcd) N Vigil daemons (vigil1..vigilN), each with
+           its own DIR/vigilK/vigil.yaml
+  status   what every node is now: running, role, replication, paused, isolated;
+           and every etcd member and Vigil daemon: state, pid, healthy/answering
   add      one more node (replication: a replica of the current primary,
            replicating from the start of its binary log); not added to
            vigil.yaml: add it to Vigil with vigil ctl server add or a reload
-  down     stop every node (and heal, resume) ; --purge also deletes DIR
-  start    start a stopped node and wait until it answers
-  stop     shut a node down cleanly
-  kill     SIGKILL a node (a crash) and wait until it is gone
-  pause    SIGSTOP a node; resume sends SIGCONT
-  isolate  drop the node's TCP traffic with iptables; heal removes the rules
+  down     stop the Vigil daemons, the nodes and the etcd members (and heal,
+           resume); --purge also deletes DIR
+  start    start a stopped node, etcd member or Vigil daemon and wait until it
+           answers
+  stop     shut it down cleanly (SIGTERM; SIGKILL after 20 s)
+  kill     SIGKILL it (a crash) and wait until it is gone
+  pause    SIGSTOP it; resume sends SIGCONT
+  isolate  drop its TCP traffic with iptables (a Vigil daemon: only its traffic
+           with etcd); heal removes the rules
   sql      run a statement as root over the node's socket; prints rows
            tab-separated without a header
 
---dir defaults to $VIGIL_SANDBOX_DIR. Flags may come before or after NODE.
-Nodes are named node1..nodeN. Must run as root. See docs/sandbox.md.
+--dir defaults to $VIGIL_SANDBOX_DIR. Flags may come before or after NAME.
+Nodes are named node1..nodeN, etcd members etcd1..etcdN, Vigil daemons
+vigil1..vigilN. Must run as root. See docs/sandbox.md.
 `
 
 // sandboxFlags are the flags of every sandbox command; each command
@@ -59,6 +68,9 @@ type sandboxFlags struct {
 	nodes    int
 	basePort int
 	semiSync bool
+	etcd     int
+	vigils   int
+	vigilBin string
 	json     bool
 	purge    bool
 	verbose  bool
@@ -123,7 +135,17 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	sb.SetLogger(logger)
 	if len(pos) > 0 {
-		if _, err := sb.Node(pos[0]); err != nil {
+		check := sb.CheckName
+		if cmd == "sql" {
+			check = func(name string) error {
+				if auxName(name) && sb.CheckName(name) == nil {
+					return fmt.Errorf("sql runs on nodes only, and %s is not one (nodes: %s)", name, strings.Join(sb.NodeNames(), ", "))
+				}
+				_, err := sb.Node(name)
+				return err
+			}
+		}
+		if err := check(pos[0]); err != nil {
 			return fail(err)
 		}
 	}
@@ -148,6 +170,9 @@ func sandboxFlagSet(cmd string, f *sandboxFlags) (*flag.FlagSet, int, bool) {
 		fs.IntVar(&f.nodes, "nodes", 0, "number of nodes (default 3; standalone 1)")
 		fs.IntVar(&f.basePort, "base-port", 0, "node K listens on base-port+K-1 (default: a free block)")
 		fs.BoolVar(&f.semiSync, "semi-sync", false, "semi-synchronous replication")
+		fs.IntVar(&f.etcd, "etcd", 0, "run an etcd cluster of this many members (0, 1 or 3)")
+		fs.IntVar(&f.vigils, "vigils", 0, "run this many Vigil daemons (0..3; needs --etcd)")
+		fs.StringVar(&f.vigilBin, "vigil-binary", "", "the vigil program the daemons run (default: this one)")
 		fs.BoolVar(&f.json, "json", false, "print sandbox.json instead of a summary")
 	case "status":
 		npos = 0
@@ -174,7 +199,8 @@ func sandboxUp(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdout io
 	}
 	t0 := time.Now()
 	sb, err := Up(ctx, Options{
-		Dir: f.dir, Topology: topo, Nodes: f.nodes, BasePort: f.basePort, SemiSync: f.semiSync, Logger: log,
+		Dir: f.dir, Topology: topo, Nodes: f.nodes, BasePort: f.basePort, SemiSync: f.semiSync,
+		Etcd: f.etcd, Vigils: f.vigils, VigilBinary: f.vigilBin, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -203,6 +229,16 @@ func sandboxUp(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdout io
 		fmt.Fprintf(tw, "  %s\t%s\t%s\tpid %d\t%s\t%s\n", n.Name, n.Role, n.Addr(), n.PID, n.Socket, ports)
 	}
 	_ = tw.Flush()
+	if len(m.Etcd)+len(m.Vigils) > 0 {
+		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		for _, e := range m.Etcd {
+			fmt.Fprintf(tw, "  %s\tetcd\t%s\tpid %d\tpeer port %d\t%s\n", e.Name, e.ClientAddr(), e.PID, e.PeerPort, e.Log)
+		}
+		for _, v := range m.Vigils {
+			fmt.Fprintf(tw, "  %s\tvigil\t%s\tpid %d\tadmin %s, etcd from %s\t%s\n", v.Name, v.Proxy.Addr(), v.PID, v.Admin.Addr(), v.SourceAddress, v.Config)
+		}
+		_ = tw.Flush()
+	}
 	a := m.Accounts
 	fmt.Fprintf(stdout, "Accounts: %s/%s (all privileges), %s/%s (monitor), %s/%s (replication); root over the socket.\n",
 		a.App.User, a.App.Password, a.Monitor.User, a.Monitor.Password, a.Repl.User, a.Repl.Password)
@@ -219,11 +255,11 @@ func sandboxCommand(ctx context.Context, sb *Sandbox, cmd string, pos []string, 
 		node = pos[0]
 	}
 	done := func(what string) error {
-		n, err := sb.Node(node)
+		pid, err := sb.PID(node)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s %s (pid %d)\n", node, what, n.PID)
+		fmt.Fprintf(stdout, "%s %s (pid %d)\n", node, what, pid)
 		return nil
 	}
 	switch cmd {
@@ -319,7 +355,48 @@ func sandboxStatus(ctx context.Context, sb *Sandbox, asJSON bool, stdout io.Writ
 		fmt.Fprintf(tw, "%s\t%s\t%s:%d\t%d\t%s\t%s\t%s\n", n.Name, n.Role, n.Host, n.Port, n.PID,
 			sbYesNo(n.Running), sandboxReplColumn(n), sandboxFlagsColumn(n))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Etcd) > 0 {
+		fmt.Fprintln(stdout)
+		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ETCD\tCLIENT\tPEER\tPID\tSTATE\tHEALTHY\tFLAGS")
+		for _, e := range r.Etcd {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.Name, e.Client, e.PeerPort, e.PID, e.State,
+				auxHealthColumn(e.State, e.Healthy), auxFlagsColumn(e.Isolated))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(r.Vigils) > 0 {
+		fmt.Fprintln(stdout)
+		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "VIGIL\tPROXY\tADMIN\tETCD FROM\tPID\tSTATE\tANSWERS\tFLAGS")
+		for _, v := range r.Vigils {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", v.Name, v.Proxy, v.Admin, v.SourceAddress, v.PID, v.State,
+				auxHealthColumn(v.State, v.Answering), auxFlagsColumn(v.Isolated))
+		}
+		return tw.Flush()
+	}
+	return nil
+}
+
+// auxHealthColumn is yes/no for a running etcd member or Vigil daemon
+// (healthy, answering), "-" otherwise.
+func auxHealthColumn(state string, ok bool) string {
+	if state != StateRunning {
+		return "-"
+	}
+	return sbYesNo(ok)
+}
+
+func auxFlagsColumn(isolated bool) string {
+	if isolated {
+		return "isolated"
+	}
+	return "-"
 }
 
 func sandboxReplColumn(n NodeStatus) string {

@@ -20,8 +20,9 @@ import (
 //     opened itself (a replica's connection to its primary, Galera links
 //     it initiated), whose ports are not the node's.
 //
-// Every rule carries the comment "vigil-sandbox <dir> <node>", so heal and
-// down remove exactly the rules of one node or one sandbox.
+// Every rule carries the comment "vigil-sandbox <dir> <name>", so heal and
+// down remove exactly the rules of one node (or etcd member or Vigil
+// daemon, see members.go) or one sandbox.
 
 const ruleTag = "vigil-sandbox"
 
@@ -61,8 +62,12 @@ func iptables(ctx context.Context, args ...string) error {
 }
 
 // Isolate drops the node's network traffic (see above); the process keeps
-// running and still answers on its unix socket.
+// running and still answers on its unix socket. Etcd members and Vigil
+// daemons are isolated as members.go says.
 func (s *Sandbox) Isolate(ctx context.Context, name string) error {
+	if auxName(name) {
+		return s.isolateAux(ctx, name)
+	}
 	n, alive, err := s.running(name)
 	if err != nil {
 		return err
@@ -70,12 +75,22 @@ func (s *Sandbox) Isolate(ctx context.Context, name string) error {
 	if !alive {
 		return fmt.Errorf("isolate %s: %w", name, ErrNotRunning)
 	}
+	if err := s.insertRules(ctx, name, isolateRules(s.dir, n), n.Cgroup); err != nil {
+		return err
+	}
+	return s.setIsolated(ctx, name, true)
+}
+
+// insertRules replaces the isolation rules of a member by rules. A rule
+// of the OUTPUT chain (the member's cgroup) that cannot be added is
+// logged and skipped; any other failure removes what was added.
+func (s *Sandbox) insertRules(ctx context.Context, name string, rules [][]string, cgroup string) error {
 	if err := healRules(ctx, s.dir, name); err != nil {
 		return err
 	}
-	for _, r := range isolateRules(s.dir, n) {
+	for _, r := range rules {
 		if r[0] == "OUTPUT" {
-			if _, err := ensureCgroup(n.Cgroup); err != nil {
+			if _, err := ensureCgroup(cgroup); err != nil {
 				s.logger().Warn("cannot drop the node's own outgoing connections", "node", name, "err", err)
 				continue
 			}
@@ -89,11 +104,15 @@ func (s *Sandbox) Isolate(ctx context.Context, name string) error {
 			return fmt.Errorf("isolate %s: %w", name, err)
 		}
 	}
-	return s.setIsolated(ctx, name, true)
+	return nil
 }
 
-// Heal removes the node's isolation rules.
+// Heal removes the isolation rules of a node, etcd member or Vigil
+// daemon.
 func (s *Sandbox) Heal(ctx context.Context, name string) error {
+	if auxName(name) {
+		return s.healAux(ctx, name)
+	}
 	if _, _, err := s.running(name); err != nil {
 		return err
 	}

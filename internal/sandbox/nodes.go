@@ -28,18 +28,56 @@ func (s *Sandbox) running(name string) (Node, bool, error) {
 	return n, processAlive(n.PID, n.Config), nil
 }
 
-// IsRunning reports whether a node's server process is alive.
+// IsRunning reports whether the process of a node (or etcd member or
+// Vigil daemon) is alive.
 func (s *Sandbox) IsRunning(name string) (bool, error) {
+	if auxName(name) {
+		_, alive, err := s.auxRunning(name)
+		return alive, err
+	}
 	_, alive, err := s.running(name)
 	return alive, err
+}
+
+// PID is the recorded pid of a node, etcd member or Vigil daemon.
+func (s *Sandbox) PID(name string) (int, error) {
+	m := s.Manifest()
+	if auxName(name) {
+		a, err := m.aux(name)
+		if err != nil {
+			return 0, err
+		}
+		return a.pid(), nil
+	}
+	i, err := m.node(name)
+	if err != nil {
+		return 0, err
+	}
+	return m.Nodes[i].PID, nil
+}
+
+// CheckName returns an error listing the valid names unless name is a
+// node, etcd member or Vigil daemon of the sandbox.
+func (s *Sandbox) CheckName(name string) error {
+	m := s.Manifest()
+	if auxName(name) {
+		_, err := m.aux(name)
+		return err
+	}
+	_, err := m.node(name)
+	return err
 }
 
 // Start starts a stopped node with its my.cnf and waits until it answers
 // (and, for Galera, until it is Synced). A replica replicates again on its
 // own: its replication settings persist. A Galera node rejoins the cluster;
 // when no other node runs it bootstraps a new cluster, and logs so at Warn.
-// Starting a running node does nothing.
+// Starting a running node does nothing. Etcd members and Vigil daemons
+// start as members.go says.
 func (s *Sandbox) Start(ctx context.Context, name string) error {
+	if auxName(name) {
+		return s.startAux(ctx, name)
+	}
 	n, alive, err := s.running(name)
 	if err != nil {
 		return err
@@ -129,8 +167,12 @@ func markSafeToBootstrap(datadir string) error {
 }
 
 // Stop shuts a node down cleanly (SIGTERM; SIGKILL after 20 s). A paused
-// node is resumed first so it can shut down.
+// node is resumed first so it can shut down. The same goes for etcd
+// members and Vigil daemons.
 func (s *Sandbox) Stop(ctx context.Context, name string) error {
+	if auxName(name) {
+		return s.stopAux(ctx, name)
+	}
 	n, _, err := s.running(name)
 	if err != nil {
 		return err
@@ -143,8 +185,12 @@ func (s *Sandbox) Stop(ctx context.Context, name string) error {
 	return s.setPaused(ctx, name, false)
 }
 
-// Kill crashes a node with SIGKILL and waits until its process is gone.
+// Kill crashes a node (or etcd member or Vigil daemon) with SIGKILL and
+// waits until its process is gone.
 func (s *Sandbox) Kill(ctx context.Context, name string) error {
+	if auxName(name) {
+		return s.killAux(ctx, name)
+	}
 	n, _, err := s.running(name)
 	if err != nil {
 		return err
@@ -158,8 +204,11 @@ func (s *Sandbox) Kill(ctx context.Context, name string) error {
 }
 
 // Pause freezes a node with SIGSTOP: it keeps its connections but answers
-// nothing.
+// nothing. Etcd members and Vigil daemons too.
 func (s *Sandbox) Pause(ctx context.Context, name string) error {
+	if auxName(name) {
+		return s.pauseAux(ctx, name)
+	}
 	n, alive, err := s.running(name)
 	if err != nil {
 		return err
@@ -175,8 +224,11 @@ func (s *Sandbox) Pause(ctx context.Context, name string) error {
 	return s.setPaused(ctx, name, true)
 }
 
-// Resume continues a paused node (SIGCONT).
+// Resume continues a paused node, etcd member or Vigil daemon (SIGCONT).
 func (s *Sandbox) Resume(ctx context.Context, name string) error {
+	if auxName(name) {
+		return s.resumeAux(ctx, name)
+	}
 	n, alive, err := s.running(name)
 	if err != nil {
 		return err
@@ -201,9 +253,10 @@ func (s *Sandbox) setPaused(ctx context.Context, name string, paused bool) error
 	})
 }
 
-// Down stops every node (resuming paused ones and healing isolated ones
-// first so nothing hangs), removes the sandbox's iptables rules and
-// cgroups, and with purge deletes the directory. Afterwards no server of
+// Down stops everything the sandbox runs: it resumes paused processes and
+// removes the sandbox's iptables rules first so nothing hangs, then stops
+// the Vigil daemons, then the nodes, then the etcd members, removes the
+// cgroups, and with purge deletes the directory. Afterwards no process of
 // the sandbox runs, or Down says which one is left.
 func (s *Sandbox) Down(ctx context.Context, purge bool) error {
 	if err := s.refresh(); err != nil {
@@ -215,10 +268,27 @@ func (s *Sandbox) Down(ctx context.Context, purge bool) error {
 			_ = syscall.Kill(n.PID, syscall.SIGCONT)
 		}
 	}
+	for _, a := range auxRefs(&m) {
+		if procAlive(a.pid(), a.proc()) {
+			_ = syscall.Kill(a.pid(), syscall.SIGCONT)
+		}
+	}
 	var errs []error
 	if err := healRules(ctx, s.dir, ""); err != nil {
 		errs = append(errs, err)
 	}
+	stopAll := func(refs []auxRef) error {
+		return parallel(len(refs), func(i int) error {
+			a := refs[i]
+			for _, pid := range a.pids() {
+				if err := stopProc(ctx, pid, a.proc(), stopGrace); err != nil {
+					return fmt.Errorf("stop %s: %w", a.name(), err)
+				}
+			}
+			return nil
+		})
+	}
+	errs = append(errs, stopAll(vigilRefs(&m)))
 	errs = append(errs, parallel(len(m.Nodes), func(i int) error {
 		n := m.Nodes[i]
 		for _, pid := range append([]int{n.PID}, serverPIDs(n.Config)...) {
@@ -232,10 +302,28 @@ func (s *Sandbox) Down(ctx context.Context, purge bool) error {
 		}
 		return nil
 	}))
+	// etcd members one at a time: a leader stopped together with its
+	// followers waits out its leadership transfer (7 s), one stopped while
+	// its followers run hands over at once, and the last has nobody to
+	// hand over to.
+	for _, a := range etcdRefs(&m) {
+		errs = append(errs, stopAll([]auxRef{a}))
+	}
+	for _, e := range m.Etcd {
+		for _, pid := range cgroupPIDs(e.Cgroup) {
+			_ = killPID(ctx, pid, "")
+		}
+	}
+	removeEtcdCgroups(m.Etcd)
 	removeCgroups(s.dir, m.Nodes)
 	for _, n := range m.Nodes {
 		if pids := serverPIDs(n.Config); len(pids) > 0 {
 			errs = append(errs, fmt.Errorf("%s is still running as pid %d", n.Name, pids[0]))
+		}
+	}
+	for _, a := range auxRefs(&m) {
+		if pids := procPIDs(a.proc()); len(pids) > 0 {
+			errs = append(errs, fmt.Errorf("%s is still running as pid %d", a.name(), pids[0]))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -251,6 +339,10 @@ func (s *Sandbox) Down(ctx context.Context, purge bool) error {
 		for i := range m.Nodes {
 			m.Nodes[i].Paused = false
 			m.Nodes[i].Isolated = false
+		}
+		for _, a := range auxRefs(m) {
+			a.setPaused(false)
+			a.setIsolated(false)
 		}
 		return nil
 	})

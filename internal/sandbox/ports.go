@@ -16,6 +16,10 @@ import (
 // The port scheme, relative to the base port P of a sandbox:
 //
 //	node K MySQL port      P + K - 1            (K = 1..N)
+//	etcdK client port      P + 60 + 2*(K-1)     (K = 1..3, with --etcd)
+//	etcdK peer port        P + 61 + 2*(K-1)
+//	vigilK proxy port      P + 70 + 2*(K-1)     (K = 1..3, with --vigils)
+//	vigilK admin port      P + 71 + 2*(K-1)
 //	proxy (vigil run)      P + 90
 //	admin (vigil run)      P + 91
 //	node K Galera gcomm    P + 100 + 3*(K-1)
@@ -25,13 +29,27 @@ const (
 	proxyOffset  = 90
 	adminOffset  = 91
 	galeraOffset = 100
-	// MaxNodes keeps the node ports below the proxy port.
+	etcdOffset   = 60
+	vigilOffset  = 70
+	// MaxNodes keeps the node ports below the etcd ports.
 	MaxNodes = 50
+	// MaxVigils is the most Vigil daemons a sandbox runs (--vigils).
+	MaxVigils = 3
 )
 
 // NodePorts are the ports of one node.
 type NodePorts struct {
 	MySQL, Gcomm, IST, SST int
+}
+
+// EtcdPorts are the ports of one etcd member.
+type EtcdPorts struct {
+	Client, Peer int
+}
+
+// VigilPorts are the listeners of one Vigil daemon the sandbox runs.
+type VigilPorts struct {
+	Proxy, Admin int
 }
 
 // PortPlan is every port a sandbox needs.
@@ -40,6 +58,35 @@ type PortPlan struct {
 	Nodes []NodePorts
 	Proxy int
 	Admin int
+	// Etcd and Vigils are empty unless the sandbox runs etcd members and
+	// Vigil daemons (see withAux).
+	Etcd   []EtcdPorts
+	Vigils []VigilPorts
+}
+
+// withAux adds the ports of etcd members and Vigil daemons to the plan
+// (at most 3 of each: they sit between the node ports and the proxy
+// port, so the span of the plan does not change).
+func (p PortPlan) withAux(etcd, vigils int) PortPlan {
+	p.Etcd, p.Vigils = nil, nil
+	for k := 0; k < etcd; k++ {
+		c := p.Base + etcdOffset + 2*k
+		p.Etcd = append(p.Etcd, EtcdPorts{Client: c, Peer: c + 1})
+	}
+	for k := 0; k < vigils; k++ {
+		x := p.Base + vigilOffset + 2*k
+		p.Vigils = append(p.Vigils, VigilPorts{Proxy: x, Admin: x + 1})
+	}
+	return p
+}
+
+// planPorts is the plan of a sandbox with options o from base.
+func planPorts(base int, o Options) (PortPlan, error) {
+	p, err := PlanPorts(base, o.Nodes, o.Topology == Galera)
+	if err != nil {
+		return p, err
+	}
+	return p.withAux(o.Etcd, o.Vigils), nil
 }
 
 // All lists every port of the plan with what it is for.
@@ -54,6 +101,14 @@ func (p PortPlan) All() []PortUse {
 				PortUse{n.IST, name + " galera IST"},
 				PortUse{n.SST, name + " galera SST"})
 		}
+	}
+	for i, e := range p.Etcd {
+		name := fmt.Sprintf("etcd%d", i+1)
+		out = append(out, PortUse{e.Client, name + " client"}, PortUse{e.Peer, name + " peer"})
+	}
+	for i, v := range p.Vigils {
+		name := fmt.Sprintf("vigil%d", i+1)
+		out = append(out, PortUse{v.Proxy, name + " proxy"}, PortUse{v.Admin, name + " admin"})
 	}
 	return append(out, PortUse{p.Proxy, "proxy"}, PortUse{p.Admin, "admin"})
 }
@@ -134,8 +189,12 @@ func checkFree(ctx context.Context, p PortPlan) error {
 // ephemeral range so an outgoing connection cannot take a server port
 // between the check and the server binding it.
 func choosePorts(ctx context.Context, n int, galera bool) (PortPlan, error) {
+	return choosePlan(ctx, planSpan(n, galera), func(base int) (PortPlan, error) { return PlanPorts(base, n, galera) })
+}
+
+// choosePlan is choosePorts for any plan of span ports made by mk.
+func choosePlan(ctx context.Context, span int, mk func(base int) (PortPlan, error)) (PortPlan, error) {
 	lo, hi := 20000, ephemeralLow()
-	span := planSpan(n, galera)
 	if hi-span <= lo {
 		hi = 65535
 		lo = 40000
@@ -143,7 +202,7 @@ func choosePorts(ctx context.Context, n int, galera bool) (PortPlan, error) {
 	var last error
 	for attempt := 0; attempt < 40; attempt++ {
 		base := lo + rand.IntN(hi-span-lo)
-		p, err := PlanPorts(base, n, galera)
+		p, err := mk(base)
 		if err != nil {
 			return PortPlan{}, err
 		}

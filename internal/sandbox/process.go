@@ -80,24 +80,50 @@ func serverEnv() []string {
 // node has one) and returns its pid without waiting for it. A goroutine
 // reaps it if it exits while this process lives; otherwise init does.
 func spawn(mariadbd string, n Node, extra ...string) (int, error) {
-	out, err := os.OpenFile(filepath.Join(n.dir(), "mariadbd.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	return spawnProc(procSpec{
+		name:   n.Name,
+		bin:    mariadbd,
+		args:   append([]string{"--defaults-file=" + n.Config, "--user=mysql"}, extra...),
+		dir:    n.dir(),
+		env:    serverEnv(),
+		out:    filepath.Join(n.dir(), "mariadbd.out"),
+		cgroup: n.Cgroup,
+	})
+}
+
+// procSpec is a process the sandbox starts: a server, an etcd member or a
+// Vigil daemon.
+type procSpec struct {
+	name   string   // for messages
+	bin    string   // program
+	args   []string // its arguments
+	dir    string   // working directory
+	env    []string // environment
+	out    string   // stdout and stderr are appended to this file
+	cgroup string   // cgroup v2 path relative to the root, or ""
+}
+
+// spawnProc starts p in its own session (and cgroup when it names one) and
+// returns its pid without waiting for it. A goroutine reaps it if it exits
+// while this process lives; otherwise init does.
+func spawnProc(p procSpec) (int, error) {
+	out, err := os.OpenFile(p.out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return 0, fmt.Errorf("start %s: %w", n.Name, err)
+		return 0, fmt.Errorf("start %s: %w", p.name, err)
 	}
 	defer out.Close()
-	args := append([]string{"--defaults-file=" + n.Config, "--user=mysql"}, extra...)
 	mk := func() *exec.Cmd {
-		cmd := exec.Command(mariadbd, args...)
-		cmd.Dir = n.dir()
-		cmd.Env = serverEnv()
+		cmd := exec.Command(p.bin, p.args...)
+		cmd.Dir = p.dir
+		cmd.Env = p.env
 		cmd.Stdout, cmd.Stderr = out, out
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		return cmd
 	}
 	cmd := mk()
 	var cgFD *os.File
-	if n.Cgroup != "" {
-		if abs, err := ensureCgroup(n.Cgroup); err == nil {
+	if p.cgroup != "" {
+		if abs, err := ensureCgroup(p.cgroup); err == nil {
 			if f, err := os.Open(abs); err == nil {
 				cgFD = f
 				defer f.Close()
@@ -108,28 +134,56 @@ func spawn(mariadbd string, n Node, extra ...string) (int, error) {
 	}
 	if err := cmd.Start(); err != nil {
 		if cgFD == nil {
-			return 0, fmt.Errorf("start %s: %w", n.Name, err)
+			return 0, fmt.Errorf("start %s: %w", p.name, err)
 		}
 		// clone3 into a cgroup can fail on older kernels: start normally
 		// and move the process before it opens any socket.
 		cmd = mk()
 		if err := cmd.Start(); err != nil {
-			return 0, fmt.Errorf("start %s: %w", n.Name, err)
+			return 0, fmt.Errorf("start %s: %w", p.name, err)
 		}
-		_ = moveToCgroup(n.Cgroup, cmd.Process.Pid)
+		_ = moveToCgroup(p.cgroup, cmd.Process.Pid)
 	}
 	go func() { _ = cmd.Wait() }()
 	return cmd.Process.Pid, nil
 }
 
+// procID tells the processes of one sandbox member apart from every other
+// process by one option of its command line: "flag=value" as one argument
+// or flag and value as two. The zero procID matches any process.
+type procID struct{ flag, value string }
+
+// nodeProc identifies the mariadbd of a node by its --defaults-file; ""
+// matches any process.
+func nodeProc(config string) procID {
+	if config == "" {
+		return procID{}
+	}
+	return procID{flag: "--defaults-file", value: config}
+}
+
+func (p procID) match(cmdline []byte) bool {
+	args := bytes.Split(cmdline, []byte{0})
+	for i, a := range args {
+		if string(a) == p.flag+"="+p.value || (string(a) == p.flag && i+1 < len(args) && string(args[i+1]) == p.value) {
+			return true
+		}
+	}
+	return false
+}
+
 // processAlive reports whether pid is a live (not zombie) mariadbd started
 // with config, so a recycled pid is never mistaken for a node.
-func processAlive(pid int, config string) bool { return alive(pid, config, true) }
+func processAlive(pid int, config string) bool { return alive(pid, nodeProc(config), true) }
 
-// alive is processAlive; execGrace waits a moment for the arguments of a
+// procAlive reports whether pid is a live (not zombie) process that id
+// matches.
+func procAlive(pid int, id procID) bool { return alive(pid, id, true) }
+
+// alive is procAlive; execGrace waits a moment for the arguments of a
 // process that has just exec'd (scans of every pid pass false: kernel
 // threads have no arguments at all).
-func alive(pid int, config string, execGrace bool) bool {
+func alive(pid int, id procID, execGrace bool) bool {
 	if pid <= 0 {
 		return false
 	}
@@ -147,7 +201,7 @@ func alive(pid int, config string, execGrace bool) bool {
 		}
 		proc = fmt.Sprintf("/proc/%d/task/%d", pid, tid)
 	}
-	if config == "" {
+	if id.flag == "" {
 		return true
 	}
 	// Right after exec (cmd.Start returns once the old image is gone) the
@@ -159,7 +213,7 @@ func alive(pid int, config string, execGrace bool) bool {
 			return false
 		}
 		if len(cmdline) > 0 || !execGrace || try == 100 {
-			return hasArg(cmdline, "--defaults-file="+config)
+			return id.match(cmdline)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -207,18 +261,12 @@ func processState(pid int) string {
 	return ""
 }
 
-func hasArg(cmdline []byte, arg string) bool {
-	for _, a := range bytes.Split(cmdline, []byte{0}) {
-		if string(a) == arg {
-			return true
-		}
-	}
-	return false
-}
-
 // serverPIDs finds live mariadbd processes started with config, recorded
 // or not (a crashed `up` may not have recorded one).
-func serverPIDs(config string) []int {
+func serverPIDs(config string) []int { return procPIDs(nodeProc(config)) }
+
+// procPIDs finds the live processes that id matches.
+func procPIDs(id procID) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -229,23 +277,24 @@ func serverPIDs(config string) []int {
 		if err != nil {
 			continue
 		}
-		if alive(pid, config, false) {
+		if alive(pid, id, false) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
 }
 
-// waitGone waits until pid is no longer a live server, at most d.
-func waitGone(ctx context.Context, pid int, config string, d time.Duration) bool {
+// waitGone waits until pid is no longer a live process that id matches,
+// at most d.
+func waitGone(ctx context.Context, pid int, id procID, d time.Duration) bool {
 	deadline := time.Now().Add(d)
-	for processAlive(pid, config) {
+	for procAlive(pid, id) {
 		if time.Now().After(deadline) {
 			return false
 		}
 		select {
 		case <-ctx.Done():
-			return !processAlive(pid, config)
+			return !procAlive(pid, id)
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
@@ -255,28 +304,38 @@ func waitGone(ctx context.Context, pid int, config string, d time.Duration) bool
 // stopPID shuts a server down cleanly (SIGTERM, after SIGCONT in case it is
 // paused), and kills it if it is still there after grace.
 func stopPID(ctx context.Context, pid int, config string, grace time.Duration) error {
-	if !processAlive(pid, config) {
+	return stopProc(ctx, pid, nodeProc(config), grace)
+}
+
+// stopProc is stopPID for any process that id matches.
+func stopProc(ctx context.Context, pid int, id procID, grace time.Duration) error {
+	if !procAlive(pid, id) {
 		return nil
 	}
 	_ = syscall.Kill(pid, syscall.SIGCONT)
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("SIGTERM %d: %w", pid, err)
 	}
-	if waitGone(ctx, pid, config, grace) {
+	if waitGone(ctx, pid, id, grace) {
 		return nil
 	}
-	return killPID(context.WithoutCancel(ctx), pid, config)
+	return killProc(context.WithoutCancel(ctx), pid, id)
 }
 
 // killPID sends SIGKILL and waits until the process is gone.
 func killPID(ctx context.Context, pid int, config string) error {
-	if !processAlive(pid, config) {
+	return killProc(ctx, pid, nodeProc(config))
+}
+
+// killProc is killPID for any process that id matches.
+func killProc(ctx context.Context, pid int, id procID) error {
+	if !procAlive(pid, id) {
 		return nil
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("SIGKILL %d: %w", pid, err)
 	}
-	if !waitGone(ctx, pid, config, 15*time.Second) {
+	if !waitGone(ctx, pid, id, 15*time.Second) {
 		return fmt.Errorf("pid %d is still there 15s after SIGKILL", pid)
 	}
 	return nil

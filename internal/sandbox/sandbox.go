@@ -82,6 +82,15 @@ type Options struct {
 	BasePort int
 	// SemiSync turns on semi-synchronous replication (replication only).
 	SemiSync bool
+	// Etcd is the number of etcd members to run (0, 1 or 3): an etcd
+	// cluster etcd1..etcdN on 127.0.0.1 for Vigil's coordination.
+	Etcd int
+	// Vigils is the number of Vigil daemons to run (0..3; needs Etcd):
+	// vigil1..vigilN, each with its own DIR/vigilK/vigil.yaml.
+	Vigils int
+	// VigilBinary is the vigil program the daemons run (`VigilBinary run
+	// --config DIR/vigilK/vigil.yaml`); empty means this executable.
+	VigilBinary string
 	// Logger receives progress; nil discards it.
 	Logger *slog.Logger
 }
@@ -163,6 +172,70 @@ func (n Node) ports() []int {
 	return ps
 }
 
+// EtcdMember is one member of the sandbox's etcd cluster as recorded in
+// the manifest. It runs as `etcd --name etcdK --data-dir DIR/etcdK ...`
+// (see etcdArgs), listening on 127.0.0.1 only.
+type EtcdMember struct {
+	Name       string `json:"name"`
+	Host       string `json:"host"`
+	ClientPort int    `json:"client_port"`
+	PeerPort   int    `json:"peer_port"`
+	DataDir    string `json:"data_dir"`
+	// Log gets the member's stdout and stderr: DIR/etcdK/etcd.log.
+	Log string `json:"log"`
+	PID int    `json:"pid"`
+	// Cgroup is the member's cgroup v2 path (see Node.Cgroup), used to
+	// drop the connections it opens itself on isolate; empty when
+	// unavailable.
+	Cgroup string `json:"cgroup,omitempty"`
+	// Failure injection state.
+	Paused   bool `json:"paused,omitempty"`
+	Isolated bool `json:"isolated,omitempty"`
+}
+
+// ClientAddr is host:client_port.
+func (e EtcdMember) ClientAddr() string { return fmt.Sprintf("%s:%d", e.Host, e.ClientPort) }
+
+// ClientURL is the member's client URL.
+func (e EtcdMember) ClientURL() string { return "http://" + e.ClientAddr() }
+
+// PeerURL is the member's peer URL.
+func (e EtcdMember) PeerURL() string { return fmt.Sprintf("http://%s:%d", e.Host, e.PeerPort) }
+
+// proc identifies the member's process by its data directory.
+func (e EtcdMember) proc() procID { return procID{flag: "--data-dir", value: e.DataDir} }
+
+// dir is the member's own directory (its data directory).
+func (e EtcdMember) dir() string { return e.DataDir }
+
+// VigilInstance is one Vigil daemon the sandbox runs, as recorded in the
+// manifest: `Binary run --config Config`.
+type VigilInstance struct {
+	Name   string `json:"name"`
+	Binary string `json:"binary"`
+	// Config is DIR/vigilK/vigil.yaml.
+	Config   string   `json:"config"`
+	Proxy    Endpoint `json:"proxy"`
+	Admin    Endpoint `json:"admin"`
+	StateDir string   `json:"state_dir"`
+	// SourceAddress is the local address the daemon connects to etcd
+	// from (coordination.etcd.source_address): 127.0.0.(10+K), so that
+	// isolate can cut it off from etcd alone.
+	SourceAddress string `json:"source_address"`
+	// Log gets the daemon's stdout and stderr: DIR/vigilK/vigil.log.
+	Log string `json:"log"`
+	PID int    `json:"pid"`
+	// Failure injection state.
+	Paused   bool `json:"paused,omitempty"`
+	Isolated bool `json:"isolated,omitempty"`
+}
+
+// proc identifies the daemon's process by its --config.
+func (v VigilInstance) proc() procID { return procID{flag: "--config", value: v.Config} }
+
+// dir is the daemon's own directory.
+func (v VigilInstance) dir() string { return filepath.Dir(v.Config) }
+
 // Manifest is the content of sandbox.json.
 type Manifest struct {
 	Topology Topology `json:"topology"`
@@ -177,12 +250,73 @@ type Manifest struct {
 	// AdminToken is the token of the admin API in vigil.yaml (random per
 	// sandbox): the admin API never runs open.
 	AdminToken string `json:"admin_token,omitempty"`
+	// Etcd are the members of the sandbox's etcd cluster (up --etcd N);
+	// absent without one.
+	Etcd []EtcdMember `json:"etcd,omitempty"`
+	// EtcdClusterToken is the cluster's --initial-cluster-token, unique
+	// per sandbox.
+	EtcdClusterToken string `json:"etcd_cluster_token,omitempty"`
+	// Vigils are the Vigil daemons the sandbox runs (up --vigils N);
+	// absent without them.
+	Vigils []VigilInstance `json:"vigils,omitempty"`
 }
 
 func (m *Manifest) clone() Manifest {
 	c := *m
 	c.Nodes = append([]Node(nil), m.Nodes...)
+	if m.Etcd != nil {
+		c.Etcd = append([]EtcdMember(nil), m.Etcd...)
+	}
+	if m.Vigils != nil {
+		c.Vigils = append([]VigilInstance(nil), m.Vigils...)
+	}
 	return c
+}
+
+// EtcdEndpoints are the client addresses (127.0.0.1:PORT) of the etcd
+// members, in order; nil without etcd.
+func (m *Manifest) EtcdEndpoints() []string {
+	var out []string
+	for _, e := range m.Etcd {
+		out = append(out, e.ClientAddr())
+	}
+	return out
+}
+
+// names lists every member name of the sandbox: nodes, etcd members,
+// Vigil daemons.
+func (m *Manifest) names() []string {
+	var names []string
+	for _, n := range m.Nodes {
+		names = append(names, n.Name)
+	}
+	for _, e := range m.Etcd {
+		names = append(names, e.Name)
+	}
+	for _, v := range m.Vigils {
+		names = append(names, v.Name)
+	}
+	return names
+}
+
+// etcd is the index of the named etcd member.
+func (m *Manifest) etcd(name string) (int, error) {
+	for i := range m.Etcd {
+		if m.Etcd[i].Name == name {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("unknown etcd member %q: this sandbox has %s", name, strings.Join(m.names(), ", "))
+}
+
+// vigil is the index of the named Vigil daemon.
+func (m *Manifest) vigil(name string) (int, error) {
+	for i := range m.Vigils {
+		if m.Vigils[i].Name == name {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("unknown vigil %q: this sandbox has %s", name, strings.Join(m.names(), ", "))
 }
 
 func (m *Manifest) node(name string) (int, error) {
@@ -191,11 +325,7 @@ func (m *Manifest) node(name string) (int, error) {
 			return i, nil
 		}
 	}
-	names := make([]string, len(m.Nodes))
-	for i, n := range m.Nodes {
-		names[i] = n.Name
-	}
-	return -1, fmt.Errorf("unknown node %q: this sandbox has %s", name, strings.Join(names, ", "))
+	return -1, fmt.Errorf("unknown node %q: this sandbox has %s", name, strings.Join(m.names(), ", "))
 }
 
 // Sandbox is a handle on a sandbox directory. Its methods are safe for

@@ -83,11 +83,58 @@ func (n *NodeStatus) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// StatusReport is the status of every node.
+// StatusReport is the status of every node, etcd member and Vigil daemon.
 type StatusReport struct {
 	Topology Topology     `json:"topology"`
 	Dir      string       `json:"dir"`
 	Nodes    []NodeStatus `json:"nodes"`
+	// Etcd and Vigils are absent when the sandbox runs none.
+	Etcd   []EtcdStatus  `json:"etcd,omitempty"`
+	Vigils []VigilStatus `json:"vigils,omitempty"`
+}
+
+// States of etcd members and Vigil daemons in a StatusReport.
+const (
+	StateRunning = "running"
+	StateStopped = "stopped"
+	StatePaused  = "paused"
+)
+
+// EtcdStatus is what Status observed of one etcd member.
+type EtcdStatus struct {
+	Name string `json:"name"`
+	// Client is the client address, host:port.
+	Client   string `json:"client"`
+	PeerPort int    `json:"peer_port"`
+	PID      int    `json:"pid"`
+	// State is running, stopped or paused.
+	State   string `json:"state"`
+	Running bool   `json:"running"`
+	// Healthy: GET /health said "health":"true" just now.
+	Healthy  bool `json:"healthy"`
+	Paused   bool `json:"paused"`
+	Isolated bool `json:"isolated"`
+	// Error is why the member is not healthy, if it is not.
+	Error string `json:"error,omitempty"`
+}
+
+// VigilStatus is what Status observed of one Vigil daemon.
+type VigilStatus struct {
+	Name          string `json:"name"`
+	Proxy         string `json:"proxy"`
+	Admin         string `json:"admin"`
+	SourceAddress string `json:"source_address"`
+	PID           int    `json:"pid"`
+	// State is running, stopped or paused.
+	State   string `json:"state"`
+	Running bool   `json:"running"`
+	// Answering: its admin port answered HTTP and its proxy port accepted
+	// a connection just now.
+	Answering bool `json:"answering"`
+	Paused    bool `json:"paused"`
+	Isolated  bool `json:"isolated"`
+	// Error is why it is not answering, if it is not.
+	Error string `json:"error,omitempty"`
 }
 
 // Node returns the status of the named node, or false.
@@ -100,18 +147,85 @@ func (r StatusReport) Node(name string) (NodeStatus, bool) {
 	return NodeStatus{}, false
 }
 
-// Status looks at every node at once, each bounded by about two seconds.
+// Status looks at every node, etcd member and Vigil daemon at once, each
+// bounded by about two seconds.
 func (s *Sandbox) Status(ctx context.Context) (*StatusReport, error) {
 	if err := s.refresh(); err != nil {
 		return nil, err
 	}
 	m := s.Manifest()
 	r := &StatusReport{Topology: m.Topology, Dir: m.Dir, Nodes: make([]NodeStatus, len(m.Nodes))}
-	_ = parallel(len(m.Nodes), func(i int) error {
-		r.Nodes[i] = nodeStatus(ctx, &m, m.Nodes[i])
+	if len(m.Etcd) > 0 {
+		r.Etcd = make([]EtcdStatus, len(m.Etcd))
+	}
+	if len(m.Vigils) > 0 {
+		r.Vigils = make([]VigilStatus, len(m.Vigils))
+	}
+	n, ne := len(m.Nodes), len(m.Etcd)
+	_ = parallel(n+ne+len(m.Vigils), func(i int) error {
+		switch {
+		case i < n:
+			r.Nodes[i] = nodeStatus(ctx, &m, m.Nodes[i])
+		case i < n+ne:
+			r.Etcd[i-n] = etcdStatus(ctx, m.Etcd[i-n])
+		default:
+			r.Vigils[i-n-ne] = vigilStatus(ctx, m.Vigils[i-n-ne])
+		}
 		return nil
 	})
 	return r, nil
+}
+
+// procState is the state of a recorded process: running, stopped or
+// paused (seen stopped by SIGSTOP, whatever the manifest says).
+func procState(pid int, id procID) string {
+	switch {
+	case !procAlive(pid, id):
+		return StateStopped
+	case processState(pid) == "T":
+		return StatePaused
+	}
+	return StateRunning
+}
+
+func etcdStatus(ctx context.Context, e EtcdMember) EtcdStatus {
+	st := EtcdStatus{
+		Name: e.Name, Client: e.ClientAddr(), PeerPort: e.PeerPort, PID: e.PID,
+		State: procState(e.PID, e.proc()), Isolated: e.Isolated,
+	}
+	st.Running = st.State != StateStopped
+	st.Paused = st.State == StatePaused
+	switch st.State {
+	case StatePaused:
+		st.Error = "paused (SIGSTOP)"
+	case StateRunning:
+		_, ok, err := etcdHealth(ctx, e, statusTimeout)
+		st.Healthy = ok
+		if err != nil {
+			st.Error = err.Error()
+		}
+	}
+	return st
+}
+
+func vigilStatus(ctx context.Context, v VigilInstance) VigilStatus {
+	st := VigilStatus{
+		Name: v.Name, Proxy: v.Proxy.Addr(), Admin: v.Admin.Addr(), SourceAddress: v.SourceAddress, PID: v.PID,
+		State: procState(v.PID, v.proc()), Isolated: v.Isolated,
+	}
+	st.Running = st.State != StateStopped
+	st.Paused = st.State == StatePaused
+	switch st.State {
+	case StatePaused:
+		st.Error = "paused (SIGSTOP)"
+	case StateRunning:
+		if err := vigilAnswers(ctx, v, statusTimeout); err != nil {
+			st.Error = err.Error()
+		} else {
+			st.Answering = true
+		}
+	}
+	return st
 }
 
 func nodeStatus(ctx context.Context, m *Manifest, n Node) NodeStatus {

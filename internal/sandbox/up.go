@@ -55,12 +55,24 @@ func (o Options) validate() error {
 	if o.SemiSync && o.Nodes < 2 {
 		return errors.New("--semi-sync needs at least 2 nodes: a primary alone would block every commit")
 	}
+	if o.Etcd != 0 && o.Etcd != 1 && o.Etcd != MaxEtcd {
+		return fmt.Errorf("--etcd must be 0, 1 or 3 (members of the etcd cluster), not %d", o.Etcd)
+	}
+	if o.Vigils < 0 || o.Vigils > MaxVigils {
+		return fmt.Errorf("--vigils must be between 0 and %d, not %d", MaxVigils, o.Vigils)
+	}
+	if o.Vigils > 0 && o.Etcd == 0 {
+		return errNoEtcd
+	}
 	return nil
 }
 
 // Up creates and starts a sandbox, waits until every node answers and
 // replication runs (or Galera is Synced everywhere), then writes
-// sandbox.json and vigil.yaml. On failure it stops what it started and
+// sandbox.json and vigil.yaml. With Options.Etcd it first starts an etcd
+// cluster and waits until every member is healthy; with Options.Vigils it
+// last writes DIR/vigilK/vigil.yaml and starts the Vigil daemons, and
+// waits until each answers. On failure it stops what it started and
 // leaves the files (error logs) in place.
 func Up(ctx context.Context, o Options) (*Sandbox, error) {
 	o = o.withDefaults()
@@ -70,6 +82,17 @@ func Up(ctx context.Context, o Options) (*Sandbox, error) {
 	bins, err := findBinaries(o.Topology)
 	if err != nil {
 		return nil, err
+	}
+	etcdBin := ""
+	if o.Etcd > 0 {
+		if etcdBin, err = findEtcd(); err != nil {
+			return nil, err
+		}
+	}
+	if o.Vigils > 0 {
+		if o.VigilBinary, err = resolveVigilBinary(o.VigilBinary); err != nil {
+			return nil, err
+		}
 	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("must run as root: the servers run as user mysql, their files are chowned to it and isolate uses iptables")
@@ -111,6 +134,12 @@ func Up(ctx context.Context, o Options) (*Sandbox, error) {
 	if err := installAll(ctx, bins, m); err != nil {
 		return nil, err
 	}
+	if len(m.Etcd) > 0 {
+		if err := s.startEtcdAll(ctx, etcdBin, m); err != nil {
+			s.abort(m)
+			return nil, err
+		}
+	}
 	if err := s.startAll(ctx, bins, m); err != nil {
 		s.abort(m)
 		return nil, err
@@ -127,6 +156,16 @@ func Up(ctx context.Context, o Options) (*Sandbox, error) {
 	if err := writeFileAtomic(filepath.Join(dir, ConfigFile), yml, 0o644); err != nil {
 		s.abort(m)
 		return nil, err
+	}
+	if len(m.Vigils) > 0 {
+		if err := writeVigilFiles(m); err != nil {
+			s.abort(m)
+			return nil, err
+		}
+		if err := s.startVigilsAll(ctx, m); err != nil {
+			s.abort(m)
+			return nil, err
+		}
 	}
 	if err := writeManifest(dir, m); err != nil {
 		s.abort(m)
@@ -147,11 +186,25 @@ func prepareDir(ctx context.Context, dir string) error {
 	if old, err := readManifest(dir); err == nil {
 		// A stopped sandbox: start afresh.
 		_ = healRules(ctx, dir, "")
+		removeEtcdCgroups(old.Etcd)
 		removeCgroups(dir, old.Nodes)
 		for _, n := range old.Nodes {
 			if filepath.Dir(n.dir()) == dir {
 				if err := os.RemoveAll(n.dir()); err != nil {
 					return fmt.Errorf("remove old %s: %w", n.Name, err)
+				}
+			}
+		}
+		for _, a := range auxRefs(old) {
+			d, name := "", a.name()
+			if a.etcd != nil {
+				d = a.etcd.dir()
+			} else {
+				d = a.vigil.dir()
+			}
+			if filepath.Dir(d) == dir {
+				if err := os.RemoveAll(d); err != nil {
+					return fmt.Errorf("remove old %s: %w", name, err)
 				}
 			}
 		}
@@ -178,6 +231,11 @@ func refuseRunning(dir string) error {
 	for _, n := range old.Nodes {
 		if processAlive(n.PID, n.Config) || len(serverPIDs(n.Config)) > 0 {
 			return fmt.Errorf("%s already holds a running sandbox (%s is running): run `vigil sandbox down --dir %s` first", dir, n.Name, dir)
+		}
+	}
+	for _, a := range auxRefs(old) {
+		if procAlive(a.pid(), a.proc()) || len(procPIDs(a.proc())) > 0 {
+			return fmt.Errorf("%s already holds a running sandbox (%s is running): run `vigil sandbox down --dir %s` first", dir, a.name(), dir)
 		}
 	}
 	return nil
@@ -208,11 +266,10 @@ func makeTraversable(dir string) error {
 }
 
 func planFor(ctx context.Context, o Options) (PortPlan, error) {
-	galera := o.Topology == Galera
 	if o.BasePort == 0 {
-		return choosePorts(ctx, o.Nodes, galera)
+		return choosePlan(ctx, planSpan(o.Nodes, o.Topology == Galera), func(base int) (PortPlan, error) { return planPorts(base, o) })
 	}
-	plan, err := PlanPorts(o.BasePort, o.Nodes, galera)
+	plan, err := planPorts(o.BasePort, o)
 	if err != nil {
 		return plan, err
 	}
@@ -263,8 +320,41 @@ func newManifest(dir string, o Options, plan PortPlan, cgroups bool) *Manifest {
 		}
 		m.Nodes = append(m.Nodes, n)
 	}
+	if len(plan.Etcd) > 0 {
+		m.EtcdClusterToken = "vigil-sandbox-" + randomToken()
+	}
+	for i, p := range plan.Etcd {
+		name := "etcd" + strconv.Itoa(i+1)
+		d := filepath.Join(dir, name)
+		e := EtcdMember{
+			Name: name, Host: Host, ClientPort: p.Client, PeerPort: p.Peer,
+			DataDir: d, Log: filepath.Join(d, "etcd.log"),
+		}
+		if cgroups {
+			e.Cgroup = sandboxCgroup(dir) + "/" + name
+		}
+		m.Etcd = append(m.Etcd, e)
+	}
+	for i, p := range plan.Vigils {
+		name := "vigil" + strconv.Itoa(i+1)
+		d := filepath.Join(dir, name)
+		m.Vigils = append(m.Vigils, VigilInstance{
+			Name:          name,
+			Binary:        o.VigilBinary,
+			Config:        filepath.Join(d, ConfigFile),
+			Proxy:         Endpoint{Host: Host, Port: p.Proxy},
+			Admin:         Endpoint{Host: Host, Port: p.Admin},
+			StateDir:      filepath.Join(d, stateDir),
+			SourceAddress: vigilSourceAddress(i + 1),
+			Log:           filepath.Join(d, "vigil.log"),
+		})
+	}
 	return m
 }
+
+// vigilSourceAddress is the local address vigilK connects to etcd from:
+// 127.0.0.(10+K), on lo like every 127/8 address.
+func vigilSourceAddress(k int) string { return fmt.Sprintf("127.0.0.%d", 10+k) }
 
 // writeNodeFiles creates the node directories (owned by mysql), their
 // my.cnf and the bootstrap SQL.
@@ -416,11 +506,22 @@ func (s *Sandbox) startGalera(ctx context.Context, bins binaries, m *Manifest, r
 func (s *Sandbox) abort(m *Manifest) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	for _, a := range vigilRefs(m) {
+		for _, pid := range a.pids() {
+			_ = killProc(ctx, pid, a.proc())
+		}
+	}
 	for _, n := range m.Nodes {
 		for _, pid := range append([]int{n.PID}, serverPIDs(n.Config)...) {
 			_ = killPID(ctx, pid, n.Config)
 		}
 	}
+	for _, a := range etcdRefs(m) {
+		for _, pid := range a.pids() {
+			_ = killProc(ctx, pid, a.proc())
+		}
+	}
+	removeEtcdCgroups(m.Etcd)
 	removeCgroups(m.Dir, m.Nodes)
 }
 

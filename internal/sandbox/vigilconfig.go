@@ -3,6 +3,8 @@ package sandbox
 import (
 	"fmt"
 	"path/filepath"
+	"reflect"
+	"strings"
 
 	"github.com/vigil-db/vigil/internal/config"
 )
@@ -20,10 +22,16 @@ const ClusterName = "sandbox"
 // several independent nodes → read-only (no failover: there is nothing to
 // promote).
 func VigilConfig(m *Manifest) *config.Config {
+	return vigilConfig(m, m.Proxy, m.Admin, filepath.Join(m.Dir, stateDir))
+}
+
+// vigilConfig is VigilConfig with the given proxy and admin listeners and
+// state directory.
+func vigilConfig(m *Manifest, proxy, admin Endpoint, stateDir string) *config.Config {
 	cl := config.Cluster{
 		Name:   ClusterName,
 		Type:   "replication",
-		Listen: m.Proxy.Addr(),
+		Listen: proxy.Addr(),
 		Monitor: config.Monitor{
 			User:     m.Accounts.Monitor.User,
 			Password: m.Accounts.Monitor.Password,
@@ -52,9 +60,9 @@ func VigilConfig(m *Manifest) *config.Config {
 		cl.Servers = append(cl.Servers, srv)
 	}
 	return &config.Config{
-		StateDir: filepath.Join(m.Dir, stateDir),
+		StateDir: stateDir,
 		Log:      config.Log{Level: "info", Format: "text"},
-		Admin:    config.Admin{Listen: m.Admin.Addr(), Token: m.AdminToken},
+		Admin:    config.Admin{Listen: admin.Addr(), Token: m.AdminToken},
 		Users: []config.User{{
 			Name:     m.Accounts.App.User,
 			Password: m.Accounts.App.Password,
@@ -77,4 +85,72 @@ func RenderVigilConfig(m *Manifest) ([]byte, error) {
 	header := fmt.Sprintf("# Vigil configuration for the %s sandbox in %s, written by vigil sandbox up.\n# Run: vigil run --config %s\n",
 		m.Topology, m.Dir, filepath.Join(m.Dir, ConfigFile))
 	return append([]byte(header), data...), nil
+}
+
+// Settings of the coordination block of the Vigil daemons' configs.
+const (
+	// CoordinationPrefix is where the daemons keep their keys in etcd.
+	CoordinationPrefix = "/vigil-sandbox/"
+	// CoordinationLeaseTTL is how long a daemon keeps its role without
+	// reaching etcd.
+	CoordinationLeaseTTL = "2s"
+)
+
+// RenderInstanceConfig is DIR/vigilK/vigil.yaml for one Vigil daemon of a
+// sandbox: what RenderVigilConfig writes with the daemon's own proxy and
+// admin listeners and state directory (the same admin token), followed by
+// a coordination block naming the instance, the sandbox's etcd members and
+// the daemon's own source address. Every key has a comment above it.
+//
+// The part before coordination is checked with config.Parse; the whole
+// file is too once the config schema knows the coordination key.
+func RenderInstanceConfig(m *Manifest, v VigilInstance) ([]byte, error) {
+	base, err := config.Minimal(vigilConfig(m, v.Proxy, v.Admin, v.StateDir))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", v.Config, err)
+	}
+	if _, err := config.Parse(base); err != nil {
+		return nil, fmt.Errorf("%s does not validate: %w", v.Config, err)
+	}
+	data := append(base, coordinationYAML(m, v)...)
+	if configKnowsCoordination() {
+		if _, err := config.Parse(data); err != nil {
+			return nil, fmt.Errorf("%s does not validate: %w", v.Config, err)
+		}
+	}
+	header := fmt.Sprintf("# Vigil configuration of %s, one of the Vigil daemons of the %s sandbox in %s, written by vigil sandbox up.\n# Run: vigil run --config %s\n",
+		v.Name, m.Topology, m.Dir, v.Config)
+	return append([]byte(header), data...), nil
+}
+
+// coordinationYAML is the coordination block of a daemon's config.
+func coordinationYAML(m *Manifest, v VigilInstance) string {
+	var b strings.Builder
+	b.WriteString("\n# Several Vigil instances serve the same clusters and agree through etcd on which one acts.\n")
+	b.WriteString("coordination:\n")
+	b.WriteString("  # This instance's name in etcd.\n")
+	fmt.Fprintf(&b, "  instance: %s\n", v.Name)
+	b.WriteString("  # How long this instance keeps its role without reaching etcd.\n")
+	fmt.Fprintf(&b, "  lease_ttl: %s\n", CoordinationLeaseTTL)
+	b.WriteString("  # The etcd cluster of the sandbox.\n")
+	b.WriteString("  etcd:\n")
+	b.WriteString("    # etcd client addresses.\n")
+	fmt.Fprintf(&b, "    endpoints: [%s]\n", strings.Join(m.EtcdEndpoints(), ", "))
+	b.WriteString("    # Keys live under this prefix.\n")
+	fmt.Fprintf(&b, "    prefix: %s\n", CoordinationPrefix)
+	b.WriteString("    # Connect to etcd from this local address (the sandbox gives each Vigil its own, so it can be cut off from etcd alone).\n")
+	fmt.Fprintf(&b, "    source_address: %s\n", v.SourceAddress)
+	return b.String()
+}
+
+// configKnowsCoordination reports whether config.Config has the
+// coordination key, i.e. whether config.Parse accepts a coordination block.
+func configKnowsCoordination() bool {
+	t := reflect.TypeFor[config.Config]()
+	for i := range t.NumField() {
+		if key, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); key == "coordination" {
+			return true
+		}
+	}
+	return false
 }
