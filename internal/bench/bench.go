@@ -91,6 +91,10 @@ type Options struct {
 	// query log) and turns digests off in the plain vigil target, so the
 	// two measure the cost of query processing.
 	Processing bool
+	// Coordination adds the vigil+etcd target: a Vigil like the plain
+	// one plus coordination through a single-member etcd the bench runs,
+	// to measure what coordination costs the statement hot path.
+	Coordination bool
 	// VigilBin is the vigil binary started as `vigil run`.
 	VigilBin     string
 	VigilVersion string
@@ -189,8 +193,13 @@ type env struct {
 	// vigilRules is the second Vigil, with query processing on.
 	vigilRules *child
 	// extra are the Vigils started besides the plain one (processing,
-	// rules scaling), stopped at the end if still running.
+	// coordination, rules scaling), stopped at the end if still running.
 	extra []*child
+	// etcd is the bench's etcd (--coordination), stopped after the
+	// Vigils; coordCluster the cluster whose writes vigil+etcd routes,
+	// coordLease the etcd lease it held when the runs began.
+	etcd                     *child
+	coordCluster, coordLease string
 	// vigilCfg is the plain Vigil's configuration file.
 	vigilCfg string
 	targets  []Target
@@ -235,6 +244,9 @@ func Run(ctx context.Context, o Options) (*Results, string, error) {
 	}
 	e := &env{o: o, started: time.Now(), rootDBs: map[string]*sql.DB{}}
 	progs := []string{"sysbench", "haproxy"}
+	if o.Coordination {
+		progs = append(progs, "etcd")
+	}
 	if o.Pin.Any() {
 		progs = append(progs, "taskset")
 	}
@@ -384,6 +396,7 @@ func (e *env) run(ctx context.Context, res *Results, plan []Case) error {
 			return err
 		}
 	}
+	e.checkCoordinationEnd(ctx)
 	return nil
 }
 

@@ -24,12 +24,18 @@ type child struct {
 
 // startChild starts bin with args, its output appended to logPath.
 func startChild(name, logPath, bin string, args ...string) (*child, error) {
+	return startChildEnv(name, logPath, nil, bin, args...)
+}
+
+// startChildEnv is startChild with the environment env (nil: ours).
+func startChildEnv(name, logPath string, env []string, bin string, args ...string) (*child, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = env
 	// Pdeathsig: should vigil bench itself be killed, the child goes too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {

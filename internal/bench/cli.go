@@ -23,7 +23,8 @@ Usage:
               [--clients 1000,10000] [--rules 100,1000] [--failover-runs 5]
               [--pin-client CPUS] [--pin-proxy CPUS] [--pin-servers CPUS]
               [--out bench/out] [--compare FILE|none]
-              [--sandbox DIR [--skip-prepare]] [--keep] [--processing] [--verbose]
+              [--sandbox DIR [--skip-prepare]] [--keep] [--processing] [--coordination]
+              [--verbose]
   vigil bench --render DIR [--compare FILE|none]
 
 Brings up a 3-node replication sandbox (or uses --sandbox DIR), prepares
@@ -66,6 +67,7 @@ func Command(ctx context.Context, args []string, version string, stdout, stderr 
 	verbose := fs.Bool("verbose", false, "log the sandbox's progress")
 	render := fs.String("render", "", "summarize the runs in DIR/results.json again and rewrite its report and plots (no measurement)")
 	processing := fs.Bool("processing", false, "add a Vigil with digests, 100 query rules and a file query log (target vigil+rules) and measure its overhead")
+	coordination := fs.Bool("coordination", false, "add a Vigil like the plain one coordinated through a single-member etcd the bench runs (target vigil+etcd) and check that coordination costs the hot path nothing")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, benchUsage)
 		fs.PrintDefaults()
@@ -164,6 +166,7 @@ func Command(ctx context.Context, args []string, version string, stdout, stderr 
 		SkipPrepare:  *skipPrepare,
 		Keep:         *keep,
 		Processing:   *processing,
+		Coordination: *coordination,
 		VigilBin:     exe,
 		VigilVersion: version,
 		Progress:     stderr,

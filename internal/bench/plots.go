@@ -486,7 +486,7 @@ func plotCPU(path string, sum Summary, pal palette) error {
 		}
 		g := barGroup{label: shortLabel(ss), values: map[string]float64{}}
 		for _, t := range ss.Targets {
-			if t.ProxyCPUUsPerQuery != nil && (isBaseTarget(t.Target) || t.Target == TargetVigilRules) {
+			if t.ProxyCPUUsPerQuery != nil && (isBaseTarget(t.Target) || t.Target == TargetVigilRules || t.Target == TargetVigilEtcd) {
 				g.values[t.Target] = t.ProxyCPUUsPerQuery.Median
 			}
 		}

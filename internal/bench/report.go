@@ -280,6 +280,7 @@ func WriteMarkdown(w io.Writer, res *Results) error {
 		}
 	}
 	writeRatios(w, sum.Scenarios)
+	writeCoordination(w, sum.Scenarios, res.Runs)
 	if len(churn) > 0 {
 		fmt.Fprintf(w, "\n## Connection churn\n\nEvery event opens a connection, runs SELECT 1, reads the row and disconnects (Go client, go-sql-driver/mysql, %d threads). Through Vigil the client's login is answered by Vigil and SELECT 1 runs on a pooled server connection; direct and through HAProxy every event is a new mariadbd connection.\n\n", churn[0].Threads)
 		mdHeader(w, []string{"target", "connections/s", "min–max", "p50 ms", "p99 ms", "errors", "proxy CPU µs/connection", "proxy RSS MiB", "mariadbd CPU µs/connection", "client CPU µs/connection", "server commands/connection"})

@@ -87,6 +87,11 @@ func (e *env) setUp(ctx context.Context) error {
 			return err
 		}
 	}
+	if e.o.Coordination {
+		if err := e.startVigilEtcd(ctx); err != nil {
+			return err
+		}
+	}
 	if n, err := e.threadsConnected(ctx); err == nil {
 		e.baselineConns = ptr(n)
 	}
@@ -279,7 +284,8 @@ func (e *env) teardown() error {
 	if e.vigil != nil || e.haproxy != nil || (e.ownSB && !e.o.Keep) {
 		e.progress("stopping the proxies and the sandbox")
 	}
-	for _, c := range append([]*child{e.haproxy, e.vigil}, e.extra...) {
+	// etcd last: the Vigil coordinated through it stops first.
+	for _, c := range append(append([]*child{e.haproxy, e.vigil}, e.extra...), e.etcd) {
 		if c == nil {
 			continue
 		}

@@ -173,8 +173,8 @@ func isBaseTarget(name string) bool {
 
 // ratioPairs are the comparisons a case reports, when both sides ran:
 // the three base targets against each other, and every other Vigil
-// against the plain one (query processing) or the one without rules
-// (rules scaling).
+// against the plain one (query processing, coordination) or the one
+// without rules (rules scaling).
 func ratioPairs(targets []TargetSummary) []Ratio {
 	out := []Ratio{
 		{Metric: "qps", Num: TargetVigil, Den: TargetDirect},
@@ -432,6 +432,11 @@ func checks(sum Summary) []Check {
 			c.Detail = "not measured"
 		}
 		out = append(out, c)
+	}
+	for _, ss := range sum.Scenarios {
+		if c, ok := coordinationCheck(ss); ok {
+			out = append(out, c)
+		}
 	}
 	var bad []string
 	for _, ss := range sum.Scenarios {
