@@ -6,7 +6,7 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 E2E_TIMEOUT ?= 40m
 
-.PHONY: all build deps test unit e2e fuzz bench bench-go bench-failover demo clean vet compat
+.PHONY: all build deps test unit e2e fuzz bench bench-go bench-failover demo demo-ha clean vet compat
 
 all: build
 
@@ -106,6 +106,10 @@ chaos: deps build
 
 demo: deps build
 	scripts/demo.sh
+
+# Two Vigil instances coordinated through etcd (docs/ha.md).
+demo-ha: deps build
+	scripts/demo-ha.sh
 
 clean:
 	rm -rf bin test-artifacts
