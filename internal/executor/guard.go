@@ -65,10 +65,19 @@ func (e *Executor) noteAcked() {
 	}
 	switch {
 	case semi && o.SemiSync.SourceOn:
-		if o.SemiSync.WaitSessions > 0 || ms.prev == nil || !ms.prev.SemiSync.SourceOn {
+		if ms.prev == nil || !ms.prev.SemiSync.SourceOn {
 			break // what is in the binary log now may still wait
 		}
-		m.Pos, m.At = ms.prev.GTID.Binlog, ms.prev.Time
+		// Every transaction of the previous check's position has had a
+		// whole check interval to enter its wait: it finished waiting
+		// (acknowledged) or is one of the commits waiting now, which are
+		// the last ones written. A primary whose only replica died keeps
+		// its last commit waiting forever (wait_no_slave): the ones before
+		// it were acknowledged, perhaps by the replica that died.
+		m.Pos, m.At = ackedBefore(ms.prev.GTID, o.SemiSync.WaitSessions), ms.prev.Time
+		if same {
+			m.Pos = topology.MaxGTIDPos(ms.mark.Pos, m.Pos)
+		}
 	case semi:
 		// Fallen back to asynchronous replication: commits are
 		// acknowledged without any replica.
@@ -87,6 +96,35 @@ func (e *Executor) noteAcked() {
 		m.Pos, m.At = ms.mark.Pos, ms.mark.At
 	}
 	ms.mark = &m
+}
+
+// ackedBefore is the part of st's binary log position certainly
+// acknowledged when waiting commits wait: in each domain, the sequence
+// number waiting below the last. The transaction there must be known
+// (its server id is part of its identity): when another server's last
+// transaction in the domain (gtid_binlog_state) is at or after it, the
+// domain is left out and the mark keeps its earlier position there.
+func ackedBefore(st topology.GTIDState, waiting int64) topology.GTIDPos {
+	if waiting <= 0 {
+		return st.Binlog
+	}
+	var out topology.GTIDPos
+	for _, g := range st.Binlog {
+		if g.Seq <= uint64(waiting) {
+			continue
+		}
+		s := g.Seq - uint64(waiting)
+		known := len(st.BinlogState) > 0
+		for _, o := range st.BinlogState {
+			if o.Domain == g.Domain && o.Server != g.Server && o.Seq >= s {
+				known = false
+			}
+		}
+		if known {
+			out = append(out, topology.GTID{Domain: g.Domain, Server: g.Server, Seq: s})
+		}
+	}
+	return out
 }
 
 // ackedMark is a copy of the mark for the engine's input.

@@ -87,10 +87,35 @@ func TestAckedMark(t *testing.T) {
 			t.Fatalf("step %d: mark %s, want %s", i, got, c.want)
 		}
 	}
+	// The primary's only replica dies after acknowledging 0-1-72; the
+	// next commit (0-1-73) waits forever (wait_no_slave): everything
+	// before the waiting commits was acknowledged.
+	state := func(o *topology.Observation, st string) *topology.Observation {
+		o.GTID.BinlogState = topology.MustParseGTIDPos(st)
+		return o
+	}
+	for i, c := range []struct {
+		o    *topology.Observation
+		want string
+	}{
+		{state(primaryObs("0-1-73", true, 1), "0-2-5,0-1-73"), "0-1-60 async"}, // no binlog state seen before
+		{state(primaryObs("0-1-73", true, 1), "0-2-5,0-1-73"), "0-1-72 async"},
+		{state(primaryObs("0-1-73", true, 1), "0-2-5,0-1-73"), "0-1-72 async"},
+		// Another server's transaction in the domain at or after the
+		// sequence number: its identity is unknown, the mark stays.
+		{state(primaryObs("0-1-80", true, 0), "0-2-79,0-1-80"), "0-1-73 async"},
+		{state(primaryObs("0-1-80", true, 0), "0-2-79,0-1-80"), "0-1-80 async"},
+		{state(primaryObs("0-1-81", true, 2), "0-2-79,0-1-81"), "0-1-80 async"},
+		{state(primaryObs("0-1-81", true, 2), "0-2-79,0-1-81"), "0-1-80 async"},
+	} {
+		if got := step(c.o); got != c.want {
+			t.Fatalf("waiting step %d: mark %s, want %s", i, got, c.want)
+		}
+	}
 	// A failed check changes nothing: the mark stays for the decision.
 	mon.obs["node1"] = &topology.Observation{Server: "node1", Seq: 1000, OK: false}
 	e.noteAcked()
-	if m := e.ackedMark(); m == nil || m.Server != "node1" || m.Pos.String() != "0-1-60" || !m.SemiSync {
+	if m := e.ackedMark(); m == nil || m.Server != "node1" || m.Pos.String() != "0-1-80" || !m.SemiSync {
 		t.Fatalf("mark after a failed check: %+v", m)
 	}
 }

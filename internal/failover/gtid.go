@@ -25,25 +25,9 @@ type position struct {
 func mariaPos(ps ...topology.GTIDPos) position {
 	var out topology.GTIDPos
 	for _, p := range ps {
-		out = mergeMaria(out, p)
+		out = topology.MaxGTIDPos(out, p)
 	}
 	return position{flavor: topology.FlavorMariaDB, maria: out}
-}
-
-// mergeMaria is the per-domain maximum of two positions.
-func mergeMaria(a, b topology.GTIDPos) topology.GTIDPos {
-	out := slices.Clone(a)
-	for _, g := range b {
-		i := slices.IndexFunc(out, func(x topology.GTID) bool { return x.Domain == g.Domain })
-		switch {
-		case i < 0:
-			out = append(out, g)
-		case g.Seq > out[i].Seq:
-			out[i] = g
-		}
-	}
-	slices.SortFunc(out, func(x, y topology.GTID) int { return cmp.Compare(x.Domain, y.Domain) })
-	return out
 }
 
 func mysqlPos(sets ...string) position {
@@ -76,7 +60,7 @@ func receivedPos(o *topology.Observation) position {
 		if err != nil {
 			p.bad = err.Error()
 		}
-		p.maria = mergeMaria(p.maria, io)
+		p.maria = topology.MaxGTIDPos(p.maria, io)
 	}
 	return p
 }
@@ -127,7 +111,7 @@ func (p position) union(q position) position {
 	if p.flavor == topology.FlavorMySQL {
 		out.mysql = mysqlUnion(p.mysql, q.mysql)
 	} else {
-		out.maria = mergeMaria(p.maria, q.maria)
+		out.maria = topology.MaxGTIDPos(p.maria, q.maria)
 	}
 	return out
 }

@@ -42,7 +42,7 @@ func (v *view) knownLoss(c int) (uint64, string) {
 			ranges = append(ranges, fmt.Sprintf("%d-%d-%d..%d", g.Domain, g.Server, have+1, g.Seq))
 		}
 	}
-	how := "under semi-sync (every one reached a replica that is not a candidate now)"
+	how := "under semi-sync (a replica acknowledged each one: one that is not a candidate now, or this one before a restart discarded its relay log)"
 	if m.Async {
 		how = fmt.Sprintf("after semi-sync fell back to asynchronous replication (from %s)", stamp(m.AsyncSince))
 	}

@@ -237,3 +237,19 @@ func Applied(pos, gtid string) bool {
 	}
 	return p.AtLeast(q)
 }
+
+// MaxGTIDPos is the per-domain maximum of two positions, sorted by domain.
+func MaxGTIDPos(a, b GTIDPos) GTIDPos {
+	out := slices.Clone(a)
+	for _, g := range b {
+		i := slices.IndexFunc(out, func(x GTID) bool { return x.Domain == g.Domain })
+		switch {
+		case i < 0:
+			out = append(out, g)
+		case g.Seq > out[i].Seq:
+			out[i] = g
+		}
+	}
+	slices.SortFunc(out, func(x, y GTID) int { return cmp.Compare(x.Domain, y.Domain) })
+	return out
+}
