@@ -45,6 +45,9 @@ type ServerView struct {
 	// promoted only when named).
 	Weight  int  `json:"weight"`
 	Standby bool `json:"standby,omitempty"`
+	// SemiSyncAsyncSince: the server (writable, semi-sync enabled) has
+	// fallen back to asynchronous replication since then.
+	SemiSyncAsyncSince *time.Time `json:"semi_sync_async_since,omitempty"`
 }
 
 // PoolView is a server's connection pool usage.

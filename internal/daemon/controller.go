@@ -63,6 +63,7 @@ func (d *daemon) Servers() []admin.ServerView {
 		if snap == nil {
 			continue
 		}
+		checks := rt.mon.Checks()
 		for i, s := range snap.Servers {
 			if s.Removed {
 				continue
@@ -82,6 +83,10 @@ func (d *daemon) Servers() []admin.ServerView {
 			}
 			if i < len(rt.fe.Stats.ServerQueries) {
 				v.Queries = rt.fe.Stats.ServerQueries[i].Load()
+			}
+			if i < len(checks) && !checks[i].AsyncSince.IsZero() {
+				since := checks[i].AsyncSince.UTC()
+				v.SemiSyncAsyncSince = &since
 			}
 			out = append(out, v)
 		}

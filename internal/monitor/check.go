@@ -42,7 +42,9 @@ func variablesSQL(f topology.Flavor, galera bool) (string, []string) {
 	if f == topology.FlavorMySQL {
 		vars = append(vars, "super_read_only", "gtid_executed")
 	} else {
-		vars = append(vars, "gtid_current_pos", "gtid_binlog_pos", "gtid_slave_pos", "gtid_binlog_state")
+		// Semi-sync is built into MariaDB since 10.3: the variable exists
+		// whether or not it is enabled.
+		vars = append(vars, "gtid_current_pos", "gtid_binlog_pos", "gtid_slave_pos", "gtid_binlog_state", "rpl_semi_sync_master_enabled")
 	}
 	if galera {
 		vars = append(vars, wsrepVariables...)
@@ -145,6 +147,9 @@ func collect(ctx context.Context, c *backend.Conn, flavor topology.Flavor, opts 
 	}
 	st := topology.StatusMap(res.Rows)
 	o.SemiSync = topology.ParseSemiSyncStatus(st)
+	if flavor != topology.FlavorMySQL {
+		o.SemiSync.SourceEnabled = topology.ParseBool(v["rpl_semi_sync_master_enabled"])
+	}
 	o.Uptime = -1
 	if v, err := strconv.ParseInt(st["uptime"], 10, 64); err == nil {
 		o.Uptime = v

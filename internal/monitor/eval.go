@@ -105,6 +105,13 @@ type ServerState struct {
 	KeptReason string
 	// Checks counts the checks applied, by how they were judged.
 	Checks CheckCounts
+	// SemiSyncAsync: a writable server with semi-sync enabled whose
+	// commits do not wait for a replica (Rpl_semi_sync_master_status
+	// OFF): it fell back to asynchronous replication, and a failover now
+	// can lose what it acknowledges. AsyncNoTx is its
+	// Rpl_semi_sync_master_no_tx when the fallback was first seen.
+	SemiSyncAsync bool
+	AsyncNoTx     int64
 
 	// Admin is the operator's state: Online (no override), OfflineSoft or
 	// OfflineHard.
@@ -168,13 +175,23 @@ func (s *ServerState) joinCaughtUp() bool {
 type CheckCounts struct {
 	Good, Failed, Slow, Overloaded uint64
 	Kept                           uint64
+	// SemiSyncFallbacks counts the times the server was seen falling back
+	// from semi-sync to asynchronous replication as a writable server;
+	// AsyncSeconds is the time of the fallbacks that ended, AsyncSince the
+	// start of the current one (zero when none). NoTx is its
+	// Rpl_semi_sync_master_no_tx as last seen with semi-sync enabled, -1
+	// when unknown.
+	SemiSyncFallbacks uint64
+	AsyncSeconds      float64
+	AsyncSince        time.Time
+	NoTx              int64
 }
 
 // NewState is the state of a cluster before any check.
 func NewState(opts *Options) State {
 	st := State{Designated: -1, Writer: -1, WriterReason: "no server checked yet"}
 	for _, s := range opts.Servers {
-		st.Servers = append(st.Servers, ServerState{Name: s.Name, Computed: topology.Shunned, Reason: "not checked yet", Lag: -1})
+		st.Servers = append(st.Servers, ServerState{Name: s.Name, Computed: topology.Shunned, Reason: "not checked yet", Lag: -1, Checks: CheckCounts{NoTx: -1}})
 	}
 	return st
 }
@@ -322,6 +339,7 @@ func (s *ServerState) apply(o *topology.Observation, opts *Options, env judgeEnv
 	}
 	s.Overloaded, s.OverloadReason = o.Overloaded, o.OverloadReason
 	if o.OK {
+		s.noteSemiSync(o)
 		switch {
 		case o.Replica == nil || o.Replica.IORunning == topology.IOYes:
 			s.IODownSince = time.Time{}
@@ -650,6 +668,55 @@ func (st *State) writerName() string {
 	return st.Servers[st.Writer].Name
 }
 
+// noteSemiSync follows the semi-sync fallback of a writable server from
+// an answered check. A read-only server (a replica, a fenced or demoted
+// primary) is not acknowledging client commits, whatever its counters.
+func (s *ServerState) noteSemiSync(o *topology.Observation) {
+	ss := o.SemiSync
+	s.Checks.NoTx = -1
+	if ss.Known && ss.SourceEnabled {
+		s.Checks.NoTx = ss.NoTx
+	}
+	async := ss.Known && ss.SourceEnabled && !ss.SourceOn && !o.ReadOnly
+	switch {
+	case async && !s.SemiSyncAsync:
+		s.SemiSyncAsync, s.AsyncNoTx = true, ss.NoTx
+		s.Checks.SemiSyncFallbacks++
+		s.Checks.AsyncSince = o.Time
+	case !async && s.SemiSyncAsync:
+		s.SemiSyncAsync = false
+		s.Checks.AsyncSeconds += o.Time.Sub(s.Checks.AsyncSince).Seconds()
+		s.Checks.AsyncSince = time.Time{}
+	}
+}
+
+// semiSyncEvents are the fallback events of one server between two
+// states: the start says what a failover can lose now, the end how long
+// it lasted and how many commits no replica acknowledged.
+func semiSyncEvents(p, n *ServerState, ev func(server string, kind EventKind, from, to, reason string)) {
+	switch {
+	case !p.SemiSyncAsync && n.SemiSyncAsync:
+		o := n.LastOK
+		ev(n.Name, EventSemiSyncFallback, "", "", fmt.Sprintf("semi-sync fell back to asynchronous replication: rpl_semi_sync_master_enabled=ON but Rpl_semi_sync_master_status=OFF (%d semi-sync replicas connected, Rpl_semi_sync_master_no_tx %d): commits are acknowledged without any replica, and a failover now could lose them; check the replicas' IO threads and rpl_semi_sync_master_timeout",
+			o.SemiSync.Clients, o.SemiSync.NoTx))
+	case p.SemiSyncAsync && !n.SemiSyncAsync:
+		o := n.Last
+		lasted := o.Time.Sub(p.Checks.AsyncSince).Round(100 * time.Millisecond)
+		unacked := o.SemiSync.NoTx - p.AsyncNoTx
+		why := "commits wait for a replica's acknowledgement again"
+		switch {
+		case !o.SemiSync.SourceEnabled:
+			why = "semi-sync was disabled (rpl_semi_sync_master_enabled=OFF)"
+		case o.ReadOnly:
+			why = "it is read-only now and acknowledges no commit"
+		}
+		if unacked < 0 {
+			unacked = 0 // the counter was reset (FLUSH STATUS or a restart)
+		}
+		ev(n.Name, EventSemiSyncRestored, "", "", fmt.Sprintf("%s after %s of asynchronous replication; %d commits were acknowledged without a replica in that time (Rpl_semi_sync_master_no_tx)", why, lasted, unacked))
+	}
+}
+
 // diff lists the events between two states.
 func diff(prev, next *State, opts *Options, now time.Time) []Event {
 	var evs []Event
@@ -699,6 +766,7 @@ func diff(prev, next *State, opts *Options, now time.Time) []Event {
 		} else if p.Overloaded && !n.Overloaded {
 			ev(n.Name, EventOverloadCleared, "", "", "accepts connections again")
 		}
+		semiSyncEvents(p, n, ev)
 		if !p.Lagging && n.Lagging {
 			ev(n.Name, EventLag, "", "", n.Latest.Reason)
 		} else if p.Lagging && !n.Lagging {

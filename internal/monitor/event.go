@@ -54,6 +54,11 @@ const (
 	// leaves routing after all.
 	EventWriterKept        EventKind = "writer_kept"
 	EventWriterKeptCleared EventKind = "writer_kept_cleared"
+	// EventSemiSyncFallback: a writable server with semi-sync enabled
+	// acknowledges commits without waiting for a replica (fell back to
+	// asynchronous replication). EventSemiSyncRestored ends it.
+	EventSemiSyncFallback EventKind = "semi_sync_fallback"
+	EventSemiSyncRestored EventKind = "semi_sync_restored"
 )
 
 // Event is one thing the monitor noticed or was told.
@@ -94,7 +99,7 @@ func orNone(s string) string {
 // level is the log level of an event: losing something is a warning.
 func (e Event) level() slog.Level {
 	switch e.Kind {
-	case EventConflict, EventOverloaded, EventLag, EventSlow, EventWriterKept:
+	case EventConflict, EventOverloaded, EventLag, EventSlow, EventWriterKept, EventSemiSyncFallback:
 		return slog.LevelWarn
 	case EventStateChange:
 		if e.To != "ONLINE" {

@@ -392,7 +392,7 @@ func (m *Monitor) SetOptions(opts Options) error {
 	}
 	for _, i := range added {
 		s := opts.Servers[i]
-		m.st.Servers = append(m.st.Servers, ServerState{Name: s.Name, Computed: topology.Shunned, Reason: "not checked yet", Lag: -1, Joining: true})
+		m.st.Servers = append(m.st.Servers, ServerState{Name: s.Name, Computed: topology.Shunned, Reason: "not checked yet", Lag: -1, Joining: true, Checks: CheckCounts{NoTx: -1}})
 		m.latest = append(m.latest, nil)
 		p := newProbe(m, i, s.Name)
 		m.probes = append(m.probes, p)

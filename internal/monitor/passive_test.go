@@ -327,7 +327,7 @@ func TestCheckCounts(t *testing.T) {
 	s.checkN("node1", 3, timedOut(0)) // kept: lone writer
 	s.check("node1", overloadedObs(1040))
 	s.check("node1", writableObs())
-	want := CheckCounts{Good: 4, Failed: 3, Slow: 2, Overloaded: 1, Kept: 2}
+	want := CheckCounts{Good: 4, Failed: 3, Slow: 2, Overloaded: 1, Kept: 2, NoTx: -1}
 	if got := h.st.Servers[0].Checks; got != want {
 		t.Fatalf("%+v, want %+v", got, want)
 	}

@@ -51,6 +51,11 @@ type SemiSyncStatus struct {
 	Known bool
 	// SourceOn is Rpl_semi_sync_master_status: commits wait for an ack.
 	SourceOn bool
+	// SourceEnabled is @@rpl_semi_sync_master_enabled (MariaDB; read with
+	// the variables). Enabled but not SourceOn: the server fell back to
+	// asynchronous replication (no replica acknowledged within
+	// rpl_semi_sync_master_timeout, or none is connected).
+	SourceEnabled bool
 	// Clients is Rpl_semi_sync_master_clients, the connected semi-sync
 	// replicas.
 	Clients int

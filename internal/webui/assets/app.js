@@ -385,17 +385,19 @@ function drawGraph(g, list, galera) {
 function drawNode(s, p) {
   const role = s.writer ? s.role + ' · writer' : s.role;
   const pool = s.pool || {};
-  const tip = `${s.name} ${s.address}\n${s.state}${s.reason ? ': ' + s.reason : ''}\ngtid ${s.gtid || '–'}`;
+  const asyncNote = s.semi_sync_async_since ? `\nsemi-sync fell back to async since ${s.semi_sync_async_since}` : '';
+  const tip = `${s.name} ${s.address}\n${s.state}${s.reason ? ': ' + s.reason : ''}\ngtid ${s.gtid || '–'}${asyncNote}`;
   return svg('g', {
     class: 'node', transform: `translate(${p.x},${p.y})`,
     'data-server': s.name, 'data-cluster': s.cluster, 'data-state': s.state,
     'data-role': s.role, 'data-writer': s.writer ? 'true' : 'false',
+    'data-semisync': s.semi_sync_async_since ? 'async' : '',
   },
   svg('title', null, tip),
   svg('rect', { class: 'box', width: NODE_W, height: NODE_H, rx: 8, fill: STATE_COLOR[s.state] || '#8a8f98' }),
   svg('text', { class: 'name', x: 10, y: 21 }, s.name),
   svg('text', { class: 'role', x: NODE_W - 10, y: 20, 'text-anchor': 'end' }, role),
-  svg('text', { class: 'state', x: 10, y: 42 }, s.state),
+  svg('text', { class: 'state', x: 10, y: 42 }, s.semi_sync_async_since ? s.state + ' · semi-sync ASYNC' : s.state),
   svg('text', { class: 'lag', x: 10, y: 61 }, 'lag ' + fmtLag(s.lag_seconds)),
   svg('text', { class: 'pool', x: 10, y: 77 }, `in use ${pool.in_use ?? 0} / open ${pool.open ?? 0}`),
   svg('text', { class: 'qps', x: NODE_W - 10, y: 77, 'text-anchor': 'end', 'data-qps': s.name }, fmtQps(serverQps(s))));
@@ -464,7 +466,8 @@ function fillServerRow(r, s) {
   setText($('.role', r), s.writer ? s.role + ' (writer)' : s.role);
   const st = $('.state', r);
   st.dataset.state = s.state;
-  setText(st, s.state);
+  st.dataset.semisync = s.semi_sync_async_since ? 'async' : '';
+  setText(st, s.semi_sync_async_since ? s.state + ' · semi-sync ASYNC since ' + fmtTime(s.semi_sync_async_since) : s.state);
   setText($('.lag', r), fmtLag(s.lag_seconds));
   setText($('.pool', r), `${pool.in_use ?? 0} / ${pool.open ?? 0}`);
   setText($('.waits', r), String(pool.waits ?? 0));

@@ -1,0 +1,126 @@
+package e2e
+
+// Semi-sync fallback seen live (issue 18): the monitor's event, the
+// metrics, the server view and the bench's count.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/config"
+	"github.com/vigil-db/vigil/internal/sandbox"
+)
+
+// adminGet is GET path on env's admin API with the sandbox config's token.
+func adminGet(t *testing.T, env *clusterEnv, path string) string {
+	t.Helper()
+	cfg, err := config.Load(env.sb.ConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "http://"+env.admin+path, nil)
+	if cfg.Admin.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.Admin.Token)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// The primary's replicas stop acknowledging (their IO threads stopped)
+// and rpl_semi_sync_master_timeout is small: the primary falls back to
+// asynchronous replication. Vigil journals it, shows it in /metrics and
+// in the server view while it lasts, and journals its end with how many
+// commits went unacknowledged.
+func TestSemiSyncFallbackDetected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	ctx := context.Background()
+	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, nil)
+	p := env.writer(t)
+	db := openDB(t, fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s&readTimeout=10s&writeTimeout=5s", env.addr))
+	mustExec(t, db, "CREATE TABLE IF NOT EXISTS vigil_test.fallback (n INT PRIMARY KEY)")
+	asyncSeries := fmt.Sprintf(`vigil_semi_sync_async{cluster="sandbox",server="%s"}`, p)
+	fallsSeries := fmt.Sprintf(`vigil_semi_sync_fallbacks_total{cluster="sandbox",server="%s"}`, p)
+	if v := metricIn(adminGet(t, env, "/metrics"), asyncSeries); v != 0 {
+		t.Fatalf("%s = %v before any fallback", asyncSeries, v)
+	}
+	if _, err := env.sb.SQL(ctx, p, "SET GLOBAL rpl_semi_sync_master_timeout = 200"); err != nil {
+		t.Fatal(err)
+	}
+	var replicas []string
+	for _, n := range env.sb.NodeNames() {
+		if n != p {
+			replicas = append(replicas, n)
+			if _, err := env.sb.SQL(ctx, n, "STOP SLAVE IO_THREAD"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t0 := time.Now()
+	for i := 1; i <= 20; i++ {
+		mustExec(t, db, fmt.Sprintf("INSERT INTO vigil_test.fallback VALUES (%d)", i))
+	}
+	Eventually(t, 15*time.Second, "the semi_sync_fallback event", func() error {
+		if ev := env.events(t); !strings.Contains(ev, "semi_sync_fallback") {
+			return fmt.Errorf("no event yet:\n%s", ev)
+		}
+		return nil
+	})
+	ev := env.events(t)
+	if !strings.Contains(ev, "fell back to asynchronous replication") || !strings.Contains(ev, "a failover now could lose") {
+		t.Errorf("the fallback event does not say what it means:\n%s", ev)
+	}
+	body := adminGet(t, env, "/metrics")
+	if metricIn(body, asyncSeries) != 1 || metricIn(body, fallsSeries) < 1 {
+		t.Errorf("metrics during the fallback: %s = %v, %s = %v", asyncSeries, metricIn(body, asyncSeries), fallsSeries, metricIn(body, fallsSeries))
+	}
+	if s := env.server(t, p); s.SemiSyncAsyncSince == nil || s.SemiSyncAsyncSince.Before(t0.Add(-time.Second)) {
+		t.Errorf("server view of %s during the fallback: semi_sync_async_since %v", p, s.SemiSyncAsyncSince)
+	}
+	if n := metricIn(body, fmt.Sprintf(`vigil_semi_sync_unacknowledged_commits{cluster="sandbox",server="%s"}`, p)); n < 1 {
+		t.Errorf("vigil_semi_sync_unacknowledged_commits = %v after commits acknowledged without a replica", n)
+	}
+	t.Logf("fallback seen %s after the replicas stopped acknowledging", time.Since(t0).Round(time.Millisecond))
+
+	// The replicas acknowledge again: the fallback ends.
+	for _, n := range replicas {
+		if _, err := env.sb.SQL(ctx, n, "START SLAVE IO_THREAD"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	Eventually(t, 30*time.Second, "the semi_sync_restored event", func() error {
+		mustExec(t, db, "REPLACE INTO vigil_test.fallback VALUES (1000)") // a commit that can be acknowledged
+		if ev := env.events(t); !strings.Contains(ev, "semi_sync_restored") {
+			return fmt.Errorf("no event yet")
+		}
+		return nil
+	})
+	ev = env.events(t)
+	if !strings.Contains(ev, "commits were acknowledged without a replica") {
+		t.Errorf("the end of the fallback does not count the unacknowledged commits:\n%s", ev)
+	}
+	body = adminGet(t, env, "/metrics")
+	if v := metricIn(body, asyncSeries); v != 0 {
+		t.Errorf("%s = %v after the fallback ended", asyncSeries, v)
+	}
+	if v := metricIn(body, fmt.Sprintf(`vigil_semi_sync_async_seconds_total{cluster="sandbox",server="%s"}`, p)); v <= 0 {
+		t.Errorf("vigil_semi_sync_async_seconds_total = %v after a fallback", v)
+	}
+	if s := env.server(t, p); s.SemiSyncAsyncSince != nil {
+		t.Errorf("server view still shows the fallback: %v", s.SemiSyncAsyncSince)
+	}
+}
