@@ -70,6 +70,18 @@ bench: deps build
 bench-quick: deps build
 	bin/vigil bench --quick $(BENCH_FLAGS)
 
+# What each durability and HA choice costs (docs/benchmarks.md, "Choosing
+# a topology"): standalone durability steps, async, semi-sync and Galera,
+# direct and through Vigil; results in bench/out/topology-<timestamp>/.
+# About 20 minutes on 2 cores; bench-topology-quick under 5.
+# BENCH_TOPOLOGY_FLAGS adds options (--topologies, --threads, --sandbox DIR, ...).
+.PHONY: bench-topology bench-topology-quick
+bench-topology: deps build
+	bin/vigil bench topology $(BENCH_TOPOLOGY_FLAGS)
+
+bench-topology-quick: deps build
+	bin/vigil bench topology --quick $(BENCH_TOPOLOGY_FLAGS)
+
 # Micro-benchmarks of the hot path (classifier, framing, routing), with
 # allocations.
 bench-go:

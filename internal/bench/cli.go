@@ -26,6 +26,7 @@ Usage:
               [--sandbox DIR [--skip-prepare]] [--keep] [--processing] [--coordination]
               [--verbose]
   vigil bench --render DIR [--compare FILE|none]
+  vigil bench topology [--quick] [...]   durability and HA choices compared (vigil bench topology -h)
 
 Brings up a 3-node replication sandbox (or uses --sandbox DIR), prepares
 sysbench tables on the primary, starts Vigil and HAProxy (mode tcp, to the
@@ -44,6 +45,9 @@ Flags:
 
 // Command is `vigil bench ARGS`; version names the binary in the report.
 func Command(ctx context.Context, args []string, version string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "topology" {
+		return TopologyCommand(ctx, args[1:], version, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("vigil bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "point_select and read_only at 32 threads, churn, 1,000 idle clients, one failover: 2 reps of 6s, under 5 minutes")
@@ -68,19 +72,8 @@ func Command(ctx context.Context, args []string, version string, stdout, stderr 
 	render := fs.String("render", "", "summarize the runs in DIR/results.json again and rewrite its report and plots (no measurement)")
 	processing := fs.Bool("processing", false, "add a Vigil with digests, 100 query rules and a file query log (target vigil+rules) and measure its overhead")
 	coordination := fs.Bool("coordination", false, "add a Vigil like the plain one coordinated through a single-member etcd the bench runs (target vigil+etcd) and check that coordination costs the hot path nothing")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, benchUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "vigil bench: unexpected arguments %q\n", fs.Args())
-		return 2
+	if code, done := parseCommandFlags(fs, benchUsage, args, stderr); done {
+		return code
 	}
 	if *render != "" {
 		res, err := Render(*render, *compare)
@@ -177,16 +170,28 @@ func Command(ctx context.Context, args []string, version string, stdout, stderr 
 		if werr := WriteText(stdout, res); werr != nil {
 			fmt.Fprintf(stderr, "vigil bench: %v\n", werr)
 		}
-		if dir != "" {
-			fmt.Fprintf(stdout, "\nResults: %s/results.json, %s/report.md (plots: %s)\n", dir, dir, strings.Join(res.Plots, ", "))
-		}
+	} else {
+		dir = "" // nothing measured: no results to point at
+	}
+	var plots []string
+	if res != nil {
+		plots = res.Plots
+	}
+	return finishCommand(ctx, "vigil bench", dir, plots, err, t0, stdout, stderr)
+}
+
+// finishCommand points at the results in dir (when there are), reports
+// err (interrupted or not) and the total time, and returns the exit code.
+func finishCommand(ctx context.Context, name, dir string, plots []string, err error, t0 time.Time, stdout, stderr io.Writer) int {
+	if dir != "" {
+		fmt.Fprintf(stdout, "\nResults: %s/results.json, %s/report.md (plots: %s)\n", dir, dir, strings.Join(plots, ", "))
 	}
 	if err != nil {
 		msg := strings.TrimSpace(err.Error())
 		if ctx.Err() != nil {
 			msg = "interrupted: " + msg
 		}
-		fmt.Fprintf(stderr, "vigil bench: %s\n", msg)
+		fmt.Fprintf(stderr, "%s: %s\n", name, msg)
 		return 1
 	}
 	fmt.Fprintf(stdout, "Total time: %s\n", time.Since(t0).Round(time.Second))
@@ -199,4 +204,25 @@ func knownScenarios() string {
 		names = append(names, s.Short)
 	}
 	return strings.Join(names, ", ")
+}
+
+// parseCommandFlags parses args into fs, with usage as the help text;
+// done says the command must return code now (help asked for, or bad
+// flags or arguments, already reported on stderr).
+func parseCommandFlags(fs *flag.FlagSet, usage string, args []string, stderr io.Writer) (code int, done bool) {
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, true
+		}
+		return 2, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", fs.Name(), fs.Args())
+		return 2, true
+	}
+	return 0, false
 }
