@@ -5,9 +5,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +98,39 @@ func TestSemiSyncFallbackDetected(t *testing.T) {
 		t.Errorf("vigil_semi_sync_unacknowledged_commits = %v after commits acknowledged without a replica", n)
 	}
 	t.Logf("fallback seen %s after the replicas stopped acknowledging", time.Since(t0).Round(time.Millisecond))
+
+	// The bench measures the same thing on the same servers: time
+	// fallen back and commits acknowledged without a replica.
+	out := t.TempDir()
+	res, err := RunVigil(t, "bench", "topology", "--sandbox", env.sb.Dir(), "--workloads", "oltp_insert", "--threads", "2",
+		"--duration", "3s", "--warmup", "0s", "--paths", "direct", "--tables", "1", "--table-size", "100", "--out", out)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("vigil bench topology: %v (exit %d)\n%s\n%s", err, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	var results struct {
+		Runs []struct {
+			Topology string `json:"topology"`
+			SemiSync *struct {
+				NoTxDelta    int64   `json:"no_tx_delta"`
+				YesTxDelta   int64   `json:"yes_tx_delta"`
+				AsyncSeconds float64 `json:"async_seconds"`
+				RunSeconds   float64 `json:"run_seconds"`
+			} `json:"semi_sync"`
+		} `json:"runs"`
+	}
+	data, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &results)
+	}
+	if err != nil || len(results.Runs) == 0 || results.Runs[0].SemiSync == nil {
+		t.Fatalf("bench results: %v\n%s", err, data)
+	}
+	ss := results.Runs[0].SemiSync
+	t.Logf("bench on the fallen-back primary: %d commits without an acknowledgement, %d with; async %.1f s of %.1f s",
+		ss.NoTxDelta, ss.YesTxDelta, ss.AsyncSeconds, ss.RunSeconds)
+	if ss.NoTxDelta < 1 || ss.YesTxDelta != 0 || ss.AsyncSeconds < ss.RunSeconds*0.8 {
+		t.Errorf("the bench did not count the fallback: %+v", *ss)
+	}
 
 	// The replicas acknowledge again: the fallback ends.
 	for _, n := range replicas {
