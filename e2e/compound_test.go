@@ -573,6 +573,15 @@ func TestCompoundKnownLossRefused(t *testing.T) {
 	if !strings.Contains(ev.Message, "would lose") || !strings.Contains(ev.Message, "--accept-loss") {
 		t.Errorf("the refusal does not say what would be lost and what to do: %s", ev.Message)
 	}
+	if !strings.Contains(ev.Message, "after semi-sync fell back to asynchronous replication") {
+		t.Errorf("the refusal does not name the semi-sync fallback behind the loss: %s", ev.Message)
+	}
+	// The fallback itself was journaled live, before the failover.
+	if fb, ok := lab.awaitEvent(t1, 0, func(e admin.Event) bool { return e.Kind == "semi_sync_fallback" && e.Server == p }); !ok {
+		t.Errorf("no semi_sync_fallback event for %s while it acknowledged writes without its replica; events:\n%s", p, lab.eventsSince(t1, nil))
+	} else if !fb.Time.Before(t2) {
+		t.Errorf("the fallback was journaled at %s, after %s died (%s)", fb.Time, p, t2)
+	}
 	time.Sleep(2 * time.Second)
 	if wr := lab.env.writer(t); wr == r {
 		t.Fatalf("Vigil promoted %s over known loss", r)
