@@ -72,8 +72,15 @@ type haEnv struct {
 // writes.
 func newHAEnv(t *testing.T) *haEnv {
 	t.Helper()
-	bin := BuildVigil(t)
-	sb := Sandbox(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true, Etcd: 3, Vigils: 2, VigilBinary: bin})
+	return newHAEnvWith(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true, Etcd: 3, Vigils: 2})
+}
+
+// newHAEnvWith is newHAEnv on a sandbox of opts (with the test's Vigil
+// binary).
+func newHAEnvWith(t *testing.T, opts sandbox.Options) *haEnv {
+	t.Helper()
+	opts.VigilBinary = BuildVigil(t)
+	sb := Sandbox(t, opts)
 	e := &haEnv{t: t, sb: sb, m: sb.Manifest(), sids: map[string]int{}, t0: time.Now()}
 	e.token = e.m.AdminToken
 	for _, n := range e.m.Nodes {
@@ -1481,4 +1488,60 @@ func TestHAEtcdQuorumLost(t *testing.T) {
 	}
 	e.requireAgreement(e.mustRecord(), 10*time.Second)
 	e.requireAckedOn(newW, w1, w2)
+}
+
+// Galera with two Vigil instances: the writer node is killed while both
+// instances write. The acting instance moves the writer and publishes it;
+// both route writes to that node only (one writer, not one per
+// instance), and every acknowledged write is on it.
+func TestHAGaleraWriterDiesTwoVigils(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	e := newHAEnvWith(t, sandbox.Options{Topology: sandbox.Galera, Nodes: 3, Etcd: 3, Vigils: 2})
+	ctx := context.Background()
+	rec0 := e.mustRecord()
+	acting, _ := e.actingName()
+	t.Logf("before: %s; %s acts", haRec(rec0), acting)
+	start := time.Now()
+	w1, w2 := e.startWriter(0, 10*time.Millisecond), e.startWriter(1, 10*time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
+	tKill := time.Now()
+	haMust(t, "kill node1", e.sb.Kill(ctx, "node1"))
+	killed := time.Now() // node1 is gone: nothing sent from now on can run there
+	rec := e.waitNewWriter("node1", 30*time.Second)
+	t.Logf("kill -9 node1 → record %s after %s", haRec(rec), time.Since(tKill).Round(time.Millisecond))
+	for _, w := range []*haWriter{w1, w2} {
+		Eventually(t, 20*time.Second, "a write through "+w.via+" acknowledged after the kill", func() error {
+			if _, ok := w.firstAckAfter(tKill); !ok {
+				return errors.New("none yet")
+			}
+			return nil
+		})
+	}
+	time.Sleep(time.Second)
+	w1.halt()
+	w2.halt()
+	t.Log(w1.summary())
+	t.Log(w2.summary())
+	e.requireAgreement(rec, 5*time.Second)
+	if rec.By != acting {
+		t.Errorf("the record was written by %s; %s was acting", rec.By, acting)
+	}
+	newSid := e.sids[rec.Writer]
+	for _, w := range []*haWriter{w1, w2} {
+		for _, a := range w.acked() {
+			if a.start.After(killed) && a.sid != newSid {
+				t.Errorf("%s: write %d started %s after the kill ran on server_id %d, not on the writer %s (%d): two writers",
+					w.via, a.id, a.start.Sub(killed).Round(time.Millisecond), a.sid, rec.Writer, newSid)
+			}
+		}
+	}
+	for _, r := range e.historySince(start) {
+		if r.OK && r.NewPrimary != rec.Writer {
+			t.Errorf("history since the kill: %s, want every move to %s", haDescribeHistory(e.historySince(start)), rec.Writer)
+			break
+		}
+	}
+	e.requireAckedOn(rec.Writer, w1, w2)
 }

@@ -348,6 +348,7 @@ func (e *Executor) decideAuto(ctx context.Context) time.Time {
 			e.actingSeen = true
 		}
 	}
+	e.followMonitorWriter(ctx)
 	e.noteAcked()
 	e.sampleHeartbeats(ctx)
 	e.keepFencedReadOnly(ctx)

@@ -99,6 +99,34 @@ func (e *Executor) takeOver(ctx context.Context) bool {
 	return true
 }
 
+// followMonitorWriter publishes a Galera writer that the acting
+// instance's monitor chose by itself (the writer node failed, or a
+// preferred node came back), so that every instance routes writes to that
+// node: the record, not each instance's monitor, names the writer.
+// Replication clusters change writers only through operations, which
+// publish their own records. It runs between operations (opMu held).
+func (e *Executor) followMonitorWriter(ctx context.Context) {
+	if e.shared == nil {
+		return
+	}
+	snap := e.mon.Snapshot()
+	w := snap.WriterServer()
+	rec, have := e.shared.Record()
+	if snap.Type != "galera" || w == nil || !have || rec.Writer == w.Name || rec.Phase != coord.PhaseServing {
+		return
+	}
+	from := rec.Writer
+	err := e.sharePublish(ctx, nil, false, func(r *coord.Record) {
+		r.Term++
+		r.Writer, r.Phase, r.From, r.To, r.Op = w.Name, coord.PhaseServing, "", "", ""
+	})
+	if err != nil {
+		e.log.Warn("coordination: could not publish the Galera writer the monitor chose; the other instances keep their own choice until it is", "cluster", e.o().Cluster, "writer", w.Name, "err", err)
+		return
+	}
+	e.event(w.Name, "coordination_record", fmt.Sprintf("Galera writer %s → %s published for every instance (term %d)", orNone(from), w.Name, rec.Term+1))
+}
+
 // mergeHistory is the shared history plus local records it lacks (a
 // cluster that ran alone before), by start time.
 func mergeHistory(shared, local []failover.Record) []failover.Record {

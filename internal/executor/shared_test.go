@@ -10,6 +10,7 @@ import (
 
 	"github.com/vigil-db/vigil/internal/coord"
 	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/topology"
 )
 
 // fakeShared stands for etcd: it records what the executor publishes,
@@ -195,5 +196,38 @@ func TestSharedResumeSwitchover(t *testing.T) {
 				t.Fatalf("final record %+v, want %s serving", last, want)
 			}
 		})
+	}
+}
+
+// The acting instance publishes the Galera writer its monitor chose when
+// the writer node failed; a follower publishes nothing, and neither does
+// a replication cluster (its writers change only by operations).
+func TestSharedGaleraWriterPublished(t *testing.T) {
+	e, mon := markExecutor(t)
+	f := &fakeShared{acting: true, have: true, rec: coord.Record{Term: 3, Writer: "node1", Phase: coord.PhaseServing, Seq: 7, Op: "op-1"}}
+	e.SetShared(f)
+	mon.snap = &topology.Snapshot{Cluster: "c", Type: "replication", Writer: 1,
+		Servers: []topology.Server{{Name: "node1"}, {Name: "node2"}}}
+	e.followMonitorWriter(context.Background())
+	if len(f.records) != 0 {
+		t.Fatalf("replication: published %+v", f.records)
+	}
+	mon.snap.Type = "galera"
+	f.acting = false
+	e.decideAuto(context.Background())
+	if len(f.records) != 0 {
+		t.Fatalf("a follower published %+v", f.records)
+	}
+	f.acting = true
+	e.followMonitorWriter(context.Background())
+	if len(f.records) != 1 {
+		t.Fatalf("records %+v", f.records)
+	}
+	if r := f.records[0]; r.Term != 4 || r.Writer != "node2" || r.Phase != coord.PhaseServing || r.Op != "" {
+		t.Fatalf("published %+v", r)
+	}
+	e.followMonitorWriter(context.Background())
+	if len(f.records) != 1 {
+		t.Fatalf("published again for the same writer: %+v", f.records)
 	}
 }
