@@ -797,17 +797,7 @@ func TestHAKillPrimaryTwoVigils(t *testing.T) {
 	}
 	e := newHAEnv(t)
 	ctx := context.Background()
-	rec0 := e.mustRecord()
-	acting, _ := e.actingName()
-	t.Logf("before: %s; %s acts", haRec(rec0), acting)
-	start := time.Now()
-	w1, w2 := e.startWriter(0, 10*time.Millisecond), e.startWriter(1, 10*time.Millisecond)
-	time.Sleep(1500 * time.Millisecond)
-	for _, w := range []*haWriter{w1, w2} {
-		if len(w.acked()) == 0 {
-			t.Fatalf("nothing acknowledged before the fault: %s", w.summary())
-		}
-	}
+	rec0, acting, start, w1, w2 := e.writeThroughBoth()
 
 	tKill := time.Now()
 	haMust(t, "kill node1", e.sb.Kill(ctx, "node1"))
@@ -817,18 +807,7 @@ func TestHAKillPrimaryTwoVigils(t *testing.T) {
 	newW, oldSid := rec.Writer, e.sids["node1"]
 	newSid := e.sids[newW]
 	t.Logf("kill -9 node1 → record %s after %s", haRec(rec), took.Round(time.Millisecond))
-	var firsts []string
-	for _, w := range []*haWriter{w1, w2} {
-		Eventually(t, 20*time.Second, "a write through "+w.via+" acknowledged after the kill", func() error {
-			if _, ok := w.firstAckAfter(tKill); !ok {
-				return errors.New("none yet")
-			}
-			return nil
-		})
-		a, _ := w.firstAckAfter(tKill)
-		firsts = append(firsts, fmt.Sprintf("%s after %s", w.via, a.end.Sub(tKill).Round(time.Millisecond)))
-	}
-	t.Logf("first acknowledged write after the kill: %s", strings.Join(firsts, ", "))
+	t.Logf("first acknowledged write after the kill: %s", awaitAckAfter(t, tKill, w1, w2))
 	time.Sleep(time.Second)
 	w1.halt()
 	w2.halt()
@@ -1490,6 +1469,43 @@ func TestHAEtcdQuorumLost(t *testing.T) {
 	e.requireAckedOn(newW, w1, w2)
 }
 
+// writeThroughBoth starts a writer through each instance and checks that
+// both are acknowledged: the record before, the acting instance, when the
+// writers started, the writers.
+func (e *haEnv) writeThroughBoth() (coord.Record, string, time.Time, *haWriter, *haWriter) {
+	e.t.Helper()
+	rec0 := e.mustRecord()
+	acting, _ := e.actingName()
+	e.t.Logf("before: %s; %s acts", haRec(rec0), acting)
+	start := time.Now()
+	w1, w2 := e.startWriter(0, 10*time.Millisecond), e.startWriter(1, 10*time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
+	for _, w := range []*haWriter{w1, w2} {
+		if len(w.acked()) == 0 {
+			e.t.Fatalf("nothing acknowledged before the fault: %s", w.summary())
+		}
+	}
+	return rec0, acting, start, w1, w2
+}
+
+// awaitAckAfter waits until every writer had a write acknowledged after
+// t0 and says how long after t0 each came.
+func awaitAckAfter(t *testing.T, t0 time.Time, ws ...*haWriter) string {
+	t.Helper()
+	var firsts []string
+	for _, w := range ws {
+		Eventually(t, 20*time.Second, "a write through "+w.via+" acknowledged after the fault", func() error {
+			if _, ok := w.firstAckAfter(t0); !ok {
+				return errors.New("none yet")
+			}
+			return nil
+		})
+		a, _ := w.firstAckAfter(t0)
+		firsts = append(firsts, fmt.Sprintf("%s after %s", w.via, a.end.Sub(t0).Round(time.Millisecond)))
+	}
+	return strings.Join(firsts, ", ")
+}
+
 // Galera with two Vigil instances: the writer node is killed while both
 // instances write. The acting instance moves the writer and publishes it;
 // both route writes to that node only (one writer, not one per
@@ -1500,25 +1516,13 @@ func TestHAGaleraWriterDiesTwoVigils(t *testing.T) {
 	}
 	e := newHAEnvWith(t, sandbox.Options{Topology: sandbox.Galera, Nodes: 3, Etcd: 3, Vigils: 2})
 	ctx := context.Background()
-	rec0 := e.mustRecord()
-	acting, _ := e.actingName()
-	t.Logf("before: %s; %s acts", haRec(rec0), acting)
-	start := time.Now()
-	w1, w2 := e.startWriter(0, 10*time.Millisecond), e.startWriter(1, 10*time.Millisecond)
-	time.Sleep(1500 * time.Millisecond)
+	_, acting, start, w1, w2 := e.writeThroughBoth()
 	tKill := time.Now()
 	haMust(t, "kill node1", e.sb.Kill(ctx, "node1"))
 	killed := time.Now() // node1 is gone: nothing sent from now on can run there
 	rec := e.waitNewWriter("node1", 30*time.Second)
 	t.Logf("kill -9 node1 → record %s after %s", haRec(rec), time.Since(tKill).Round(time.Millisecond))
-	for _, w := range []*haWriter{w1, w2} {
-		Eventually(t, 20*time.Second, "a write through "+w.via+" acknowledged after the kill", func() error {
-			if _, ok := w.firstAckAfter(tKill); !ok {
-				return errors.New("none yet")
-			}
-			return nil
-		})
-	}
+	t.Logf("first acknowledged write after the kill: %s", awaitAckAfter(t, tKill, w1, w2))
 	time.Sleep(time.Second)
 	w1.halt()
 	w2.halt()
