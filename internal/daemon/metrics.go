@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -63,7 +61,7 @@ var (
 	descMonChecks    = prometheus.NewDesc("vigil_monitor_checks_total", "Health checks by result: good, failed, slow (timed out while the server completed client statements: not counted as failed), overloaded (alive but refusing connections: neither).", []string{"cluster", "server", "result"}, nil)
 	descSemiAsync    = prometheus.NewDesc("vigil_semi_sync_async", "1 while a writable server with semi-sync enabled has fallen back to asynchronous replication (Rpl_semi_sync_master_status OFF): what it acknowledges now can be lost in a failover.", []string{"cluster", "server"}, nil)
 	descSemiFalls    = prometheus.NewDesc("vigil_semi_sync_fallbacks_total", "Times a writable server was seen falling back from semi-sync to asynchronous replication.", []string{"cluster", "server"}, nil)
-	descSemiAsyncSec = prometheus.NewDesc("vigil_semi_sync_async_seconds_total", "Time a writable server spent fallen back to asynchronous replication, as the monitor's checks saw it.", []string{"cluster", "server"}, nil)
+	descSemiAsyncSec = prometheus.NewDesc("vigil_semi_sync_async_seconds_total", "Time a writable server spent fallen back to asynchronous replication, as the monitor's checks saw it (up to the latest check).", []string{"cluster", "server"}, nil)
 	descSemiNoTx     = prometheus.NewDesc("vigil_semi_sync_unacknowledged_commits", "The server's Rpl_semi_sync_master_no_tx as last seen (commits acknowledged without a replica since it started or since FLUSH STATUS); absent when semi-sync is not enabled there.", []string{"cluster", "server"}, nil)
 	descWriterKept   = prometheus.NewDesc("vigil_monitor_writer_kept_total", "Failed checks after which the writer stayed routed because no other server could take the writes (the lone writer rule).", []string{"cluster", "server"}, nil)
 	descUnauth       = prometheus.NewDesc("vigil_unauthenticated_connections", "Client connections that have not logged in yet (security.max_unauthenticated_connections).", nil, nil)
@@ -131,13 +129,9 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 					counter(descMonChecks, int64(c.Slow), name, srv, "slow")
 					counter(descMonChecks, int64(c.Overloaded), name, srv, "overloaded")
 					counter(descWriterKept, int64(c.Kept), name, srv)
-					asyncSec := c.AsyncSeconds
-					if !c.AsyncSince.IsZero() {
-						asyncSec += time.Since(c.AsyncSince).Seconds()
-					}
 					gauge(descSemiAsync, b2f(!c.AsyncSince.IsZero()), name, srv)
 					counter(descSemiFalls, int64(c.SemiSyncFallbacks), name, srv)
-					ch <- prometheus.MustNewConstMetric(descSemiAsyncSec, prometheus.CounterValue, asyncSec, name, srv)
+					ch <- prometheus.MustNewConstMetric(descSemiAsyncSec, prometheus.CounterValue, c.AsyncSeconds, name, srv)
 					if c.NoTx >= 0 {
 						gauge(descSemiNoTx, float64(c.NoTx), name, srv)
 					}

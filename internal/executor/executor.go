@@ -153,6 +153,9 @@ type Executor struct {
 	actingSeen bool
 	// sharedHeld: a switchover by another instance holds statements here.
 	sharedHeld bool
+	// pubFailed is the monitor-chosen writer whose publication last
+	// failed ("" after a success): the warning is logged once.
+	pubFailed string
 
 	opMu sync.Mutex // held while an operation runs
 	kick chan struct{}

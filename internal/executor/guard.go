@@ -53,7 +53,14 @@ func (e *Executor) noteAcked() {
 		ms.prev = nil // a new writer
 	case ms.prev != nil && ms.prev.Seq >= o.Seq:
 		return // seen already
+	case ms.prev != nil && o.Uptime >= 0 && o.Time.Sub(ms.prev.Time) > time.Duration(o.Uptime+1)*time.Second:
+		ms.prev = nil // it restarted since: its waiting commits then are not the ones now
 	}
+	// Counting back needs every transaction of the previous position to
+	// have entered its wait (after the binlog write, and with AFTER_COMMIT
+	// after the engine commit too): checks asked for early (a client lost
+	// its connection) can be 100 ms apart, too close to rely on that.
+	tooClose := ms.prev != nil && o.Time.Sub(ms.prev.Time) < minAckedGap
 	f := e.facts[w.Name]
 	semi := f.SemiSync.Known && f.SemiSync.SourceEnabled || o.SemiSync.SourceOn
 	m := failover.AckedMark{Server: w.Name, At: o.Time, SemiSync: semi}
@@ -65,6 +72,9 @@ func (e *Executor) noteAcked() {
 	}
 	switch {
 	case semi && o.SemiSync.SourceOn:
+		if tooClose {
+			return // compare the next check with the older one
+		}
 		if ms.prev == nil || !ms.prev.SemiSync.SourceOn {
 			break // what is in the binary log now may still wait
 		}
@@ -97,6 +107,10 @@ func (e *Executor) noteAcked() {
 	}
 	ms.mark = &m
 }
+
+// minAckedGap is the least time between the two checks the acknowledged
+// mark compares.
+const minAckedGap = 250 * time.Millisecond
 
 // ackedBefore is the part of st's binary log position certainly
 // acknowledged when waiting commits wait: in each domain, the sequence

@@ -15,6 +15,8 @@ import (
 type fakeMonitor struct {
 	snap *topology.Snapshot
 	obs  map[string]*topology.Observation
+	// setWriterErr is what SetWriter returns.
+	setWriterErr error
 }
 
 func (m *fakeMonitor) Snapshot() *topology.Snapshot { return m.snap }
@@ -25,7 +27,7 @@ func (m *fakeMonitor) Observations() []topology.Health {
 	}
 	return out
 }
-func (m *fakeMonitor) SetWriter(string, string) error { return nil }
+func (m *fakeMonitor) SetWriter(string, string) error { return m.setWriterErr }
 func (m *fakeMonitor) Fence(string, string) error     { return nil }
 func (m *fakeMonitor) Unfence(string) error           { return nil }
 
@@ -48,7 +50,7 @@ var seq uint64
 
 func primaryObs(pos string, on bool, waiting int64) *topology.Observation {
 	seq++
-	return &topology.Observation{Server: "node1", Seq: seq, Time: time.Unix(int64(seq), 0), OK: true,
+	return &topology.Observation{Server: "node1", Seq: seq, Time: time.Unix(int64(seq), 0), OK: true, Uptime: 100000,
 		GTID:     topology.GTIDState{Binlog: topology.MustParseGTIDPos(pos)},
 		SemiSync: topology.SemiSyncStatus{Known: true, SourceOn: on, WaitSessions: waiting}}
 }
@@ -112,10 +114,27 @@ func TestAckedMark(t *testing.T) {
 			t.Fatalf("waiting step %d: mark %s, want %s", i, got, c.want)
 		}
 	}
+	// A check asked for early, 100 ms after the previous one, is not
+	// compared with it; the next regular one is (with the older one).
+	early := state(primaryObs("0-1-90", true, 0), "0-2-79,0-1-90")
+	early.Time = mon.obs["node1"].Time.Add(100 * time.Millisecond)
+	if got := step(early); got != "0-1-80 async" {
+		t.Fatalf("early check: mark %s", got)
+	}
+	if got := step(state(primaryObs("0-1-91", true, 0), "0-2-79,0-1-91")); got != "0-1-81 async" {
+		t.Fatalf("after an early check: mark %s, want the position of the check before it", got)
+	}
+	// A restart between two checks: the earlier position is not compared
+	// with the restarted server's waiting commits.
+	restarted := state(primaryObs("0-1-95", true, 0), "0-2-79,0-1-95")
+	restarted.Uptime, restarted.Time = 0, restarted.Time.Add(2*time.Second)
+	if got := step(restarted); got != "0-1-81 async" {
+		t.Fatalf("restart: mark %s", got)
+	}
 	// A failed check changes nothing: the mark stays for the decision.
 	mon.obs["node1"] = &topology.Observation{Server: "node1", Seq: 1000, OK: false}
 	e.noteAcked()
-	if m := e.ackedMark(); m == nil || m.Server != "node1" || m.Pos.String() != "0-1-80" || !m.SemiSync {
+	if m := e.ackedMark(); m == nil || m.Server != "node1" || m.Pos.String() != "0-1-81" || !m.SemiSync {
 		t.Fatalf("mark after a failed check: %+v", m)
 	}
 }

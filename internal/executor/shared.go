@@ -10,6 +10,7 @@ import (
 
 	"github.com/vigil-db/vigil/internal/coord"
 	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/topology"
 )
 
 // Shared is the coordination of one cluster among several Vigil instances
@@ -99,12 +100,19 @@ func (e *Executor) takeOver(ctx context.Context) bool {
 	return true
 }
 
-// followMonitorWriter publishes a Galera writer that the acting
-// instance's monitor chose by itself (the writer node failed, or a
-// preferred node came back), so that every instance routes writes to that
-// node: the record, not each instance's monitor, names the writer.
-// Replication clusters change writers only through operations, which
-// publish their own records. It runs between operations (opMu held).
+// monitorPicksWriter: in Galera and read-only clusters the monitor
+// chooses the writer by itself when the current one cannot take writes;
+// in replication clusters only operations change it.
+func monitorPicksWriter(snap *topology.Snapshot) bool {
+	return snap.Type == "galera" || snap.Type == "read-only"
+}
+
+// followMonitorWriter publishes a writer that the acting instance's
+// monitor chose by itself (Galera and read-only clusters, when the writer
+// node fails), so that every instance routes writes to that node: the
+// record, not each instance's monitor, names the writer. Replication
+// clusters change writers only through operations, which publish their
+// own records. It runs between operations (opMu held).
 func (e *Executor) followMonitorWriter(ctx context.Context) {
 	if e.shared == nil {
 		return
@@ -112,7 +120,7 @@ func (e *Executor) followMonitorWriter(ctx context.Context) {
 	snap := e.mon.Snapshot()
 	w := snap.WriterServer()
 	rec, have := e.shared.Record()
-	if snap.Type != "galera" || w == nil || !have || rec.Writer == w.Name || rec.Phase != coord.PhaseServing {
+	if !monitorPicksWriter(snap) || w == nil || !have || rec.Writer == w.Name || rec.Phase != coord.PhaseServing {
 		return
 	}
 	from := rec.Writer
@@ -121,10 +129,20 @@ func (e *Executor) followMonitorWriter(ctx context.Context) {
 		r.Writer, r.Phase, r.From, r.To, r.Op = w.Name, coord.PhaseServing, "", "", ""
 	})
 	if err != nil {
-		e.log.Warn("coordination: could not publish the Galera writer the monitor chose; the other instances keep their own choice until it is", "cluster", e.o().Cluster, "writer", w.Name, "err", err)
+		// Retried on the next decision; logged once per writer.
+		e.mu.Lock()
+		again := e.pubFailed == w.Name
+		e.pubFailed = w.Name
+		e.mu.Unlock()
+		if !again {
+			e.log.Warn("coordination: could not publish the writer the monitor chose; the other instances keep their own choice until it is (retried)", "cluster", e.o().Cluster, "writer", w.Name, "err", err)
+		}
 		return
 	}
-	e.event(w.Name, "coordination_record", fmt.Sprintf("Galera writer %s → %s published for every instance (term %d)", orNone(from), w.Name, rec.Term+1))
+	e.mu.Lock()
+	e.pubFailed = ""
+	e.mu.Unlock()
+	e.event(w.Name, "coordination_record", fmt.Sprintf("%s writer %s → %s (the monitor's choice) published for every instance (term %d)", snap.Type, orNone(from), w.Name, rec.Term+1))
 }
 
 // mergeHistory is the shared history plus local records it lacks (a
@@ -253,7 +271,15 @@ func (e *Executor) ApplyShared(ctx context.Context, rec coord.Record) error {
 	case coord.PhaseServing:
 		if rec.Writer != "" {
 			if w := snap.WriterServer(); w == nil || w.Name != rec.Writer {
-				if err := e.mon.SetWriter(rec.Writer, fmt.Sprintf("writer record term %d by instance %s", rec.Term, rec.By)); err != nil {
+				err := e.mon.SetWriter(rec.Writer, fmt.Sprintf("writer record term %d by instance %s", rec.Term, rec.By))
+				switch {
+				case err != nil && monitorPicksWriter(snap):
+					// Galera certifies a write on any synced node: this
+					// instance keeps its own monitor's choice rather than
+					// refusing writes, and the acting instance publishes
+					// the node its monitor picks.
+					e.log.Warn("coordination: the writer record names a node this instance cannot use now; it keeps its own choice", "cluster", e.o().Cluster, "record_writer", rec.Writer, "err", err)
+				case err != nil:
 					return err
 				}
 			}

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -229,5 +230,29 @@ func TestSharedGaleraWriterPublished(t *testing.T) {
 	e.followMonitorWriter(context.Background())
 	if len(f.records) != 1 {
 		t.Fatalf("published again for the same writer: %+v", f.records)
+	}
+}
+
+// An instance elected after the Galera writer node died (with the
+// instance that acted, say) finds a record naming that node, which its
+// monitor refuses as writer: it takes over anyway and publishes its
+// monitor's choice. In a replication cluster the record stays binding.
+func TestSharedTakeOverStaleGaleraRecord(t *testing.T) {
+	e, mon := markExecutor(t)
+	f := &fakeShared{acting: true, have: true, rec: coord.Record{Term: 5, Writer: "node1", Phase: coord.PhaseServing, Seq: 9}}
+	e.SetShared(f)
+	mon.setWriterErr = errors.New("server node1 cannot take writes now (node1 OFFLINE_HARD)")
+	mon.snap = &topology.Snapshot{Cluster: "c", Type: "replication", Writer: 1,
+		Servers: []topology.Server{{Name: "node1"}, {Name: "node2"}}}
+	if e.takeOver(context.Background()) {
+		t.Fatal("replication: took over with a record it cannot apply")
+	}
+	mon.snap.Type = "galera"
+	if !e.takeOver(context.Background()) {
+		t.Fatal("galera: did not take over")
+	}
+	e.followMonitorWriter(context.Background())
+	if len(f.records) != 1 || f.records[0].Writer != "node2" || f.records[0].Term != 6 {
+		t.Fatalf("published %+v", f.records)
 	}
 }

@@ -112,6 +112,9 @@ type ServerState struct {
 	// Rpl_semi_sync_master_no_tx when the fallback was first seen.
 	SemiSyncAsync bool
 	AsyncNoTx     int64
+	// asyncSeen is the latest check that saw the fallback: AsyncSeconds
+	// grows check by check, so the counter never goes back.
+	asyncSeen time.Time
 
 	// Admin is the operator's state: Online (no override), OfflineSoft or
 	// OfflineHard.
@@ -177,8 +180,8 @@ type CheckCounts struct {
 	Kept                           uint64
 	// SemiSyncFallbacks counts the times the server was seen falling back
 	// from semi-sync to asynchronous replication as a writable server;
-	// AsyncSeconds is the time of the fallbacks that ended, AsyncSince the
-	// start of the current one (zero when none). NoTx is its
+	// AsyncSeconds is the time spent so, up to the latest check, AsyncSince
+	// the start of the current fallback (zero when none). NoTx is its
 	// Rpl_semi_sync_master_no_tx as last seen with semi-sync enabled, -1
 	// when unknown.
 	SemiSyncFallbacks uint64
@@ -339,7 +342,9 @@ func (s *ServerState) apply(o *topology.Observation, opts *Options, env judgeEnv
 	}
 	s.Overloaded, s.OverloadReason = o.Overloaded, o.OverloadReason
 	if o.OK {
-		s.noteSemiSync(o)
+		if opts.Type == TypeReplication {
+			s.noteSemiSync(o)
+		}
 		switch {
 		case o.Replica == nil || o.Replica.IORunning == topology.IOYes:
 			s.IODownSince = time.Time{}
@@ -678,14 +683,17 @@ func (s *ServerState) noteSemiSync(o *topology.Observation) {
 		s.Checks.NoTx = ss.NoTx
 	}
 	async := ss.Known && ss.SourceEnabled && !ss.SourceOn && !o.ReadOnly
+	if s.SemiSyncAsync && o.Time.After(s.asyncSeen) {
+		s.Checks.AsyncSeconds += o.Time.Sub(s.asyncSeen).Seconds()
+		s.asyncSeen = o.Time
+	}
 	switch {
 	case async && !s.SemiSyncAsync:
-		s.SemiSyncAsync, s.AsyncNoTx = true, ss.NoTx
+		s.SemiSyncAsync, s.AsyncNoTx, s.asyncSeen = true, ss.NoTx, o.Time
 		s.Checks.SemiSyncFallbacks++
 		s.Checks.AsyncSince = o.Time
 	case !async && s.SemiSyncAsync:
 		s.SemiSyncAsync = false
-		s.Checks.AsyncSeconds += o.Time.Sub(s.Checks.AsyncSince).Seconds()
 		s.Checks.AsyncSince = time.Time{}
 	}
 }

@@ -69,3 +69,15 @@ func TestSemiSyncFallbackEvents(t *testing.T) {
 		t.Fatalf("no_tx shown with semi-sync disabled: %+v", c)
 	}
 }
+
+// Galera nodes are all writable; a my.cnf with the semi-sync master side
+// enabled there means nothing: no fallback is reported.
+func TestSemiSyncFallbackNotForGalera(t *testing.T) {
+	h := newHarness(t, TypeGalera, 1, nil)
+	o := semiObs(false, 0, 5)
+	o.Wsrep = &topology.WsrepStatus{LocalState: 4, ClusterStatus: "Primary", Ready: true, Connected: true, ClusterSize: 1}
+	h.seeN("node1", 3, o)
+	if n := h.countEvents(EventSemiSyncFallback, ""); n != 0 || h.st.Servers[0].Checks.SemiSyncFallbacks != 0 {
+		t.Fatalf("%d fallback events on a Galera node", n)
+	}
+}
