@@ -37,14 +37,15 @@ var wsrepVariables = []string{"wsrep_on", "wsrep_desync", "wsrep_reject_queries"
 
 // variablesSQL is the SELECT of server variables for a flavour; the column
 // order is fixed, so Exec (no column names) is enough.
-func variablesSQL(f topology.Flavor, galera bool) (string, []string) {
+func variablesSQL(f topology.Flavor, galera, semiSyncVar bool) (string, []string) {
 	vars := []string{"version", "server_id", "read_only", "max_connections"}
 	if f == topology.FlavorMySQL {
 		vars = append(vars, "super_read_only", "gtid_executed")
 	} else {
-		// Semi-sync is built into MariaDB since 10.3: the variable exists
-		// whether or not it is enabled.
-		vars = append(vars, "gtid_current_pos", "gtid_binlog_pos", "gtid_slave_pos", "gtid_binlog_state", "rpl_semi_sync_master_enabled")
+		vars = append(vars, "gtid_current_pos", "gtid_binlog_pos", "gtid_slave_pos", "gtid_binlog_state")
+		if semiSyncVar {
+			vars = append(vars, "rpl_semi_sync_master_enabled")
+		}
 	}
 	if galera {
 		vars = append(vars, wsrepVariables...)
@@ -59,6 +60,13 @@ func variablesSQL(f topology.Flavor, galera bool) (string, []string) {
 		b.WriteString(v)
 	}
 	return b.String(), vars
+}
+
+// hasSemiSyncVar: a server of this version has
+// @@rpl_semi_sync_master_enabled whether or not a plugin is loaded
+// (MariaDB 10.3.3+, where semi-sync is built in).
+func hasSemiSyncVar(version string) bool {
+	return topology.FlavorOf(version) == topology.FlavorMariaDB && topology.VersionAtLeast(version, 10, 3, 3)
 }
 
 func statusSQL(galera bool) string {
@@ -106,9 +114,12 @@ func heartbeatWriteSQL(table string) string {
 // only for failures that fail the check: a network error or timeout, or a
 // server error on the statements every check needs. A missing privilege for
 // the replica status or a missing heartbeat table is recorded in o instead.
-func collect(ctx context.Context, c *backend.Conn, flavor topology.Flavor, opts *Options, writeHeartbeat bool, o *topology.Observation) error {
+//
+// semiSyncVar: the server has @@rpl_semi_sync_master_enabled whether or
+// not a plugin is loaded (MariaDB 10.3.3+, where semi-sync is built in).
+func collect(ctx context.Context, c *backend.Conn, flavor topology.Flavor, semiSyncVar bool, opts *Options, writeHeartbeat bool, o *topology.Observation) error {
 	galera := opts.Type == TypeGalera
-	q, vars := variablesSQL(flavor, galera)
+	q, vars := variablesSQL(flavor, galera, semiSyncVar)
 	res, err := c.Exec(ctx, q)
 	if err != nil {
 		return fmt.Errorf("reading variables: %w", err)
@@ -147,7 +158,7 @@ func collect(ctx context.Context, c *backend.Conn, flavor topology.Flavor, opts 
 	}
 	st := topology.StatusMap(res.Rows)
 	o.SemiSync = topology.ParseSemiSyncStatus(st)
-	if flavor != topology.FlavorMySQL {
+	if semiSyncVar {
 		o.SemiSync.SourceEnabled = topology.ParseBool(v["rpl_semi_sync_master_enabled"])
 	}
 	o.Uptime = -1

@@ -678,6 +678,12 @@ func (st *State) writerName() string {
 // primary) is not acknowledging client commits, whatever its counters.
 func (s *ServerState) noteSemiSync(o *topology.Observation) {
 	ss := o.SemiSync
+	// The count while semi-sync still waited is the baseline: the commit
+	// that timed out and those of the first interval count too.
+	base := s.Checks.NoTx
+	if base < 0 || base > ss.NoTx {
+		base = ss.NoTx
+	}
 	s.Checks.NoTx = -1
 	if ss.Known && ss.SourceEnabled {
 		s.Checks.NoTx = ss.NoTx
@@ -689,7 +695,7 @@ func (s *ServerState) noteSemiSync(o *topology.Observation) {
 	}
 	switch {
 	case async && !s.SemiSyncAsync:
-		s.SemiSyncAsync, s.AsyncNoTx, s.asyncSeen = true, ss.NoTx, o.Time
+		s.SemiSyncAsync, s.AsyncNoTx, s.asyncSeen = true, base, o.Time
 		s.Checks.SemiSyncFallbacks++
 		s.Checks.AsyncSince = o.Time
 	case !async && s.SemiSyncAsync:

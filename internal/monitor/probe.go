@@ -32,7 +32,9 @@ type probe struct {
 	conn     *backend.Conn
 	connAddr string
 	flavor   topology.Flavor
-	seq      uint64
+	// semiSyncVar: the server has @@rpl_semi_sync_master_enabled built in.
+	semiSyncVar bool
+	seq         uint64
 	// sinceFresh counts checks since the last fresh connection.
 	sinceFresh int
 	// refused is Connection_errors_max_connections at the previous check,
@@ -129,7 +131,7 @@ func (p *probe) check(ctx context.Context, opts *Options, start time.Time) *topo
 	if snap := p.m.holder.Load(); snap != nil && snap.Writer == p.idx {
 		writer = true
 	}
-	if err := collect(cctx, p.conn, p.flavor, opts, writer && opts.Heartbeat.Write, o); err != nil {
+	if err := collect(cctx, p.conn, p.flavor, p.semiSyncVar, opts, writer && opts.Heartbeat.Write, o); err != nil {
 		if !isSQLError(err) {
 			p.closeConn()
 		}
@@ -223,6 +225,7 @@ func (p *probe) dial(ctx context.Context, opts *Options, addr string) (*backend.
 		return nil, err
 	}
 	p.flavor = topology.FlavorOf(g.ServerVersion)
+	p.semiSyncVar = hasSemiSyncVar(g.ServerVersion)
 	return &backend.Conn{
 		Conn:         mc,
 		Server:       p.name,

@@ -39,7 +39,7 @@ func TestSemiSyncFallbackEvents(t *testing.T) {
 	h.seeN("node1", 9, semiObs(false, 0, 40)) // one more event? no: it is the same fallback
 	evs = h.see("node1", semiObs(true, 1, 57))
 	if len(evs) != 1 || evs[0].Kind != EventSemiSyncRestored ||
-		!strings.Contains(evs[0].Reason, "after 1s of asynchronous replication; 54 commits were acknowledged without a replica") {
+		!strings.Contains(evs[0].Reason, "after 1s of asynchronous replication; 57 commits were acknowledged without a replica") {
 		t.Fatalf("restore events %+v", evs)
 	}
 	c = h.st.Servers[0].Checks
@@ -79,5 +79,26 @@ func TestSemiSyncFallbackNotForGalera(t *testing.T) {
 	h.seeN("node1", 3, o)
 	if n := h.countEvents(EventSemiSyncFallback, ""); n != 0 || h.st.Servers[0].Checks.SemiSyncFallbacks != 0 {
 		t.Fatalf("%d fallback events on a Galera node", n)
+	}
+}
+
+// The check reads @@rpl_semi_sync_master_enabled only where it exists
+// without a plugin (MariaDB 10.3.3+): elsewhere the variables query would
+// fail every check.
+func TestSemiSyncVariableByVersion(t *testing.T) {
+	for _, c := range []struct {
+		version string
+		want    bool
+	}{
+		{"5.5.5-10.11.19-MariaDB-0+deb12u1-log", true},
+		{"11.4.2-MariaDB", true},
+		{"10.3.3-MariaDB", true},
+		{"5.5.5-10.2.44-MariaDB", false},
+		{"8.0.36", false},
+	} {
+		q, _ := variablesSQL(topology.FlavorOf(c.version), false, hasSemiSyncVar(c.version))
+		if got := strings.Contains(q, "rpl_semi_sync_master_enabled"); got != c.want {
+			t.Errorf("%s: reads the variable %v, want %v (%s)", c.version, got, c.want, q)
+		}
 	}
 }
