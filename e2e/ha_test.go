@@ -797,7 +797,7 @@ func TestHAKillPrimaryTwoVigils(t *testing.T) {
 	}
 	e := newHAEnv(t)
 	ctx := context.Background()
-	rec0, acting, start, w1, w2 := e.writeThroughBoth()
+	rec0, acting, start, w1, w2 := e.writeThroughBoth(10*time.Millisecond, 1500*time.Millisecond)
 
 	tKill := time.Now()
 	haMust(t, "kill node1", e.sb.Kill(ctx, "node1"))
@@ -1058,12 +1058,7 @@ func TestHAIsolatedVigilSelfFences(t *testing.T) {
 	}
 	e := newHAEnv(t)
 	ctx := context.Background()
-	rec0 := e.mustRecord()
-	acting, _ := e.actingName()
-	t.Logf("before: %s; %s acts", haRec(rec0), acting)
-	start := time.Now()
-	w1, w2 := e.startWriter(0, 20*time.Millisecond), e.startWriter(1, 20*time.Millisecond)
-	time.Sleep(time.Second)
+	rec0, _, start, w1, w2 := e.writeThroughBoth(20*time.Millisecond, time.Second)
 
 	tIso := time.Now()
 	haMust(t, "isolate vigil2", e.sb.Isolate(ctx, "vigil2"))
@@ -1346,12 +1341,7 @@ func TestHAEtcdQuorumLost(t *testing.T) {
 	}
 	e := newHAEnv(t)
 	ctx := context.Background()
-	rec0 := e.mustRecord()
-	acting, _ := e.actingName()
-	t.Logf("before: %s; %s acts", haRec(rec0), acting)
-	start := time.Now()
-	w1, w2 := e.startWriter(0, 20*time.Millisecond), e.startWriter(1, 20*time.Millisecond)
-	time.Sleep(time.Second)
+	rec0, _, start, w1, w2 := e.writeThroughBoth(20*time.Millisecond, time.Second)
 
 	tLoss := time.Now()
 	haMust(t, "kill etcd2", e.sb.Kill(ctx, "etcd2"))
@@ -1469,17 +1459,18 @@ func TestHAEtcdQuorumLost(t *testing.T) {
 	e.requireAckedOn(newW, w1, w2)
 }
 
-// writeThroughBoth starts a writer through each instance and checks that
-// both are acknowledged: the record before, the acting instance, when the
-// writers started, the writers.
-func (e *haEnv) writeThroughBoth() (coord.Record, string, time.Time, *haWriter, *haWriter) {
+// writeThroughBoth starts a writer through each instance (a write every
+// gap), lets them write for warm and checks that both were acknowledged:
+// the record before, the acting instance, when the writers started, the
+// writers.
+func (e *haEnv) writeThroughBoth(gap, warm time.Duration) (coord.Record, string, time.Time, *haWriter, *haWriter) {
 	e.t.Helper()
 	rec0 := e.mustRecord()
 	acting, _ := e.actingName()
 	e.t.Logf("before: %s; %s acts", haRec(rec0), acting)
 	start := time.Now()
-	w1, w2 := e.startWriter(0, 10*time.Millisecond), e.startWriter(1, 10*time.Millisecond)
-	time.Sleep(1500 * time.Millisecond)
+	w1, w2 := e.startWriter(0, gap), e.startWriter(1, gap)
+	time.Sleep(warm)
 	for _, w := range []*haWriter{w1, w2} {
 		if len(w.acked()) == 0 {
 			e.t.Fatalf("nothing acknowledged before the fault: %s", w.summary())
@@ -1516,7 +1507,7 @@ func TestHAGaleraWriterDiesTwoVigils(t *testing.T) {
 	}
 	e := newHAEnvWith(t, sandbox.Options{Topology: sandbox.Galera, Nodes: 3, Etcd: 3, Vigils: 2})
 	ctx := context.Background()
-	_, acting, start, w1, w2 := e.writeThroughBoth()
+	_, acting, start, w1, w2 := e.writeThroughBoth(10*time.Millisecond, 1500*time.Millisecond)
 	tKill := time.Now()
 	haMust(t, "kill node1", e.sb.Kill(ctx, "node1"))
 	killed := time.Now() // node1 is gone: nothing sent from now on can run there

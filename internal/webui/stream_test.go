@@ -201,22 +201,28 @@ func TestStreamWithoutData(t *testing.T) {
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, sse := openStream(t, ctx, srv.URL, nil)
+	data := firstSnapshot(t, ctx, srv.URL)
+	// Empty lists, never null: the page iterates them.
+	for _, k := range []string{`"servers":[]`, `"events":[]`, `"digests":[]`, `"digests_error":"digest statistics are disabled"`} {
+		if !strings.Contains(data, k) {
+			t.Errorf("snapshot lacks %s: %s", k, data)
+		}
+	}
+}
+
+// firstSnapshot opens the stream at url and returns the data of its
+// first snapshot event.
+func firstSnapshot(t *testing.T, ctx context.Context, url string) string {
+	t.Helper()
+	_, sse := openStream(t, ctx, url, nil)
 	for {
 		ev, err := sse.next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.name != "snapshot" {
-			continue
+		if ev.name == "snapshot" {
+			return ev.data
 		}
-		// Empty lists, never null: the page iterates them.
-		for _, k := range []string{`"servers":[]`, `"events":[]`, `"digests":[]`, `"digests_error":"digest statistics are disabled"`} {
-			if !strings.Contains(ev.data, k) {
-				t.Errorf("snapshot lacks %s: %s", k, ev.data)
-			}
-		}
-		return
 	}
 }
 
@@ -292,19 +298,8 @@ func TestStreamCoordination(t *testing.T) {
 			defer srv.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_, sse := openStream(t, ctx, srv.URL, nil)
-			for {
-				ev, err := sse.next()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ev.name != "snapshot" {
-					continue
-				}
-				if strings.Contains(ev.data, tc.want) == tc.not {
-					t.Fatalf("snapshot (want %q present=%v): %s", tc.want, !tc.not, ev.data)
-				}
-				return
+			if data := firstSnapshot(t, ctx, srv.URL); strings.Contains(data, tc.want) == tc.not {
+				t.Fatalf("snapshot (want %q present=%v): %s", tc.want, !tc.not, data)
 			}
 		})
 	}
