@@ -41,6 +41,9 @@ type Monitor interface {
 	SetWriter(server, reason string) error
 	Fence(server, reason string) error
 	Unfence(server string) error
+	// SetTerm makes term the cluster's writer term (the coordination
+	// record's, with several Vigil instances).
+	SetTerm(term uint64) error
 }
 
 // Server is how to reach one server. Options.Servers lists the cluster's

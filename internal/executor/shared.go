@@ -87,11 +87,15 @@ func (e *Executor) takeOver(ctx context.Context) bool {
 				fenced = append(fenced, s.Name)
 			}
 		}
-		if _, err := sh.Publish(ctx, coord.Record{Term: 1, Writer: w.Name, Phase: coord.PhaseServing, Fenced: fenced}); err != nil {
+		// The first record goes on from the term this instance counted
+		// alone, so the term never goes back.
+		rec, err := sh.Publish(ctx, coord.Record{Term: max(1, snap.Term), Writer: w.Name, Phase: coord.PhaseServing, Fenced: fenced})
+		if err != nil {
 			e.log.Warn("coordination: could not write the first writer record", "cluster", e.o().Cluster, "err", err)
 			return false
 		}
-		e.event(w.Name, "coordination_record", fmt.Sprintf("first writer record: %s is the writer (term 1)", w.Name))
+		e.followTerm(rec)
+		e.event(w.Name, "coordination_record", fmt.Sprintf("first writer record: %s is the writer (term %d)", w.Name, rec.Term))
 	}
 	e.event("", "coordination_elected", fmt.Sprintf("instance %s acts for cluster %s", sh.Instance(), e.o().Cluster))
 	if op != nil {
@@ -199,6 +203,7 @@ func (e *Executor) sharePublish(ctx context.Context, so *sharedOp, wait bool, ch
 	if err != nil {
 		return err
 	}
+	e.followTerm(rec)
 	if so != nil {
 		so.rec, so.wrote = rec, true
 	}
@@ -223,6 +228,7 @@ func dropName(l []string, n string) []string {
 // instance wrote: fence what it fences (router and monitor), hold new
 // statements while a switchover drains, route writes to its writer.
 func (e *Executor) ApplyShared(ctx context.Context, rec coord.Record) error {
+	e.followTerm(rec)
 	snap := e.mon.Snapshot()
 	reason := fmt.Sprintf("%s by instance %s (term %d)", fencePrefix, rec.By, rec.Term)
 	for _, name := range rec.Fenced {
@@ -295,6 +301,15 @@ func (e *Executor) ApplyShared(ctx context.Context, rec coord.Record) error {
 	e.event(rec.Writer, "coordination_applied", fmt.Sprintf("writer record %d applied: term %d, writer %s, %s, fenced [%s] (by instance %s)",
 		rec.Seq, rec.Term, orNone(rec.Writer), rec.Phase, joinNames(rec.Fenced), rec.By))
 	return nil
+}
+
+// followTerm makes the record's term the one this instance shows and
+// plans from: the record is the cluster's fencing token, and its term is
+// the same on every instance (a restarted instance too).
+func (e *Executor) followTerm(rec coord.Record) {
+	if err := e.mon.SetTerm(rec.Term); err != nil {
+		e.log.Warn("coordination: could not take the writer record's term", "cluster", e.o().Cluster, "term", rec.Term, "err", err)
+	}
 }
 
 func joinNames(l []string) string {

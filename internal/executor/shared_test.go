@@ -256,3 +256,33 @@ func TestSharedTakeOverStaleGaleraRecord(t *testing.T) {
 		t.Fatalf("published %+v", f.records)
 	}
 }
+
+// Every instance shows the record's term: one applied from another
+// instance, one it published itself, and the first record goes on from
+// the term the instance counted alone (never back to 1).
+func TestSharedTermIsTheRecords(t *testing.T) {
+	e, mon := markExecutor(t)
+	f := &fakeShared{acting: true}
+	e.SetShared(f)
+	mon.snap = &topology.Snapshot{Cluster: "c", Type: "replication", Writer: 0, Term: 4,
+		Servers: []topology.Server{{Name: "node1"}, {Name: "node2"}}}
+	if !e.takeOver(context.Background()) {
+		t.Fatal("did not take over")
+	}
+	if len(f.records) != 1 || f.records[0].Term != 4 || mon.term != 4 {
+		t.Fatalf("first record %+v, monitor term %d", f.records, mon.term)
+	}
+	if err := e.ApplyShared(context.Background(), coord.Record{Term: 9, Writer: "node1", Phase: coord.PhaseServing, Seq: 3, By: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if mon.term != 9 {
+		t.Fatalf("monitor term %d after applying term 9", mon.term)
+	}
+	f.rec = coord.Record{Term: 9, Writer: "node1", Phase: coord.PhaseServing, Seq: 3}
+	if err := e.sharePublish(context.Background(), nil, false, func(r *coord.Record) { r.Term++ }); err != nil {
+		t.Fatal(err)
+	}
+	if mon.term != 10 {
+		t.Fatalf("monitor term %d after publishing term 10", mon.term)
+	}
+}

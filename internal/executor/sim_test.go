@@ -754,6 +754,7 @@ func (w *simWorld) SetWriter(server, reason string) error {
 
 func (w *simWorld) Fence(server, reason string) error { return w.setFenced(server, true, reason) }
 func (w *simWorld) Unfence(server string) error       { return w.setFenced(server, false, "") }
+func (w *simWorld) SetTerm(uint64) error               { return nil }
 
 func (w *simWorld) setFenced(server string, on bool, reason string) error {
 	w.mu.Lock()

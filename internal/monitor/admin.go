@@ -47,6 +47,14 @@ func fence(i int, reason string) func(*State) error {
 	}
 }
 
+// setTerm makes the term the coordination record's from now on.
+func setTerm(term uint64) func(*State) error {
+	return func(st *State) error {
+		st.Term, st.TermShared = term, true
+		return nil
+	}
+}
+
 func unfence(i int) func(*State) error {
 	return func(st *State) error {
 		st.Servers[i].Fenced, st.Servers[i].FenceReason = false, ""

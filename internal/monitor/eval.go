@@ -23,8 +23,12 @@ type State struct {
 	// Writer is the routed writer (Designated when it can take writes
 	// now), -1 for none.
 	Writer int
-	// Term grows by one every time Writer changes.
+	// Term grows by one every time Writer changes, unless TermShared.
 	Term uint64
+	// TermShared: the term is the coordination writer record's (several
+	// Vigil instances): it changes only through SetTerm, so every
+	// instance shows the one term of the cluster.
+	TermShared bool
 	// WriterReason says why Writer is what it is.
 	WriterReason string
 	// Discovered: a replication cluster's writer was found once. From then
@@ -280,7 +284,7 @@ func step(prev, next State, latest []*topology.Observation, opts *Options, now t
 		}
 	}
 	next.chooseWriter(opts)
-	if next.Writer != prev.Writer {
+	if next.Writer != prev.Writer && !next.TermShared {
 		next.Term++
 	}
 	return next, diff(&prev, &next, opts, now)

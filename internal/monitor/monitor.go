@@ -338,6 +338,20 @@ func (m *Monitor) Fence(server, reason string) error {
 	return m.command(fence(i, reason))
 }
 
+// SetTerm makes term the cluster's writer term: with several Vigil
+// instances the term is the etcd writer record's, one for the cluster,
+// and from the first call on the monitor no longer counts writer changes
+// itself (events and snapshots carry the record's term).
+func (m *Monitor) SetTerm(term uint64) error {
+	m.mu.Lock()
+	same := m.st.TermShared && m.st.Term == term
+	m.mu.Unlock()
+	if same {
+		return nil
+	}
+	return m.command(setTerm(term))
+}
+
 // Unfence lets a fenced server be judged by its checks again. It does not
 // make it the writer.
 func (m *Monitor) Unfence(server string) error {

@@ -113,3 +113,36 @@ func TestReadOnlyClusterWriter(t *testing.T) {
 
 // TestTermOnlyGrows feeds random observations and commands; the harness
 // checks the term after each.
+
+// With several Vigil instances the term is the writer record's: once set,
+// the monitor's own writer changes do not move it (a writer that fails
+// and comes back would otherwise count two terms on one instance and none
+// on another), and its events carry the record's term.
+func TestSharedTermFollowsRecord(t *testing.T) {
+	h := newHarness(t, TypeGalera, 3, nil)
+	h.round(galeraObs(0, nil), galeraObs(1, nil), galeraObs(2, nil))
+	h.expectWriter("node1")
+	next, _, err := Command(h.st, setTerm(7), h.latest, &h.opts, h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.st = next
+	if h.st.Term != 7 || h.st.Snapshot(&h.opts).Term != 7 {
+		t.Fatalf("term %d after setTerm(7)", h.st.Term)
+	}
+	h.events = nil
+	h.seeN("node1", 2, failedObs("refused"))
+	h.expectWriter("node2")
+	if h.st.Term != 7 {
+		t.Fatalf("term moved to %d on the monitor's own writer change", h.st.Term)
+	}
+	for _, e := range h.events {
+		if e.Kind == EventWriterChange && e.Term != 7 {
+			t.Fatalf("event %s carries term %d", e, e.Term)
+		}
+	}
+	h.seeN("node1", 5, galeraObs(0, nil))
+	if next, _, err = Command(h.st, setTerm(8), h.latest, &h.opts, h.now); err != nil || next.Term != 8 {
+		t.Fatalf("setTerm(8): %d %v", next.Term, err)
+	}
+}
