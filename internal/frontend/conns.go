@@ -36,6 +36,15 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 	}
 	snap := s.srv.topo.Load()
 	idx, reason := s.pickExcept(snap, target, exclude)
+	if idx >= 0 && idx == snap.Writer && target != router.Writer && s.srv.WritesFenced() {
+		// Self-fenced: reads go on from the replicas; the writer this
+		// instance last knew may no longer be the cluster's.
+		alt, _ := s.pickExcept(snap, target, idx)
+		if alt < 0 || alt == snap.Writer {
+			return nil, s.selfFencedError("reads that only the writer can serve")
+		}
+		idx = alt
+	}
 	var c *backend.Conn
 	if ph := s.prevHeld; ph != nil {
 		// The previous statement's connection serves this one when it is
@@ -549,7 +558,14 @@ func refusalCode(code uint16) bool {
 }
 
 func (s *Session) checkLoginOnServer(ctx context.Context, db string, usedPassword bool) error {
-	c, err := s.acquire(ctx, router.Writer, -1)
+	target := router.Writer
+	if s.srv.WritesFenced() && !s.srv.refuseReadsFenced.Load() {
+		// This instance refuses writes (self-fenced) but serves reads:
+		// a replica checks the login, and the session reads as
+		// documented instead of failing at login.
+		target = router.Reader
+	}
+	c, err := s.acquire(ctx, target, -1)
 	if err != nil {
 		var ce *connectError
 		if errors.As(err, &ce) {
@@ -578,7 +594,7 @@ func (s *Session) checkLoginOnServer(ctx context.Context, db string, usedPasswor
 		// Unknown writer state: accept; the first statement will tell.
 		var se *mysqlproto.SQLError
 		if errors.As(err, &se) && (se.Code == mysqlproto.ERVigilNoWriter || se.Code == mysqlproto.ERVigilBackendConnect ||
-			se.Code == mysqlproto.ERVigilPoolExhausted) {
+			se.Code == mysqlproto.ERVigilPoolExhausted || target == router.Reader && (se.Code == mysqlproto.ERVigilNoReader || se.Code == mysqlproto.ERVigilSelfFenced)) {
 			return nil
 		}
 		return err

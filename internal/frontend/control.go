@@ -114,13 +114,19 @@ func (s *Session) checkWriteGate(target router.Target, held int) error {
 	if target == router.Keep && held >= 0 && held != s.srv.topo.Load().Writer && !s.srv.refuseReadsFenced.Load() {
 		return nil // a transaction on a replica
 	}
-	why := ""
-	if p := s.srv.selfFenceWhy.Load(); p != nil {
-		why = *p
-	}
 	what := "writes"
 	if target == router.Reader {
 		what = "reads"
+	}
+	return s.selfFencedError(what)
+}
+
+// selfFencedError is 7015 for what this instance refuses while it may
+// not route writes.
+func (s *Session) selfFencedError(what string) error {
+	why := ""
+	if p := s.srv.selfFenceWhy.Load(); p != nil {
+		why = *p
 	}
 	return mysqlproto.NewError(mysqlproto.ERVigilSelfFenced, mysqlproto.SSVigilSelfFenced,
 		"Vigil: this instance refuses %s in cluster %s: %s; retry through another Vigil instance", what, s.opts().Cluster, why)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/vigil-db/vigil/internal/topology"
 )
 
 // TestWriteGate: with coordination, writes are routed only until the
@@ -90,5 +92,62 @@ func TestWriteGate(t *testing.T) {
 	}
 	if err := insert(); err != nil {
 		t.Fatalf("coordination off: %v", err)
+	}
+}
+
+// TestSelfFencedServesReads: an instance that refuses writes (self-fenced)
+// still logs clients in and serves their reads from the replicas, as
+// documented (reads_when_fenced: continue): the login check goes to a
+// replica, not to the writer through the write gate. A read that only
+// the writer could serve gets 7015.
+func TestSelfFencedServesReads(t *testing.T) {
+	primary := newFakeBackend(t)
+	replica := newFakeBackend(t)
+	srv, addr := twoServerProxy(t, primary, replica)
+	srv.SetWriteDeadline(time.Time{}, false, "this instance does not hold its etcd lease")
+	is7015 := func(err error) bool {
+		var me *mysql.MySQLError
+		return errors.As(err, &me) && me.Number == 7015 && string(me.SQLState[:]) == "08V01"
+	}
+	// A schema no login checked yet: the check cannot be served from
+	// the login cache.
+	for i, schema := range []string{"shop", "shop", "crm"} {
+		db, err := sql.Open("mysql", "app:secret@tcp("+addr+")/"+schema+"?timeout=5s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v, n string
+		err = db.QueryRow("SELECT 'fenced-read'").Scan(&v, &n)
+		if err != nil || v != "fenced-read" {
+			t.Fatalf("read %d through a self-fenced instance (schema %s): %q %v", i, schema, v, err)
+		}
+		if _, err := db.Exec("INSERT INTO t VALUES (1)"); !is7015(err) {
+			t.Fatalf("write through a self-fenced instance: %v", err)
+		}
+		db.Close()
+	}
+	if n := primary.seen("fenced-read"); n != 0 {
+		t.Fatalf("the writer served %d reads while this instance was self-fenced", n)
+	}
+	if n := replica.seen("fenced-read"); n != 3 {
+		t.Fatalf("the replica served %d of 3 reads", n)
+	}
+	// No replica left: the read would go to the writer, and is refused.
+	snap := *srv.topo.Load()
+	snap.Servers = append([]topology.Server(nil), snap.Servers...)
+	snap.Servers[1].State, snap.Servers[1].Readable = topology.Shunned, false
+	snap.Version++
+	srv.topo.Publish(&snap)
+	db, err := sql.Open("mysql", "app:secret@tcp("+addr+")/?timeout=5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v, n string
+	if err := db.QueryRow("SELECT 'writer-only'").Scan(&v, &n); !is7015(err) {
+		t.Fatalf("a read only the writer could serve: %q %v", v, err)
+	}
+	if primary.seen("writer-only") != 0 {
+		t.Fatal("the writer served a read while this instance was self-fenced")
 	}
 }
