@@ -432,6 +432,43 @@ func (e *haEnv) requireAgreement(rec coord.Record, limit time.Duration) {
 		}
 		return nil
 	})
+	e.requireSameTerm(rec, limit)
+}
+
+// requireSameTerm checks that every instance shows the record's term and
+// writer, in the API and in `vigil ctl clusters`: the term is the
+// cluster's fencing token, one for all instances (issue 24: each showed
+// its own counter, and a restarted instance term 1).
+func (e *haEnv) requireSameTerm(rec coord.Record, limit time.Duration) {
+	e.t.Helper()
+	Eventually(e.t, limit, fmt.Sprintf("every instance showing term %d, writer %s", rec.Term, rec.Writer), func() error {
+		for i, v := range e.m.Vigils {
+			body, err := e.api(i, "/api/v1/clusters")
+			if err != nil {
+				return err
+			}
+			var list []admin.ClusterView
+			if err := json.Unmarshal(body, &list); err != nil {
+				return err
+			}
+			for _, cl := range list {
+				if cl.Name == haCluster && (cl.Term != rec.Term || cl.Writer != rec.Writer) {
+					return fmt.Errorf("%s: /api/v1/clusters says term %d writer %q", v.Name, cl.Term, cl.Writer)
+				}
+			}
+			out, err := e.ctl(i, "clusters")
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(out, "\n") {
+				f := strings.Fields(line)
+				if len(f) > 4 && f[0] == haCluster && (f[3] != rec.Writer || f[4] != fmt.Sprint(rec.Term)) {
+					return fmt.Errorf("%s: vigil ctl clusters says %q", v.Name, line)
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // ---------------------------------------------------------------------
@@ -783,6 +820,31 @@ func (e *haEnv) readThrough(i int) error {
 	return db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+haTable).Scan(&n)
 }
 
+// freshReadsThrough opens n new connections through instance i, each
+// with a default schema no login used before (so the login is checked on
+// a server, not taken from the login cache), and reads on each.
+func (e *haEnv) freshReadsThrough(i, n int) (ok int, failed []string) {
+	for k := range n {
+		schema := []string{"information_schema", ""}[k%2]
+		db, err := sql.Open("mysql", fmt.Sprintf("app:app@tcp(%s)/%s?timeout=3s&readTimeout=5s", e.proxy(i), schema))
+		if err != nil {
+			failed = append(failed, err.Error())
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var c int
+		err = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+haTable).Scan(&c)
+		cancel()
+		db.Close()
+		if err != nil {
+			failed = append(failed, haErrKey(err))
+			continue
+		}
+		ok++
+	}
+	return ok, failed
+}
+
 // ---------------------------------------------------------------------
 // The tests.
 
@@ -861,6 +923,16 @@ func TestHAKillPrimaryTwoVigils(t *testing.T) {
 		third = "node3"
 	}
 	e.replicatesFrom(third, newW, 20*time.Second)
+
+	// A restarted instance shows the cluster's term and writer, not a
+	// count of its own from 1.
+	other := "vigil1"
+	if acting == "vigil1" {
+		other = "vigil2"
+	}
+	haMust(t, "kill "+other, e.sb.Kill(ctx, other))
+	haMust(t, "start "+other, e.sb.Start(ctx, other))
+	e.requireAgreement(e.mustRecord(), 20*time.Second)
 }
 
 // TestHALeaderDiesMidFailover: the acting instance is killed in the
@@ -1078,6 +1150,13 @@ func TestHAIsolatedVigilSelfFences(t *testing.T) {
 	fenceBy := tIso.Add(3 * time.Second)
 	if err := e.readThrough(1); err != nil {
 		t.Errorf("a read through the isolated vigil2 failed: %v", err)
+	}
+	// New connections too, with a login the login cache has not seen
+	// (its check went to the writer through the write gate: 7015).
+	reads, failed := e.freshReadsThrough(1, 10)
+	t.Logf("isolated vigil2: %d of 10 reads on new connections served, %d refused", reads, len(failed))
+	if len(failed) > 0 {
+		t.Errorf("reads on new connections through the isolated vigil2 failed: %s", haFirst(failed, 3))
 	}
 	c2 := e.mustCoordination(1)
 	if c2.Lease.Lease != "lost" || c2.Clusters[haCluster].Writes == "allowed" {
