@@ -675,6 +675,7 @@ type haWrite struct {
 
 type haWriter struct {
 	via        string
+	paused     atomic.Bool // sends nothing while set
 	mu         sync.Mutex
 	writes     []haWrite
 	stop, done chan struct{}
@@ -701,6 +702,14 @@ func (e *haEnv) startWriter(i int, gap time.Duration) *haWriter {
 			case <-w.stop:
 				return
 			default:
+			}
+			if w.paused.Load() {
+				select {
+				case <-w.stop:
+					return
+				case <-time.After(gap):
+				}
+				continue
 			}
 			id := e.ids.Add(1)
 			hw := haWrite{id: id, via: via, start: time.Now()}

@@ -128,7 +128,9 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 		}
 		return true
 	}
+	crash := failpointFor(pl.Kind, resumed != nil)
 	for i := first; i < len(pl.Steps); i++ {
+		crash.after(i)
 		if i == pl.CutEnd && pl.CutEnd > 0 && !(resumed != nil && i > first) {
 			// The failover's second phase, from positions read after the
 			// cut (see failover.PlanAfterCut).
@@ -202,6 +204,7 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 		}
 		return finish(false, msg)
 	}
+	crash.after(len(pl.Steps))
 	if st.held {
 		e.router.Release()
 		st.pause = e.now().Sub(st.holdStart)
