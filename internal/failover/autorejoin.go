@@ -79,13 +79,16 @@ func (v *view) returnedOldPrimaries() []returnedPrimary {
 		if o := v.obs(idx); !o.ReadOnly {
 			s += "; it reports read_only=OFF: writes sent to it directly are not replicated"
 		}
-		if rp.rejoin.Situation == Rejoin {
+		switch {
+		case rp.rejoin.Situation == Rejoin:
 			s += fmt.Sprintf("; its GTID history is compatible: `vigil ctl rejoin %s` makes it a replica of the primary", r.OldPrimary)
-		} else {
+			if note := v.autoRejoinNote(rp); note != "" {
+				s += "; " + note
+			}
+		case v.opts.AutoRejoin:
+			s += "; " + v.autoRejoinNote(rp)
+		default:
 			s += "; rejoin is not possible yet: " + rp.rejoin.Reason
-		}
-		if note := v.autoRejoinNote(rp); note != "" {
-			s += "; " + note
 		}
 		rp.text = s
 		out = append(out, rp)
@@ -100,7 +103,7 @@ func (v *view) autoRejoinNote(r returnedPrimary) string {
 		return ""
 	}
 	if r.rejoin.Situation != Rejoin {
-		return fmt.Sprintf("automatic rejoin (failover.auto_rejoin) did not run and will not until this changes: %s", r.rejoin.Reason)
+		return fmt.Sprintf("automatic rejoin (failover.auto_rejoin) did not run, and a rejoin by hand would be refused too: %s", r.rejoin.Reason)
 	}
 	if at := r.retryAt(); v.in.Now.Before(at) {
 		why := r.last.Error
@@ -158,7 +161,7 @@ func (v *view) decideReturned(d Decision, back []returnedPrimary) Decision {
 			if d.FenceNotes == nil {
 				d.FenceNotes = map[string]string{}
 			}
-			d.FenceNotes[r.name] = fmt.Sprintf("old primary replaced by the failover at %s; %s", stamp(r.replaced), note)
+			d.FenceNotes[r.name] = fmt.Sprintf("as the old primary the failover at %s replaced; %s", stamp(r.replaced), note)
 			if at := r.retryAt(); v.in.Now.Before(at) && (d.RecheckAt.IsZero() || at.Before(d.RecheckAt)) {
 				d.RecheckAt = at
 			}
