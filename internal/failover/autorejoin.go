@@ -148,6 +148,7 @@ func (v *view) decideReturned(d Decision, back []returnedPrimary) Decision {
 					d.Events = append(d.Events, o.text)
 				}
 			}
+			v.fenceNotes(&d, back, r.name)
 			return d
 		}
 	}
@@ -156,16 +157,25 @@ func (v *view) decideReturned(d Decision, back []returnedPrimary) Decision {
 	for _, r := range back[1:] {
 		d.Events = append(d.Events, r.text)
 	}
+	v.fenceNotes(&d, back, "")
+	return d
+}
+
+// fenceNotes sets d.FenceNotes for the returned old primaries automatic
+// rejoin leaves fenced (all but rejoining), and d.RecheckAt to the end of
+// the earliest back-off.
+func (v *view) fenceNotes(d *Decision, back []returnedPrimary, rejoining string) {
 	for _, r := range back {
-		if note := v.autoRejoinNote(r); note != "" {
-			if d.FenceNotes == nil {
-				d.FenceNotes = map[string]string{}
-			}
-			d.FenceNotes[r.name] = fmt.Sprintf("as the old primary the failover at %s replaced; %s", stamp(r.replaced), note)
-			if at := r.retryAt(); v.in.Now.Before(at) && (d.RecheckAt.IsZero() || at.Before(d.RecheckAt)) {
-				d.RecheckAt = at
-			}
+		note := v.autoRejoinNote(r)
+		if note == "" || r.name == rejoining {
+			continue
+		}
+		if d.FenceNotes == nil {
+			d.FenceNotes = map[string]string{}
+		}
+		d.FenceNotes[r.name] = fmt.Sprintf("as the old primary the failover at %s replaced; %s", stamp(r.replaced), note)
+		if at := r.retryAt(); v.in.Now.Before(at) && (d.RecheckAt.IsZero() || at.Before(d.RecheckAt)) {
+			d.RecheckAt = at
 		}
 	}
-	return d
 }

@@ -259,6 +259,16 @@ var gateRows = []row{
 				t.Errorf("recheck at %s, want t0+125s (60s after the second failure)", d.RecheckAt)
 			}
 		}},
+	{name: "auto rejoin of one returned old primary, another diverged stays fenced", scen: returned + "options auto_rejoin=yes\nserver node4 role=replica gtid=0-1-104\nhistory failover started=30 ended=31 ok=yes old=node4 new=node1",
+		sit: AutoRejoin, act: ActExecute, check: func(t *testing.T, d Decision) {
+			t.Helper()
+			if d.Plan.OldPrimary != "node0" {
+				t.Errorf("rejoins %s, want node0", d.Plan.OldPrimary)
+			}
+			if _, ok := d.FenceNotes["node0"]; ok || !strings.Contains(d.FenceNotes["node4"], "did not run") {
+				t.Errorf("fence notes %v, want one for node4 only", d.FenceNotes)
+			}
+		}},
 	{name: "auto rejoin waits for a running operation", scen: returned + "options auto_rejoin=yes\nrunning switchover started=99 old=node1 new=node2",
 		sit: OperationRunning, act: ActWait, detected: AutoRejoin},
 	{name: "old primary rejoined", scen: base + "server node0 role=replica source=node1 gtid=0-1-100\nhistory failover started=10 ended=20 ok=yes old=node0 new=node1\nhistory rejoin started=30 ended=31 ok=yes old=node0",
