@@ -66,6 +66,14 @@ func newClusterEnv(t *testing.T, opts sandbox.Options, tweak func(*config.Config
 	return env
 }
 
+// manualRejoin turns failover.auto_rejoin off: for tests of what an
+// operator's `vigil ctl rejoin` does, and of a returned old primary that
+// stays fenced until then.
+func manualRejoin(c *config.Config) {
+	off := false
+	c.Clusters[0].Failover.AutoRejoin = &off
+}
+
 func (e *clusterEnv) ctl(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	res, err := RunVigil(t, append([]string{"ctl", "--admin", e.admin}, args...)...)
@@ -259,6 +267,7 @@ func TestFailoverKillPrimary(t *testing.T) {
 	hookOut := filepath.Join(t.TempDir(), "post-failover.env")
 	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, func(c *config.Config) {
 		c.Clusters[0].Failover.PostFailover = "env | grep ^VIGIL_ > " + hookOut
+		manualRejoin(c) // it tests the operator's rejoin
 	})
 	dsn := fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr)
 	w := startWriter(t, dsn)
@@ -421,7 +430,8 @@ func TestFailoverPausedAndIsolatedPrimary(t *testing.T) {
 	}
 	for _, fault := range []string{"pause", "isolate"} {
 		t.Run(fault, func(t *testing.T) {
-			env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, nil)
+			// manualRejoin: it checks the returned old primary stays fenced.
+			env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, manualRejoin)
 			dsn := fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s&readTimeout=5s&writeTimeout=5s", env.addr)
 			w := startWriter(t, dsn)
 			time.Sleep(time.Second)

@@ -29,6 +29,7 @@ func TestFailoverTiming(t *testing.T) {
 	}
 	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, func(c *config.Config) {
 		c.Clusters[0].Failover.MinInterval = config.Duration{Duration: time.Second}
+		manualRejoin(c) // each round rejoins the old primary with `vigil ctl rejoin`
 	})
 	dsn := fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr)
 	ctx := context.Background()

@@ -62,6 +62,10 @@ func newFaultLab(t *testing.T, tweaks ...func(*config.Config)) *faultLab {
 	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, func(c *config.Config) {
 		c.Clusters[0].Failover.Auto = true
 		c.Clusters[0].Failover.MinInterval = config.Duration{Duration: time.Second}
+		// The lab's tests play the operator (ack, `vigil ctl rejoin`,
+		// rebuild) and check what each step does; a tweak may turn
+		// automatic rejoin back on.
+		manualRejoin(c)
 		for _, f := range tweaks {
 			f(c)
 		}

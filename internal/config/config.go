@@ -261,7 +261,13 @@ type Monitor struct {
 
 // Failover configures automatic failover and switchover.
 type Failover struct {
-	Auto         bool     `yaml:"auto"`
+	Auto bool `yaml:"auto"`
+	// AutoRejoin (default on): a primary replaced by a failover that
+	// answers again with a compatible GTID history is made a replica of
+	// the new primary without an operator, by the plan `vigil ctl rejoin`
+	// runs. A diverged one stays fenced either way. Replication clusters
+	// only.
+	AutoRejoin   *bool    `yaml:"auto_rejoin"`
 	DetectAfter  Duration `yaml:"detect_after"`
 	MinInterval  Duration `yaml:"min_interval"`
 	ApplyTimeout Duration `yaml:"apply_timeout"`
@@ -286,6 +292,10 @@ type Failover struct {
 	// to a server whose role a failover, switchover or rejoin changes.
 	SemiSync SemiSync `yaml:"semi_sync"`
 }
+
+// AutoRejoinOn says whether automatic rejoin is on: unless set off, for
+// replication clusters.
+func (f Failover) AutoRejoinOn() bool { return f.AutoRejoin == nil || *f.AutoRejoin }
 
 // SemiSync configures how semi-sync settings follow the roles.
 type SemiSync struct {
@@ -703,6 +713,9 @@ func (c *Config) Validate() error {
 			if d.v.Duration < 0 {
 				add(key+".failover."+d.name, "must not be negative (%s)", d.v.Duration)
 			}
+		}
+		if cl.Failover.AutoRejoin != nil && *cl.Failover.AutoRejoin && cl.Type != "" && cl.Type != "replication" {
+			add(key+".failover.auto_rejoin", "applies to replication clusters only (a %s cluster has no rejoin): remove it", cl.Type)
 		}
 		if cl.Failover.MaxRunningSeconds < 0 {
 			add(key+".failover.max_running_seconds", "must not be negative")

@@ -30,6 +30,16 @@ func TestParseDefaults(t *testing.T) {
 		cl.Pool.MaxOpen != 100 || cl.Servers[1].Weight != 1 || c.Users[0].ReadYourWrites != router.RYWGTID || cl.AuthPlugin != "mysql_native_password" {
 		t.Fatalf("defaults: %+v", cl)
 	}
+	if !cl.Failover.AutoRejoinOn() {
+		t.Error("failover.auto_rejoin is off by default, want on")
+	}
+	off, err := Parse([]byte(strings.Replace(good, "name: main", "name: main\n    failover: {auto_rejoin: false}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off.Clusters[0].Failover.AutoRejoinOn() {
+		t.Error("failover.auto_rejoin: false did not turn it off")
+	}
 	// Round trip.
 	out, err := c.Marshal()
 	if err != nil {
@@ -53,6 +63,8 @@ func TestParseErrors(t *testing.T) {
 		{"hash without backend password", strings.Replace(good, "password: app}", "password: '*0123456789012345678901234567890123456789'}", 1), "users[0].backend_password"},
 		{"unknown candidate", strings.Replace(good, "name: main", "name: main\n    failover: {candidates: [n9]}", 1), `names server "n9"`},
 		{"bad plugin", strings.Replace(good, "name: main", "name: main\n    auth_plugin: ed25519", 1), "clusters[0].auth_plugin"},
+		{"auto_rejoin on galera", strings.Replace(good, "name: main", "name: main\n    type: galera\n    failover: {auto_rejoin: true}", 1), "clusters[0].failover.auto_rejoin: applies to replication clusters only"},
+		{"auto_rejoin not a bool", strings.Replace(good, "name: main", "name: main\n    failover: {auto_rejoin: sometimes}", 1), "cannot unmarshal !!str `sometimes` into bool"},
 		{"negative detect_after", strings.Replace(good, "name: main", "name: main\n    failover: {detect_after: -5s}", 1), "clusters[0].failover.detect_after: must not be negative"},
 		{"candidate never promoted", strings.Replace(good, "name: main", "name: main\n    failover: {candidates: [n2], never_promote: [n2]}", 1), `"n2" is also in never_promote`},
 		{"bad semi_sync", strings.Replace(good, "name: main", "name: main\n    failover: {semi_sync: {manage: sometimes}}", 1), `semi_sync.manage must be auto, on or off, not "sometimes"`},

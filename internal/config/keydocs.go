@@ -86,6 +86,7 @@ var keyDocs = map[string]string{
 
 	"clusters[].failover":                                 "Automatic failover and planned switchover (docs/failover.md).",
 	"clusters[].failover.auto":                            "Fail over by itself when the primary fails (default false: only vigil ctl failover does).",
+	"clusters[].failover.auto_rejoin":                     "Make a returned old primary a replica of the new primary by itself when its GTID history is compatible, as vigil ctl rejoin would (default true; replication clusters only). A diverged one stays fenced and says why.",
 	"clusters[].failover.detect_after":                    "The primary must fail this long before a failover (default 2s).",
 	"clusters[].failover.min_interval":                    "No automatic failover this soon after the previous one (default 1h).",
 	"clusters[].failover.apply_timeout":                   "Longest wait for a candidate to apply its relay log (default 30s).",

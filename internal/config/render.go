@@ -54,7 +54,8 @@ func Effective(c *Config, mask bool) ([]byte, error) {
 }
 
 // spellOutSwitches sets the switches that are on unless set off
-// (digests.enabled, users[].multiplexing) to their value.
+// (digests.enabled, users[].multiplexing, clusters[].failover.auto_rejoin
+// of replication clusters) to their value.
 func (c *Config) spellOutSwitches() {
 	on := true
 	if c.Digests.Enabled == nil {
@@ -63,6 +64,11 @@ func (c *Config) spellOutSwitches() {
 	for i := range c.Users {
 		if c.Users[i].Multiplexing == nil {
 			c.Users[i].Multiplexing = &on
+		}
+	}
+	for i := range c.Clusters {
+		if f := &c.Clusters[i].Failover; f.AutoRejoin == nil && c.Clusters[i].Type == "replication" {
+			f.AutoRejoin = &on
 		}
 	}
 }

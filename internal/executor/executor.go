@@ -156,6 +156,9 @@ type Executor struct {
 	actingSeen bool
 	// sharedHeld: a switchover by another instance holds statements here.
 	sharedHeld bool
+	// fenceNotes: per returned old primary, the engine's latest note on
+	// why automatic rejoin leaves it fenced (noteFenced).
+	fenceNotes map[string]string
 	// pubFailed is the monitor-chosen writer whose publication last
 	// failed ("" after a success): the warning is logged once.
 	pubFailed string
@@ -219,8 +222,8 @@ func (e *Executor) SetOptions(opts Options) {
 		opts.Servers = cur.Servers // slots are never dropped
 	}
 	e.opts.Store(&opts)
-	e.event("", "options_reloaded", fmt.Sprintf("failover options reloaded: auto=%v detect_after=%s min_interval=%s apply_timeout=%s semi_sync=%s",
-		opts.Engine.Auto, opts.Engine.DetectAfter, opts.Engine.MinInterval, opts.Engine.ApplyTimeout, orDefault(string(opts.Engine.SemiSync.Manage), string(failover.SemiSyncAuto))))
+	e.event("", "options_reloaded", fmt.Sprintf("failover options reloaded: auto=%v auto_rejoin=%v detect_after=%s min_interval=%s apply_timeout=%s semi_sync=%s",
+		opts.Engine.Auto, opts.Engine.AutoRejoin, opts.Engine.DetectAfter, opts.Engine.MinInterval, opts.Engine.ApplyTimeout, orDefault(string(opts.Engine.SemiSync.Manage), string(failover.SemiSyncAuto))))
 	e.Kick()
 }
 
@@ -362,6 +365,10 @@ func (e *Executor) decideAuto(ctx context.Context) time.Time {
 	e.noteReplicaNoTx()
 	e.checkSalvage(ctx)
 	d := failover.Decide(e.input(nil))
+	if d.Situation == failover.AutoRejoin {
+		d = e.confirmAutoRejoin(ctx, d)
+	}
+	e.noteFenced(d)
 	switch d.Action {
 	case failover.ActEvent:
 		// Reasons carry durations that change on every call: one event per
@@ -381,7 +388,11 @@ func (e *Executor) decideAuto(ctx context.Context) time.Time {
 		e.mu.Lock()
 		e.lastSit = ""
 		e.mu.Unlock()
-		e.event(opServer(d.Plan), "failover_decided", d.Reason)
+		kind := "failover_decided"
+		if d.Situation == failover.AutoRejoin {
+			kind = "auto_rejoin"
+		}
+		e.event(opServer(d.Plan), kind, d.Reason)
 		res := e.execute(ctx, d)
 		if !res.OK {
 			e.log.Error("automatic operation failed", "cluster", e.o().Cluster, "err", res.Message)
@@ -558,4 +569,38 @@ func (e *Executor) Running() string {
 	}
 	r := e.running
 	return fmt.Sprintf("%s %s → %s since %s", r.Kind, orNone(r.OldPrimary), orNone(r.NewPrimary), r.Started.Format(time.RFC3339))
+}
+
+// confirmAutoRejoin decides an automatic rejoin again on positions read
+// from both servers now, as a requested rejoin does: the monitor samples
+// them one server at a time. The second decision is the one acted on.
+func (e *Executor) confirmAutoRejoin(ctx context.Context, d failover.Decision) failover.Decision {
+	in := e.input(nil)
+	if w := in.Snapshot.WriterServer(); w != nil && d.Plan != nil {
+		e.freshen(ctx, &in, d.Plan.OldPrimary, w.Name)
+	}
+	return failover.Decide(in)
+}
+
+// noteFenced shows why automatic rejoin leaves a returned old primary
+// fenced: as its fence reason (the API's and status' reason for its
+// state) and in one event per return and per change of reason, not one
+// per decision.
+func (e *Executor) noteFenced(d failover.Decision) {
+	if d.Situation == failover.OperationRunning {
+		return
+	}
+	e.mu.Lock()
+	prev := e.fenceNotes
+	e.fenceNotes = d.FenceNotes
+	e.mu.Unlock()
+	for name, note := range d.FenceNotes {
+		if prev[name] == note {
+			continue
+		}
+		if err := e.mon.Fence(name, fencePrefix+" "+note); err != nil {
+			e.log.Warn("could not update a fence reason", "cluster", e.o().Cluster, "server", name, "err", err)
+		}
+		e.event(name, "auto_rejoin_skipped", name+" stays fenced "+note)
+	}
 }

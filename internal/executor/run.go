@@ -214,6 +214,9 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 	switch pl.Kind {
 	case failover.KindFailover:
 		msg = fmt.Sprintf("%s is the new primary (term %d); %s is fenced until `vigil ctl rejoin %s`", pl.NewPrimary, pl.Term, pl.OldPrimary, pl.OldPrimary)
+		if e.o().Engine.AutoRejoin {
+			msg = fmt.Sprintf("%s is the new primary (term %d); %s is fenced until it is rejoined: automatically when it answers again with a compatible GTID history (failover.auto_rejoin), else by `vigil ctl rejoin %s`", pl.NewPrimary, pl.Term, pl.OldPrimary, pl.OldPrimary)
+		}
 		_ = e.hook(ctx, e.o().PostFailover, pl)
 	case failover.KindSwitchover:
 		msg = fmt.Sprintf("%s is the new primary (term %d); writes were held for %s", pl.NewPrimary, pl.Term, st.pause.Round(time.Millisecond))

@@ -53,7 +53,7 @@ var update = flag.Bool("update", false, "rewrite testdata/scenarios/*.txt with w
 //	decide                      what the engine would decide now (no action)
 //	ack | restart | running | show | history | journal [records]
 //
-// ENGINE-OPTIONS: auto=yes|no detect_after= min_interval= apply_timeout=
+// ENGINE-OPTIONS: auto=yes|no auto_rejoin=yes|no (default no) detect_after= min_interval= apply_timeout=
 // hold_timeout= drain_timeout= max_lag= candidates=a,b never_promote=a
 // fence_command= semi_sync=auto|on|off pre_failover= post_failover=.
 //
@@ -409,6 +409,8 @@ func engineOptions(o *Options, kv map[string]string) error {
 		switch k {
 		case "auto":
 			en.Auto = v == "yes"
+		case "auto_rejoin":
+			en.AutoRejoin = v == "yes"
 		case "detect_after":
 			dur(&en.DetectAfter, v)
 		case "min_interval":

@@ -286,3 +286,48 @@ func TestSharedTermIsTheRecords(t *testing.T) {
 		t.Fatalf("monitor term %d after publishing term 10", mon.term)
 	}
 }
+
+// With coordination, an automatic rejoin runs on the acting instance only
+// and goes through the operation journal in etcd like a requested one;
+// a follower never starts it.
+func TestSharedAutoRejoinJournaled(t *testing.T) {
+	sc, f := sharedScenario(t)
+	o := *sc.e.o()
+	o.Engine.AutoRejoin = true
+	sc.e.SetOptions(o)
+	sc.killNode1()
+	sc.e.decideAuto(sc.ctx)
+	if h := sc.e.History().Records; len(h) != 1 || h[0].Kind != failover.RecordFailover || !h[0].OK {
+		t.Fatalf("no failover: %+v", sc.e.History().Records)
+	}
+	if err := sc.change("start", "node1", nil); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.acting = false
+	f.mu.Unlock()
+	sc.pass(time.Second)
+	sc.e.decideAuto(sc.ctx)
+	if n := len(sc.e.History().Records); n != 1 {
+		t.Fatalf("a follower ran an operation: %+v", sc.e.History().Records)
+	}
+	f.mu.Lock()
+	f.acting = true
+	saves := len(f.saves)
+	f.mu.Unlock()
+	sc.pass(time.Second)
+	sc.e.decideAuto(sc.ctx)
+	hist := sc.e.History().Records
+	last := hist[len(hist)-1]
+	if last.Kind != failover.RecordRejoin || !last.OK || !last.Auto || last.OldPrimary != "node1" {
+		t.Fatalf("no automatic rejoin of node1: %+v", hist)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.saves) <= saves {
+		t.Fatalf("the rejoin's steps were not journaled in etcd (saves %v)", f.saves)
+	}
+	if f.op != nil || len(f.hist) != len(hist) || f.hist[len(f.hist)-1].Kind != failover.RecordRejoin || !f.hist[len(f.hist)-1].Auto {
+		t.Fatalf("the rejoin is not in the shared journal: op %+v history %+v", f.op, f.hist)
+	}
+}

@@ -49,8 +49,13 @@ type Decision struct {
 	// returned old primary, the plan a blocked failover would run...).
 	Events []string
 	// RecheckAt, when not zero, is when the decision changes without new
-	// observations (detect_after or min_interval runs out).
+	// observations (detect_after, min_interval or a rejoin back-off runs
+	// out).
 	RecheckAt time.Time
+	// FenceNotes: returned old primaries that stay fenced although
+	// failover.auto_rejoin is on, with why and what to do; the executor
+	// shows each as the server's fence reason.
+	FenceNotes map[string]string
 	// Request is the operator's request this decision answers, nil for an
 	// automatic decision.
 	Request *Request
@@ -84,7 +89,7 @@ func Decide(in Input) Decision {
 		d.Detected = d.Situation
 		d.Situation = OperationRunning
 		d.Reason = v.runningText() + "; automatic decisions wait for it (found: " + d.Detected.String() + ")"
-		d.Plan, d.RecheckAt, d.Choices, d.Events = nil, time.Time{}, nil, nil
+		d.Plan, d.RecheckAt, d.Choices, d.Events, d.FenceNotes = nil, time.Time{}, nil, nil, nil
 	}
 	d.Cluster = v.snap.Cluster
 	return finish(d, in.Request)
@@ -141,13 +146,12 @@ func (v *view) decideRequest(req Request) Decision {
 func (v *view) decideReplication() Decision {
 	det := v.detect()
 	d := Decision{Situation: det.sit, Detected: det.sit, Reason: det.reason, RecheckAt: det.recheck, Events: det.events}
-	returned := v.returnedOldPrimaries()
+	back := v.returnedOldPrimaries()
+	returned := texts(back)
 	switch det.sit {
 	case Healthy:
-		if len(returned) > 0 {
-			d.Situation = OldPrimaryReturned
-			d.Reason = returned[0]
-			d.Events = append(d.Events, returned[1:]...)
+		if len(back) > 0 {
+			return v.decideReturned(d, back)
 		}
 		return d
 	case PrimaryReadOnly:
@@ -328,38 +332,6 @@ func (v *view) runningText() string {
 		s = fmt.Sprintf("a %s (%s → %s) started at %s is running", r.Kind, orNone(r.OldPrimary), orNone(r.NewPrimary), stamp(r.Started))
 	}
 	return s
-}
-
-// returnedOldPrimaries describes every server a failover replaced that
-// answers checks again and has not been rejoined since.
-func (v *view) returnedOldPrimaries() []string {
-	var out []string
-	recs := v.in.History.Records
-	seen := map[string]bool{}
-	for i, r := range recs {
-		if r.Kind != RecordFailover || r.OldPrimary == "" || seen[r.OldPrimary] {
-			continue
-		}
-		rejoined := slices.ContainsFunc(recs[i+1:], func(x Record) bool { return x.Kind == RecordRejoin && x.OK && x.OldPrimary == r.OldPrimary })
-		idx := v.snap.Index(r.OldPrimary)
-		if rejoined || idx < 0 || idx == v.primary || !v.ok(idx) {
-			continue
-		}
-		seen[r.OldPrimary] = true
-		s := fmt.Sprintf("%s, replaced by the failover at %s, answers checks again; it stays fenced (not routed) and is never made writable automatically",
-			r.OldPrimary, stamp(r.Started))
-		if o := v.obs(idx); !o.ReadOnly {
-			s += "; it reports read_only=OFF: writes sent to it directly are not replicated"
-		}
-		rj := v.rejoin(r.OldPrimary)
-		if rj.Situation == Rejoin {
-			s += fmt.Sprintf("; its GTID history is compatible: `vigil ctl rejoin %s` makes it a replica of the primary", r.OldPrimary)
-		} else {
-			s += "; rejoin is not possible yet: " + rj.Reason
-		}
-		out = append(out, s)
-	}
-	return out
 }
 
 // view is one Decide call's read-only access to its input.

@@ -200,6 +200,77 @@ var gateRows = []row{
 		check: reasonHas("node0, replaced by the failover", "read_only=OFF", "vigil ctl rejoin node0")},
 	{name: "old primary returned diverged", scen: base + "server node0 role=replica gtid=0-1-104\nhistory failover started=10 ended=20 ok=yes old=node0 new=node1",
 		sit: OldPrimaryReturned, act: ActEvent, check: reasonHas("rejoin is not possible yet", "domain 0 sequences 101..104")},
+	{name: "auto rejoin of a compatible old primary", scen: returned + "options auto_rejoin=yes",
+		sit: AutoRejoin, act: ActExecute, newPrimary: "node1",
+		check: func(t *testing.T, d Decision) {
+			t.Helper()
+			if d.Plan == nil || d.Plan.Kind != KindRejoin || !d.Plan.Auto || d.Plan.OldPrimary != "node0" {
+				t.Fatalf("plan %+v, want an automatic rejoin of node0", d.Plan)
+			}
+			// Exactly the plan `rejoin node0` runs.
+			in, err := parseInput(returned + "options auto_rejoin=yes\nrequest rejoin to=node0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := Decide(in)
+			if len(m.Plan.Steps) != len(d.Plan.Steps) {
+				t.Fatalf("auto plan has %d steps, the manual one %d", len(d.Plan.Steps), len(m.Plan.Steps))
+			}
+			for i := range m.Plan.Steps {
+				if !reflect.DeepEqual(m.Plan.Steps[i], d.Plan.Steps[i]) {
+					t.Errorf("step %d: auto %+v, manual %+v", i+1, d.Plan.Steps[i], m.Plan.Steps[i])
+				}
+			}
+			reasonHas("failover.auto_rejoin is on", "holds nothing the primary node1")(t, d)
+		}},
+	{name: "auto rejoin off: the old primary waits", scen: returned + "options auto_rejoin=no",
+		sit: OldPrimaryReturned, act: ActEvent, check: func(t *testing.T, d Decision) {
+			t.Helper()
+			reasonHas("vigil ctl rejoin node0")(t, d)
+			if len(d.FenceNotes) != 0 {
+				t.Errorf("fence notes %v with auto_rejoin off", d.FenceNotes)
+			}
+		}},
+	{name: "auto rejoin of a diverged old primary: stays fenced, says why", scen: base + "options auto_rejoin=yes\nserver node0 role=replica gtid=0-1-104\nhistory failover started=10 ended=20 ok=yes old=node0 new=node1\nfenced node0",
+		sit: OldPrimaryReturned, act: ActEvent, check: func(t *testing.T, d Decision) {
+			t.Helper()
+			reasonHas("automatic rejoin (failover.auto_rejoin) did not run", "domain 0 sequences 101..104", "Salvage them first")(t, d)
+			if n := d.FenceNotes["node0"]; !strings.Contains(n, "automatic rejoin (failover.auto_rejoin) did not run") || !strings.Contains(n, "run rejoin again") {
+				t.Errorf("fence note %q", n)
+			}
+		}},
+	{name: "auto rejoin backs off after a failure", scen: returned + "options auto_rejoin=yes\nhistory rejoin started=80 ended=90 ok=no old=node0 error=boom",
+		sit: OldPrimaryReturned, act: ActEvent, check: func(t *testing.T, d Decision) {
+			t.Helper()
+			reasonHas("automatic rejoin failed 1 time(s)", "boom", "back-off")(t, d)
+			if !d.RecheckAt.Equal(at(120)) {
+				t.Errorf("recheck at %s, want t0+120s (30s after the failure)", d.RecheckAt)
+			}
+			if d.FenceNotes["node0"] == "" {
+				t.Error("no fence note while backing off")
+			}
+		}},
+	{name: "auto rejoin retries after the back-off", scen: returned + "options auto_rejoin=yes\nhistory rejoin started=60 ended=65 ok=no old=node0 error=boom",
+		sit: AutoRejoin, act: ActExecute, check: reasonHas("attempt 2", "boom")},
+	{name: "auto rejoin back-off doubles", scen: returned + "options auto_rejoin=yes\nhistory rejoin started=30 ended=31 ok=no old=node0 error=a\nhistory rejoin started=60 ended=65 ok=no old=node0 error=b",
+		sit: OldPrimaryReturned, act: ActEvent, check: func(t *testing.T, d Decision) {
+			t.Helper()
+			if !d.RecheckAt.Equal(at(125)) {
+				t.Errorf("recheck at %s, want t0+125s (60s after the second failure)", d.RecheckAt)
+			}
+		}},
+	{name: "auto rejoin of one returned old primary, another diverged stays fenced", scen: returned + "options auto_rejoin=yes\nserver node4 role=replica gtid=0-1-104\nhistory failover started=30 ended=31 ok=yes old=node4 new=node1",
+		sit: AutoRejoin, act: ActExecute, check: func(t *testing.T, d Decision) {
+			t.Helper()
+			if d.Plan.OldPrimary != "node0" {
+				t.Errorf("rejoins %s, want node0", d.Plan.OldPrimary)
+			}
+			if _, ok := d.FenceNotes["node0"]; ok || !strings.Contains(d.FenceNotes["node4"], "did not run") {
+				t.Errorf("fence notes %v, want one for node4 only", d.FenceNotes)
+			}
+		}},
+	{name: "auto rejoin waits for a running operation", scen: returned + "options auto_rejoin=yes\nrunning switchover started=99 old=node1 new=node2",
+		sit: OperationRunning, act: ActWait, detected: AutoRejoin},
 	{name: "old primary rejoined", scen: base + "server node0 role=replica source=node1 gtid=0-1-100\nhistory failover started=10 ended=20 ok=yes old=node0 new=node1\nhistory rejoin started=30 ended=31 ok=yes old=node0",
 		sit: Healthy, act: ActNone},
 	{name: "old primary still down", scen: base + "server node0 role=replica down=refused\nhistory failover started=10 ended=20 ok=yes old=node0 new=node1",

@@ -57,6 +57,10 @@ type Options struct {
 	// SemiSync is the semi-synchronous replication policy the plans apply
 	// to the servers whose role they change.
 	SemiSync SemiSyncPolicy
+	// AutoRejoin: a returned old primary whose GTID history is compatible
+	// is rejoined as a replica without an operator (the AutoRejoin
+	// situation); a diverged one stays fenced either way.
+	AutoRejoin bool
 }
 
 // WithDefaults returns o with every zero value replaced by its default.

@@ -305,6 +305,7 @@ func (p *scenarioParser) build() (Input, error) {
 
 	o := p.options
 	in.Options.Auto = o["auto"] == "yes"
+	in.Options.AutoRejoin = o["auto_rejoin"] == "yes"
 	dur := func(key string) time.Duration {
 		d, _ := time.ParseDuration(o[key])
 		return d

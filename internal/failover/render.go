@@ -2,6 +2,8 @@ package failover
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -34,6 +36,12 @@ func (d Decision) String() string {
 		b.WriteString("candidates:\n")
 		for _, c := range d.Choices {
 			fmt.Fprintf(&b, "  %s\n", c)
+		}
+	}
+	if len(d.FenceNotes) > 0 {
+		b.WriteString("kept fenced:\n")
+		for _, name := range slices.Sorted(maps.Keys(d.FenceNotes)) {
+			fmt.Fprintf(&b, "  %s: %s\n", name, d.FenceNotes[name])
 		}
 	}
 	if len(d.Events) > 0 {

@@ -89,6 +89,10 @@ const (
 	// lacks.
 	RejoinDiverged
 
+	// AutoRejoin: a returned old primary's GTID history is compatible and
+	// failover.auto_rejoin is on: it becomes a replica of the primary.
+	AutoRejoin
+
 	numSituations
 )
 
@@ -157,7 +161,7 @@ var situations = [numSituations]situationInfo{
 	WouldLoseData: {"WouldLoseData",
 		"a failover is needed but the best candidate lacks transactions the old primary is known to have acknowledged: wait for the old primary, or an operator runs `failover --accept-loss`", ActEvent},
 	OldPrimaryReturned: {"OldPrimaryReturned",
-		"a primary replaced by a failover answers again; it stays fenced (never routed, never made writable) until an operator runs `rejoin`", ActEvent},
+		"a primary replaced by a failover answers again; it stays fenced (never routed, never made writable) until it is rejoined: by an operator's `rejoin`, or automatically (failover.auto_rejoin) when its GTID history is compatible", ActEvent},
 
 	AutoFailoverOff:  {"AutoFailoverOff", "a failover is needed but automatic failover is off (failover.auto)", ActEvent},
 	RecentFailover:   {"RecentFailover", "a failover is needed but the previous failover was less than min_interval ago and is not acknowledged", ActEvent},
@@ -175,6 +179,8 @@ var situations = [numSituations]situationInfo{
 	PrimaryDown:    {"PrimaryDown", "a switchover needs a primary that answers: use failover", ActRefuse},
 	InvalidTarget:  {"InvalidTarget", "the server named by the request cannot be used for it", ActRefuse},
 	RejoinDiverged: {"RejoinDiverged", "the server to rejoin holds transactions the primary lacks: salvage them first", ActRefuse},
+
+	AutoRejoin: {"AutoRejoin", "a primary replaced by a failover answers again, its GTID history is compatible and failover.auto_rejoin is on: it becomes a replica of the primary (the plan `rejoin` runs)", ActExecute},
 }
 
 // Situations lists every situation in order, for documentation and tests.
