@@ -41,8 +41,12 @@ type Options struct {
 	// Instance names this Vigil among the others; unique.
 	Instance string
 	// LeaseTTL is how long the instance keeps its role without reaching
-	// etcd. etcd counts whole seconds (at least 2 here).
+	// etcd. etcd counts whole seconds (at least 2 here; default: the
+	// shortest that rides over an etcd leader election, MinLeaseTTL).
 	LeaseTTL time.Duration
+	// ElectionTimeout is etcd's --election-timeout (default 1s, etcd's):
+	// renewals are timed so that a leader election does not fence.
+	ElectionTimeout time.Duration
 	// AckTimeout bounds how long an operation waits for every live
 	// instance to apply a new writer record; an instance that neither
 	// answers nor loses its lease by then fails the step.
@@ -74,8 +78,11 @@ func (o Options) WithDefaults() Options {
 	if !strings.HasSuffix(o.Prefix, "/") {
 		o.Prefix += "/"
 	}
+	if o.ElectionTimeout <= 0 {
+		o.ElectionTimeout = DefaultElectionTimeout
+	}
 	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = 2 * time.Second
+		o.LeaseTTL = MinLeaseTTL(o.ElectionTimeout)
 	}
 	if o.LeaseTTL < 2*time.Second {
 		o.LeaseTTL = 2 * time.Second
@@ -124,6 +131,8 @@ type Coordinator struct {
 	// stalled (tests): act as a paused process would, no grant and no
 	// renewal reaches etcd.
 	stalled atomic.Bool
+	// onRenewal (tests) sees every renewal attempt's outcome.
+	onRenewal func(sent time.Time, took time.Duration, err error)
 
 	// proc is random per process: records it wrote carry it.
 	proc string
@@ -253,17 +262,6 @@ func (c *Coordinator) leaseChanged() <-chan struct{} {
 
 func (c *Coordinator) key(parts ...string) string { return c.opts.Prefix + strings.Join(parts, "/") }
 
-// margin is how much earlier than etcd this instance considers its lease
-// gone: renewals are timed from when they were sent, and the margin
-// covers clock rate differences and scheduling delays.
-func (c *Coordinator) margin(ttl time.Duration) time.Duration {
-	m := ttl / 5
-	if m < 300*time.Millisecond {
-		m = 300 * time.Millisecond
-	}
-	return m
-}
-
 // Run keeps the lease (and the instance's registration) until ctx ends;
 // a lost lease is replaced by a new one as soon as etcd answers again.
 func (c *Coordinator) Run(ctx context.Context) error {
@@ -294,11 +292,12 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		if took := time.Duration(c.sinceBase() - sent); took > ttl/4 {
+		tm := LeaseTiming(ttl, c.opts.ElectionTimeout)
+		if took := time.Duration(c.sinceBase() - sent); took > tm.RenewEvery {
 			// A grant that waited (etcd just came back) is timed from
 			// when it was sent: renew at once for a fresh deadline.
 			sent = c.sinceBase()
-			kctx, cancel := context.WithTimeout(ctx, ttl/2)
+			kctx, cancel := context.WithTimeout(ctx, tm.Attempt)
 			r, err := c.cli.KeepAliveOnce(kctx, g.ID)
 			cancel()
 			if err != nil || r.TTL <= 0 {
@@ -306,12 +305,13 @@ func (c *Coordinator) Run(ctx context.Context) error {
 				continue
 			}
 			ttl = time.Duration(r.TTL) * time.Second
+			tm = LeaseTiming(ttl, c.opts.ElectionTimeout)
 		}
-		c.setLease(g.ID, sent+int64(ttl-c.margin(ttl)))
+		c.setLease(g.ID, sent+int64(ttl-tm.Margin))
 		c.lostSince.Store(0)
 		c.sessions.Add(1)
 		c.log.Info("coordination: lease taken", "instance", c.opts.Instance, "lease", fmt.Sprintf("%x", int64(g.ID)), "ttl", ttl)
-		c.keepAlive(ctx, g.ID, ttl)
+		c.keepAlive(ctx, g.ID, tm)
 		// No lease; the deadline stays for the API (passed, or cut short
 		// when etcd said the lease is gone).
 		c.setLease(0, min(c.cur.Load().until, c.sinceBase()))
@@ -323,42 +323,71 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	return nil
 }
 
-// keepAlive renews the lease every ttl/4 until it is lost or ctx ends.
-func (c *Coordinator) keepAlive(ctx context.Context, id clientv3.LeaseID, ttl time.Duration) {
-	every := ttl / 4
-	t := time.NewTicker(every)
+// keepAlive renews the lease until it is lost or ctx ends. A renewal
+// starts every RenewEvery whether or not the ones before were answered
+// (at most MaxInFlight unanswered, each bounded by Attempt): the client
+// spreads them over every endpoint, so one stuck on a dead member, or on
+// a member waiting for a new etcd leader, does not hold up the next, and
+// the first answered after an election extends the deadline.
+func (c *Coordinator) keepAlive(ctx context.Context, id clientv3.LeaseID, tm Timing) {
+	type renewal struct {
+		sent int64
+		r    *clientv3.LeaseKeepAliveResponse
+		err  error
+	}
+	kctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	results := make(chan renewal)
+	inFlight := 0
+	t := time.NewTicker(tm.RenewEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case res := <-results:
+			inFlight--
+			switch {
+			case res.err == nil && res.r.TTL > 0:
+				c.extend(id, res.sent+int64(time.Duration(res.r.TTL)*time.Second-tm.Margin))
+				c.lostSince.Store(0)
+			case errors.Is(res.err, rpctypes.ErrLeaseNotFound) || res.err == nil:
+				c.noteLost()
+				return
+			}
+			continue
 		case <-t.C:
 		}
-		if c.stalled.Load() {
-			continue
-		}
-		sent := c.sinceBase()
-		kctx, cancel := context.WithTimeout(ctx, ttl/2)
-		r, err := c.cli.KeepAliveOnce(kctx, id)
-		cancel()
 		now := c.sinceBase()
-		switch {
-		case err == nil && r.TTL > 0:
-			c.extend(id, sent+int64(time.Duration(r.TTL)*time.Second-c.margin(ttl)))
-			c.lostSince.Store(0)
-			continue
-		case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
-			c.noteLost()
-			return
-		}
 		if until := c.cur.Load().until; now >= until {
 			c.noteLost()
 			// Keep trying this lease until etcd says it is gone: a lease
 			// that still exists keeps the election and registrations.
-			if now-until > int64(ttl) {
+			if now-until > int64(tm.TTL) {
 				return
 			}
 		}
+		if c.stalled.Load() || inFlight >= tm.MaxInFlight {
+			continue
+		}
+		inFlight++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent := c.sinceBase()
+			actx, acancel := context.WithTimeout(kctx, tm.Attempt)
+			r, err := c.cli.KeepAliveOnce(actx, id)
+			acancel()
+			if c.onRenewal != nil {
+				c.onRenewal(c.base.Add(time.Duration(sent)), time.Duration(c.sinceBase()-sent), err)
+			}
+			select {
+			case results <- renewal{sent, r, err}:
+			case <-kctx.Done():
+			}
+		}()
 	}
 }
 
