@@ -84,7 +84,7 @@ func TestCoordinationConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	co := got.Coordination
-	if !co.Enabled() || co.Instance != "bench" || co.LeaseTTL.Duration != 2*time.Second ||
+	if !co.Enabled() || co.Instance != "bench" || co.LeaseTTL.Duration != 4*time.Second ||
 		!slices.Equal(co.Etcd.Endpoints, []string{"127.0.0.1:23790"}) || co.Etcd.Prefix != "/vigil-bench/" {
 		t.Errorf("coordination %+v", co)
 	}

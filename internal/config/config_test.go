@@ -50,6 +50,27 @@ func TestParseDefaults(t *testing.T) {
 	}
 }
 
+// The lease rides over etcd's leader elections: by default it is as
+// long as that needs, and a shorter election timeout allows a shorter one.
+func TestCoordinationLeaseDefaults(t *testing.T) {
+	for _, c := range []struct {
+		yaml     string
+		ttl, ack time.Duration
+	}{
+		{"coordination: {etcd: {endpoints: ['127.0.0.1:2379']}}\n", 4 * time.Second, 9 * time.Second},
+		{"coordination: {etcd: {endpoints: ['127.0.0.1:2379'], election_timeout: 500ms}}\n", 2 * time.Second, 5 * time.Second},
+		{"coordination: {lease_ttl: 2s, etcd: {endpoints: ['127.0.0.1:2379'], election_timeout: 500ms}}\n", 2 * time.Second, 5 * time.Second},
+	} {
+		cfg, err := Parse([]byte(good + c.yaml))
+		if err != nil {
+			t.Fatalf("%s: %v", c.yaml, err)
+		}
+		if co := cfg.Coordination; co.LeaseTTL.Duration != c.ttl || co.AckTimeout.Duration != c.ack {
+			t.Errorf("%s: lease_ttl %s, ack_timeout %s", c.yaml, co.LeaseTTL.Duration, co.AckTimeout.Duration)
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
 		{"unknown key", good + "    bogus: 1\n", `unknown key "bogus" in a cluster`},
@@ -74,6 +95,11 @@ func TestParseErrors(t *testing.T) {
 		{"standby primary", strings.Replace(good, "role: primary}", "role: primary, standby: true}", 1), "servers[0].standby: the configured primary cannot be a standby"},
 		{"negative security", good + "security: {max_unauthenticated_connections: -1}\n", "security.max_unauthenticated_connections: must not be negative"},
 		{"max_delay below delay", good + "security: {failed_logins: {delay: 5s, max_delay: 1s}}\n", "security.failed_logins.max_delay"},
+		{"lease too short for an etcd election", good + "coordination: {lease_ttl: 2s, etcd: {endpoints: ['127.0.0.1:2379']}}\n",
+			"coordination.lease_ttl: 2s is too short to ride over an etcd leader election: with election_timeout 1s"},
+		{"lease too short for a given election timeout", good + "coordination: {lease_ttl: 4s, etcd: {endpoints: ['127.0.0.1:2379'], election_timeout: 2s}}\n",
+			"use lease_ttl 7s or more"},
+		{"bad election timeout", good + "coordination: {etcd: {endpoints: ['127.0.0.1:2379'], election_timeout: -1s}}\n", "coordination.etcd.election_timeout"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/vigil-db/vigil/internal/coord"
 )
 
 // Coordination lets several Vigil instances serve the same clusters
@@ -16,8 +18,9 @@ type Coordination struct {
 	// host name and the admin port).
 	Instance string `yaml:"instance"`
 	// LeaseTTL is how long the instance keeps its role without reaching
-	// etcd (default 2s, at least 2s: etcd counts whole seconds). Writes
-	// are refused slightly before it runs out.
+	// etcd (at least 2s: etcd counts whole seconds; default: the shortest
+	// that rides over an etcd leader election, 4s with etcd's default
+	// election timeout). Writes are refused slightly before it runs out.
 	LeaseTTL Duration `yaml:"lease_ttl"`
 	// AckTimeout bounds the wait for every live instance to apply a new
 	// writer record (default 2 × lease_ttl + 1s).
@@ -40,6 +43,10 @@ type Etcd struct {
 	// SourceAddress is the local address Vigil connects from.
 	SourceAddress string   `yaml:"source_address"`
 	DialTimeout   Duration `yaml:"dial_timeout"`
+	// ElectionTimeout is the etcd members' --election-timeout (default
+	// 1s, etcd's): lease renewals are timed to ride over an etcd leader
+	// election, and lease_ttl must be long enough for one.
+	ElectionTimeout Duration `yaml:"election_timeout"`
 }
 
 // EtcdTLS is TLS to etcd.
@@ -56,7 +63,8 @@ func (c *Coordination) applyDefaults() {
 	if !c.Enabled() {
 		return
 	}
-	setDur(&c.LeaseTTL, 2*time.Second)
+	setDur(&c.Etcd.ElectionTimeout, coord.DefaultElectionTimeout)
+	setDur(&c.LeaseTTL, coord.MinLeaseTTL(c.Etcd.ElectionTimeout.Duration))
 	setDur(&c.AckTimeout, 2*c.LeaseTTL.Duration+time.Second)
 	setDur(&c.Etcd.DialTimeout, 2*time.Second)
 	if c.Etcd.Prefix == "" {
@@ -85,8 +93,17 @@ func (c *Coordination) validate(add func(key, format string, args ...any)) {
 	if c.Instance != "" && !instanceName.MatchString(c.Instance) {
 		add("coordination.instance", "%q: use letters, digits, '_', '.', ':' and '-' (at most 64)", c.Instance)
 	}
-	if c.LeaseTTL.Duration < 2*time.Second {
+	et := c.Etcd.ElectionTimeout.Duration
+	if et <= 0 || et > 50*time.Second {
+		add("coordination.etcd.election_timeout", "%s: give the etcd members' --election-timeout, more than 0 and at most 50s (etcd's own limit)", et)
+	}
+	switch {
+	case c.LeaseTTL.Duration < 2*time.Second:
 		add("coordination.lease_ttl", "%s is less than 2s (etcd counts leases in whole seconds and needs at least that)", c.LeaseTTL.Duration)
+	case et > 0 && et <= 50*time.Second:
+		if err := coord.CheckTiming(c.LeaseTTL.Duration, et); err != nil {
+			add("coordination.lease_ttl", "%v", err)
+		}
 	}
 	if c.AckTimeout.Duration <= c.LeaseTTL.Duration {
 		add("coordination.ack_timeout", "%s must be longer than lease_ttl %s (an instance that does not answer is only known to be fenced once its lease ran out)", c.AckTimeout.Duration, c.LeaseTTL.Duration)

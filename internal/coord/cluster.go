@@ -120,9 +120,15 @@ type Cluster struct {
 	name string
 	cb   Callbacks
 
-	leader    atomic.Bool
-	leaderRev atomic.Int64 // create revision of our leader key
-	leaderNm  atomic.Pointer[string]
+	// electedWith is the lease this instance won the election with (0:
+	// not elected). The election lives only as long as that lease: a new
+	// lease, even a valid one, does not carry it.
+	electedWith atomic.Int64
+	leaderRev   atomic.Int64 // create revision of our leader key
+	leaderNm    atomic.Pointer[string]
+	// reported is what Elected last said; electedMu orders the calls.
+	electedMu sync.Mutex
+	reported  bool
 
 	mu       sync.Mutex
 	rec      Record // newest record seen
@@ -151,8 +157,11 @@ func (cl *Cluster) key(parts ...string) string {
 	return cl.co.key(append([]string{"clusters", cl.name}, parts...)...)
 }
 
-// Acting reports whether this instance runs the cluster's operations now.
-func (cl *Cluster) Acting() bool { return cl.leader.Load() && cl.co.Valid() }
+// Acting reports whether this instance runs the cluster's operations now:
+// it was elected with the lease it holds, and that lease surely holds.
+func (cl *Cluster) Acting() bool {
+	return cl.co.holds(clientv3.LeaseID(cl.electedWith.Load()))
+}
 
 // Leader is the acting instance's name as last seen ("" unknown).
 func (cl *Cluster) Leader() string {
@@ -237,29 +246,40 @@ func (cl *Cluster) Run(ctx context.Context) {
 		sctx, cancel := context.WithCancel(ctx)
 		go func() {
 			// The session ends with the lease.
-			for {
-				select {
-				case <-sctx.Done():
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-				if cl.co.leaseID() != id {
-					cancel()
-					return
-				}
+			select {
+			case <-sctx.Done():
+			case <-changed:
+				cancel()
 			}
 		}()
 		cl.session(sctx, id)
 		cancel()
-		cl.setLeader(false)
+		cl.setElected(0)
 		if sleepCtx(ctx, 100*time.Millisecond) != nil {
 			return
 		}
 	}
 }
 
-func (cl *Cluster) setLeader(on bool) {
-	if cl.leader.Swap(on) != on && cl.cb.Elected != nil {
+// setElected records the lease this instance was elected with (0: the
+// election ended) and reports the change.
+func (cl *Cluster) setElected(id clientv3.LeaseID) {
+	cl.electedWith.Store(int64(id))
+	cl.reportActing()
+}
+
+// reportActing calls Elected when Acting changed since it was last
+// reported: at an election or its end here, and from the gate when the
+// lease stopped surely holding (or held again).
+func (cl *Cluster) reportActing() {
+	cl.electedMu.Lock()
+	defer cl.electedMu.Unlock()
+	on := cl.Acting()
+	if on == cl.reported {
+		return
+	}
+	cl.reported = on
+	if cl.cb.Elected != nil {
 		cl.cb.Elected(on)
 	}
 }
@@ -290,6 +310,7 @@ func (cl *Cluster) gate(ctx context.Context) {
 			cl.cb.WriteDeadline(until)
 			last = until
 		}
+		cl.reportActing()
 		select {
 		case <-ctx.Done():
 			return
@@ -422,9 +443,9 @@ func (cl *Cluster) campaign(ctx context.Context, id clientv3.LeaseID) {
 			cl.leaderRev.Store(r.Header.Revision)
 			cl.leaderNm.Store(&me)
 			cl.co.log.Info("coordination: elected to act for the cluster", "cluster", cl.name, "instance", me)
-			cl.setLeader(true)
+			cl.setElected(id)
 			cl.serveRequests(ctx)
-			cl.setLeader(false)
+			cl.setElected(0)
 			return
 		}
 		kvs := r.Responses[0].GetResponseRange().Kvs
@@ -433,9 +454,9 @@ func (cl *Cluster) campaign(ctx context.Context, id clientv3.LeaseID) {
 				// Ours from before (a retried commit that did succeed).
 				cl.leaderRev.Store(kvs[0].CreateRevision)
 				cl.leaderNm.Store(&me)
-				cl.setLeader(true)
+				cl.setElected(id)
 				cl.serveRequests(ctx)
-				cl.setLeader(false)
+				cl.setElected(0)
 				return
 			}
 			name := string(kvs[0].Value)

@@ -41,8 +41,12 @@ type Options struct {
 	// Instance names this Vigil among the others; unique.
 	Instance string
 	// LeaseTTL is how long the instance keeps its role without reaching
-	// etcd. etcd counts whole seconds (at least 2 here).
+	// etcd. etcd counts whole seconds (at least 2 here; default: the
+	// shortest that rides over an etcd leader election, MinLeaseTTL).
 	LeaseTTL time.Duration
+	// ElectionTimeout is etcd's --election-timeout (default 1s, etcd's):
+	// renewals are timed so that a leader election does not fence.
+	ElectionTimeout time.Duration
 	// AckTimeout bounds how long an operation waits for every live
 	// instance to apply a new writer record; an instance that neither
 	// answers nor loses its lease by then fails the step.
@@ -74,8 +78,11 @@ func (o Options) WithDefaults() Options {
 	if !strings.HasSuffix(o.Prefix, "/") {
 		o.Prefix += "/"
 	}
+	if o.ElectionTimeout <= 0 {
+		o.ElectionTimeout = DefaultElectionTimeout
+	}
 	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = 2 * time.Second
+		o.LeaseTTL = MinLeaseTTL(o.ElectionTimeout)
 	}
 	if o.LeaseTTL < 2*time.Second {
 		o.LeaseTTL = 2 * time.Second
@@ -115,12 +122,17 @@ type Coordinator struct {
 	cli  *clientv3.Client
 	base time.Time
 
-	// validUntil: nanoseconds since base until which the lease surely
-	// holds in etcd (renewal send time + granted TTL - margin); 0 none.
-	validUntil atomic.Int64
-	lease      atomic.Int64 // clientv3.LeaseID, 0 none
-	sessions   atomic.Uint64
-	lostSince  atomic.Int64 // unix nanos, 0 while held
+	// cur is the lease and its deadline, replaced whole so that nobody
+	// reads one lease's ID with another's deadline.
+	cur       atomic.Pointer[leaseView]
+	sessions  atomic.Uint64
+	lostSince atomic.Int64 // unix nanos, 0 while held
+
+	// stalled (tests): act as a paused process would, no grant and no
+	// renewal reaches etcd.
+	stalled atomic.Bool
+	// onRenewal (tests) sees every renewal attempt's outcome.
+	onRenewal func(sent time.Time, took time.Duration, err error)
 
 	// proc is random per process: records it wrote carry it.
 	proc string
@@ -128,7 +140,15 @@ type Coordinator struct {
 	mu        sync.Mutex
 	clusters  map[string]*Cluster
 	instances []InstanceInfo
-	newLease  chan struct{} // closed and replaced on every new lease
+	newLease  chan struct{} // closed and replaced whenever the lease ID changes
+}
+
+// leaseView is the lease as this instance knows it.
+type leaseView struct {
+	id clientv3.LeaseID // 0: none
+	// until: nanoseconds since base until which the lease surely holds
+	// in etcd (renewal send time + granted TTL - margin); 0 none.
+	until int64
 }
 
 // New connects to etcd (lazily: the first lease is taken by Run).
@@ -170,6 +190,7 @@ func New(opts Options, log *slog.Logger) (*Coordinator, error) {
 	c := &Coordinator{opts: opts, log: log, cli: cli, base: time.Now(), clusters: map[string]*Cluster{}, newLease: make(chan struct{}),
 		proc: hex.EncodeToString(rnd[:])}
 	c.lostSince.Store(time.Now().UnixNano())
+	c.cur.Store(&leaseView{})
 	return c, nil
 }
 
@@ -183,23 +204,56 @@ func (c *Coordinator) sinceBase() int64 { return int64(time.Since(c.base)) }
 
 // Valid reports whether the lease surely holds now.
 func (c *Coordinator) Valid() bool {
-	u := c.validUntil.Load()
-	return u != 0 && c.sinceBase() < u
+	v := c.cur.Load()
+	return v.id != 0 && v.until != 0 && c.sinceBase() < v.until
+}
+
+// holds reports whether id is the current lease and surely holds now.
+func (c *Coordinator) holds(id clientv3.LeaseID) bool {
+	v := c.cur.Load()
+	return id != 0 && v.id == id && v.until != 0 && c.sinceBase() < v.until
 }
 
 // ValidUntil is the monotonic deadline of the lease: writes may be routed
 // until then (zero time: not now).
 func (c *Coordinator) ValidUntil() time.Time {
-	u := c.validUntil.Load()
+	u := c.cur.Load().until
 	if u == 0 {
 		return time.Time{}
 	}
 	return c.base.Add(time.Duration(u))
 }
 
-func (c *Coordinator) leaseID() clientv3.LeaseID { return clientv3.LeaseID(c.lease.Load()) }
+func (c *Coordinator) leaseID() clientv3.LeaseID { return c.cur.Load().id }
 
-// leaseChanged returns a channel closed at the next new lease.
+// setLease makes id (0: none) the current lease, valid until until; a
+// change of ID wakes whoever waits on leaseChanged.
+func (c *Coordinator) setLease(id clientv3.LeaseID, until int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.cur.Swap(&leaseView{id: id, until: until})
+	if old.id != id {
+		close(c.newLease)
+		c.newLease = make(chan struct{})
+	}
+}
+
+// extend moves the deadline of lease id to until if that is later (a
+// renewal's answer; answers may arrive out of order).
+func (c *Coordinator) extend(id clientv3.LeaseID, until int64) {
+	for {
+		v := c.cur.Load()
+		if v.id != id || v.until >= until {
+			return
+		}
+		if c.cur.CompareAndSwap(v, &leaseView{id: id, until: until}) {
+			return
+		}
+	}
+}
+
+// leaseChanged returns a channel closed at the next change of lease ID
+// (a new lease, or none).
 func (c *Coordinator) leaseChanged() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -208,23 +262,15 @@ func (c *Coordinator) leaseChanged() <-chan struct{} {
 
 func (c *Coordinator) key(parts ...string) string { return c.opts.Prefix + strings.Join(parts, "/") }
 
-// margin is how much earlier than etcd this instance considers its lease
-// gone: renewals are timed from when they were sent, and the margin
-// covers clock rate differences and scheduling delays.
-func (c *Coordinator) margin(ttl time.Duration) time.Duration {
-	m := ttl / 5
-	if m < 300*time.Millisecond {
-		m = 300 * time.Millisecond
-	}
-	return m
-}
-
 // Run keeps the lease (and the instance's registration) until ctx ends;
 // a lost lease is replaced by a new one as soon as etcd answers again.
 func (c *Coordinator) Run(ctx context.Context) error {
 	defer c.revoke()
 	ttlSec := int64((c.opts.LeaseTTL + time.Second - 1) / time.Second)
 	for ctx.Err() == nil {
+		for c.stalled.Load() && ctx.Err() == nil {
+			_ = sleepCtx(ctx, 5*time.Millisecond)
+		}
 		sent := c.sinceBase()
 		gctx, cancel := context.WithTimeout(ctx, c.opts.LeaseTTL)
 		g, err := c.cli.Grant(gctx, ttlSec)
@@ -246,11 +292,12 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		if took := time.Duration(c.sinceBase() - sent); took > ttl/4 {
+		tm := LeaseTiming(ttl, c.opts.ElectionTimeout)
+		if took := time.Duration(c.sinceBase() - sent); took > tm.RenewEvery {
 			// A grant that waited (etcd just came back) is timed from
 			// when it was sent: renew at once for a fresh deadline.
 			sent = c.sinceBase()
-			kctx, cancel := context.WithTimeout(ctx, ttl/2)
+			kctx, cancel := context.WithTimeout(ctx, tm.Attempt)
 			r, err := c.cli.KeepAliveOnce(kctx, g.ID)
 			cancel()
 			if err != nil || r.TTL <= 0 {
@@ -258,18 +305,16 @@ func (c *Coordinator) Run(ctx context.Context) error {
 				continue
 			}
 			ttl = time.Duration(r.TTL) * time.Second
+			tm = LeaseTiming(ttl, c.opts.ElectionTimeout)
 		}
-		c.lease.Store(int64(g.ID))
-		c.validUntil.Store(sent + int64(ttl-c.margin(ttl)))
+		c.setLease(g.ID, sent+int64(ttl-tm.Margin))
 		c.lostSince.Store(0)
 		c.sessions.Add(1)
-		c.mu.Lock()
-		close(c.newLease)
-		c.newLease = make(chan struct{})
-		c.mu.Unlock()
 		c.log.Info("coordination: lease taken", "instance", c.opts.Instance, "lease", fmt.Sprintf("%x", int64(g.ID)), "ttl", ttl)
-		c.keepAlive(ctx, g.ID, ttl)
-		c.lease.Store(0)
+		c.keepAlive(ctx, g.ID, tm)
+		// No lease; the deadline stays for the API (passed, or cut short
+		// when etcd said the lease is gone).
+		c.setLease(0, min(c.cur.Load().until, c.sinceBase()))
 		if ctx.Err() == nil {
 			c.log.Error("coordination: etcd lease lost: this instance refuses writes until it holds a new lease and has caught up with the writer record",
 				"instance", c.opts.Instance)
@@ -278,39 +323,71 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	return nil
 }
 
-// keepAlive renews the lease every ttl/4 until it is lost or ctx ends.
-func (c *Coordinator) keepAlive(ctx context.Context, id clientv3.LeaseID, ttl time.Duration) {
-	every := ttl / 4
-	t := time.NewTicker(every)
+// keepAlive renews the lease until it is lost or ctx ends. A renewal
+// starts every RenewEvery whether or not the ones before were answered
+// (at most MaxInFlight unanswered, each bounded by Attempt): the client
+// spreads them over every endpoint, so one stuck on a dead member, or on
+// a member waiting for a new etcd leader, does not hold up the next, and
+// the first answered after an election extends the deadline.
+func (c *Coordinator) keepAlive(ctx context.Context, id clientv3.LeaseID, tm Timing) {
+	type renewal struct {
+		sent int64
+		r    *clientv3.LeaseKeepAliveResponse
+		err  error
+	}
+	kctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	results := make(chan renewal)
+	inFlight := 0
+	t := time.NewTicker(tm.RenewEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case res := <-results:
+			inFlight--
+			switch {
+			case res.err == nil && res.r.TTL > 0:
+				c.extend(id, res.sent+int64(time.Duration(res.r.TTL)*time.Second-tm.Margin))
+				c.lostSince.Store(0)
+			case errors.Is(res.err, rpctypes.ErrLeaseNotFound) || res.err == nil:
+				c.noteLost()
+				return
+			}
+			continue
 		case <-t.C:
 		}
-		sent := c.sinceBase()
-		kctx, cancel := context.WithTimeout(ctx, ttl/2)
-		r, err := c.cli.KeepAliveOnce(kctx, id)
-		cancel()
 		now := c.sinceBase()
-		switch {
-		case err == nil && r.TTL > 0:
-			c.validUntil.Store(sent + int64(time.Duration(r.TTL)*time.Second-c.margin(ttl)))
-			c.lostSince.Store(0)
-			continue
-		case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
-			c.noteLost()
-			return
-		}
-		if now >= c.validUntil.Load() {
+		if until := c.cur.Load().until; now >= until {
 			c.noteLost()
 			// Keep trying this lease until etcd says it is gone: a lease
 			// that still exists keeps the election and registrations.
-			if now-c.validUntil.Load() > int64(ttl) {
+			if now-until > int64(tm.TTL) {
 				return
 			}
 		}
+		if c.stalled.Load() || inFlight >= tm.MaxInFlight {
+			continue
+		}
+		inFlight++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent := c.sinceBase()
+			actx, acancel := context.WithTimeout(kctx, tm.Attempt)
+			r, err := c.cli.KeepAliveOnce(actx, id)
+			acancel()
+			if c.onRenewal != nil {
+				c.onRenewal(c.base.Add(time.Duration(sent)), time.Duration(c.sinceBase()-sent), err)
+			}
+			select {
+			case results <- renewal{sent, r, err}:
+			case <-kctx.Done():
+			}
+		}()
 	}
 }
 
@@ -333,7 +410,7 @@ func (c *Coordinator) revoke() {
 	if id := c.leaseID(); id != 0 {
 		c.revokeID(id)
 	}
-	c.validUntil.Store(0)
+	c.setLease(0, 0)
 }
 
 func (c *Coordinator) revokeID(id clientv3.LeaseID) {
@@ -366,11 +443,12 @@ func (c *Coordinator) Instances(ctx context.Context) ([]InstanceInfo, error) {
 // State reports the lease.
 func (c *Coordinator) State() State {
 	st := State{Instance: c.opts.Instance, Endpoints: c.opts.Endpoints}
-	if id := c.leaseID(); id != 0 {
-		st.LeaseID = fmt.Sprintf("%x", int64(id))
+	v := c.cur.Load()
+	if v.id != 0 {
+		st.LeaseID = fmt.Sprintf("%x", int64(v.id))
 	}
-	if u := c.validUntil.Load(); u != 0 {
-		st.ValidFor = time.Duration(u - c.sinceBase())
+	if v.until != 0 {
+		st.ValidFor = time.Duration(v.until - c.sinceBase())
 	}
 	switch {
 	case c.Valid():

@@ -293,3 +293,71 @@ func etcdPID(t *testing.T, ep string) int {
 	t.Fatal("etcd process not found")
 	return 0
 }
+
+// TestResumedInstanceDoesNotActWithANewLease (issue 24, item 4): an
+// acting instance is paused past its lease (stalled: no grant, no
+// renewal reaches etcd), the other is elected; when it resumes it takes a
+// new lease, and at no sampled moment does it act (Acting, or what its
+// Elected callback said) while the other one acts. Twice, each instance
+// in turn.
+func TestResumedInstanceDoesNotActWithANewLease(t *testing.T) {
+	ep, _, _ := startEtcd(t)
+	prefix := fmt.Sprintf("/vigil-test-%d/", time.Now().UnixNano())
+	a := newInstance(t, ep, "a", prefix)
+	eventually(t, "a acting", 10*time.Second, a.cl.Acting)
+	b := newInstance(t, ep, "b", prefix)
+	eventually(t, "b holds a lease", 10*time.Second, b.co.Valid)
+	cbActing := func(in *instance) bool {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		return in.acting
+	}
+	for round, pair := range [][2]*instance{{a, b}, {b, a}} {
+		old, next := pair[0], pair[1]
+		if !old.cl.Acting() || next.cl.Acting() {
+			t.Fatalf("round %d: %s acting %v, %s acting %v", round, old.cl.Instance(), old.cl.Acting(), next.cl.Instance(), next.cl.Acting())
+		}
+		stop := make(chan struct{})
+		var both, bothCB, samples int
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n := next.cl.Acting()
+				o := old.cl.Acting()
+				ocb := cbActing(old)
+				samples++
+				if n && o {
+					both++
+				}
+				if n && ocb {
+					bothCB++
+				}
+			}
+		}()
+		oldLease := old.co.leaseID()
+		old.co.stalled.Store(true)
+		eventually(t, next.cl.Instance()+" elected", 10*time.Second, next.cl.Acting)
+		old.co.stalled.Store(false)
+		eventually(t, old.cl.Instance()+" holds a new lease", 10*time.Second, func() bool {
+			id := old.co.leaseID()
+			return id != 0 && id != oldLease && old.co.Valid()
+		})
+		time.Sleep(300 * time.Millisecond)
+		close(stop)
+		<-done
+		t.Logf("round %d: %d samples, both acting in %d, %s's Elected callback said acting while %s acted in %d", round, samples, both, old.cl.Instance(), next.cl.Instance(), bothCB)
+		if both > 0 || bothCB > 0 {
+			t.Fatalf("round %d: %s acted with its new lease while %s was elected (%d of %d samples; callback %d)", round, old.cl.Instance(), next.cl.Instance(), both, samples, bothCB)
+		}
+		if old.cl.Acting() || cbActing(old) || !next.cl.Acting() || !cbActing(next) {
+			t.Fatalf("round %d: after the pause %s acting %v (callback %v), %s acting %v (callback %v)", round,
+				old.cl.Instance(), old.cl.Acting(), cbActing(old), next.cl.Instance(), next.cl.Acting(), cbActing(next))
+		}
+	}
+}

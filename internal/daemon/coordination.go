@@ -51,7 +51,8 @@ func (d *daemon) startCoordination(ctx context.Context, cfg *config.Config) erro
 			}
 		}
 	})
-	d.log.Info("coordination through etcd", "instance", opts.Instance, "endpoints", opts.Endpoints, "lease_ttl", opts.LeaseTTL)
+	d.log.Info("coordination through etcd", "instance", opts.Instance, "endpoints", opts.Endpoints, "lease_ttl", opts.LeaseTTL,
+		"rides_over_etcd_elections_shorter_than", coord.LeaseTiming(opts.LeaseTTL, opts.ElectionTimeout).RideOver)
 	return nil
 }
 
@@ -64,7 +65,7 @@ func coordOptions(cfg *config.Config) (coord.Options, error) {
 		name = host + ":" + port
 	}
 	opts := coord.Options{Endpoints: c.Etcd.Endpoints, Prefix: c.Etcd.Prefix, Instance: name,
-		LeaseTTL: c.LeaseTTL.Duration, AckTimeout: c.AckTimeout.Duration, User: c.Etcd.User, Password: c.Etcd.Password,
+		LeaseTTL: c.LeaseTTL.Duration, ElectionTimeout: c.Etcd.ElectionTimeout.Duration, AckTimeout: c.AckTimeout.Duration, User: c.Etcd.User, Password: c.Etcd.Password,
 		SourceAddress: c.Etcd.SourceAddress, DialTimeout: c.Etcd.DialTimeout.Duration,
 		Info: coord.InstanceInfo{Admin: cfg.Admin.Listen, Started: time.Now().UTC()}}
 	for _, cc := range cfg.Clusters {

@@ -26,6 +26,13 @@ const etcdReadyTimeout = 30 * time.Second
 // etcdHint says how to get etcd.
 const etcdHint = "sudo scripts/install-deps.sh (or: apt-get install etcd-server etcd-client)"
 
+// The members' raft timing: half etcd's defaults, so that the daemons'
+// 2 s lease rides over a leader election (coord.CheckTiming).
+const (
+	EtcdHeartbeat       = 50 * time.Millisecond
+	EtcdElectionTimeout = 500 * time.Millisecond
+)
+
 // MaxEtcd is the largest etcd cluster a sandbox runs; the sizes are 0
 // (none), 1 and 3.
 const MaxEtcd = 3
@@ -70,8 +77,13 @@ func etcdArgs(m *Manifest, e EtcdMember, state string) []string {
 		"--initial-cluster", strings.Join(peers, ","),
 		"--initial-cluster-state", state,
 		"--initial-cluster-token", m.EtcdClusterToken,
-		"--heartbeat-interval", "100",
-		"--election-timeout", "1000",
+		// A leader election of these members (at most about 2 election
+		// timeouts, pre-vote keeping split votes from doubling it) is
+		// shorter than what the daemons' lease_ttl rides over
+		// (coordination.etcd.election_timeout, docs/ha.md).
+		"--heartbeat-interval", fmt.Sprint(EtcdHeartbeat.Milliseconds()),
+		"--election-timeout", fmt.Sprint(EtcdElectionTimeout.Milliseconds()),
+		"--pre-vote",
 		"--quota-backend-bytes", "268435456",
 		// 3.4's default logger (capnslog) warns that it is deprecated.
 		"--logger", "zap",

@@ -280,7 +280,7 @@ func TestEtcdArgs(t *testing.T) {
 		" --listen-peer-urls http://127.0.0.1:23369 --initial-advertise-peer-urls http://127.0.0.1:23369" +
 		" --initial-cluster etcd1=http://127.0.0.1:23367,etcd2=http://127.0.0.1:23369,etcd3=http://127.0.0.1:23371" +
 		" --initial-cluster-state existing --initial-cluster-token vigil-sandbox-tok" +
-		" --heartbeat-interval 100 --election-timeout 1000 --quota-backend-bytes 268435456" +
+		" --heartbeat-interval 50 --election-timeout 500 --pre-vote --quota-backend-bytes 268435456" +
 		" --logger zap --log-outputs stderr"
 	if got != want {
 		t.Errorf("etcd args\n got %s\nwant %s", got, want)
@@ -341,9 +341,10 @@ func TestRenderInstanceConfig(t *testing.T) {
 			Instance string `yaml:"instance"`
 			LeaseTTL string `yaml:"lease_ttl"`
 			Etcd     struct {
-				Endpoints     []string `yaml:"endpoints"`
-				Prefix        string   `yaml:"prefix"`
-				SourceAddress string   `yaml:"source_address"`
+				Endpoints       []string `yaml:"endpoints"`
+				Prefix          string   `yaml:"prefix"`
+				SourceAddress   string   `yaml:"source_address"`
+				ElectionTimeout string   `yaml:"election_timeout"`
 			} `yaml:"etcd"`
 		} `yaml:"coordination"`
 	}
@@ -351,7 +352,7 @@ func TestRenderInstanceConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := doc.Coordination
-	if c.Instance != "vigil2" || c.LeaseTTL != "2s" || c.Etcd.Prefix != "/vigil-sandbox/" || c.Etcd.SourceAddress != "127.0.0.12" ||
+	if c.Instance != "vigil2" || c.LeaseTTL != "2s" || c.Etcd.Prefix != "/vigil-sandbox/" || c.Etcd.SourceAddress != "127.0.0.12" || c.Etcd.ElectionTimeout != "500ms" ||
 		!reflect.DeepEqual(c.Etcd.Endpoints, []string{"127.0.0.1:23366", "127.0.0.1:23368", "127.0.0.1:23370"}) {
 		t.Errorf("coordination = %+v", c)
 	}

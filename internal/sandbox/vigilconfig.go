@@ -138,6 +138,8 @@ func coordinationYAML(m *Manifest, v VigilInstance) string {
 	fmt.Fprintf(&b, "    endpoints: [%s]\n", strings.Join(m.EtcdEndpoints(), ", "))
 	b.WriteString("    # Keys live under this prefix.\n")
 	fmt.Fprintf(&b, "    prefix: %s\n", CoordinationPrefix)
+	b.WriteString("    # The etcd members' --election-timeout: the lease is renewed so that an etcd leader election does not fence this instance.\n")
+	fmt.Fprintf(&b, "    election_timeout: %s\n", EtcdElectionTimeout)
 	b.WriteString("    # Connect to etcd from this local address (the sandbox gives each Vigil its own, so it can be cut off from etcd alone).\n")
 	fmt.Fprintf(&b, "    source_address: %s\n", v.SourceAddress)
 	return b.String()
