@@ -36,6 +36,7 @@ func TestHAActingDiesAtEveryStep(t *testing.T) {
 	e := newHAEnv(t)
 	r := &crashRounds{e: e, fp: fp, steps: map[string]int{}}
 	sampler := e.sampleWritable()
+	r.sampler = sampler
 	defer func() {
 		select {
 		case <-sampler.done:
@@ -85,6 +86,8 @@ type crashRounds struct {
 	e     *haEnv
 	fp    string
 	ws    []*haWriter
+	// sampler checks that one server at most is writable.
+	sampler *writableSampler
 	old   string         // the primary the last failover replaced
 	steps map[string]int // kind → its plan's steps, once a round went past the end
 	fired int
@@ -152,6 +155,10 @@ func (r *crashRounds) round(kind string, n int) {
 		r.old = rec0.Writer
 		haMust(t, "kill "+r.old, e.sb.Kill(ctx, r.old))
 	case "rejoin":
+		// It restarts with its my.cnf's read_only=OFF (it was the
+		// primary) until the rejoin sets read_only; Vigil routes nothing
+		// to it meanwhile (the acknowledged writes are checked below).
+		r.sampler.ignore(r.old, true)
 		haMust(t, "start "+r.old, e.sb.Start(ctx, r.old))
 		Eventually(t, 20*time.Second, r.old+" checked and fenced, waiting for rejoin", func() error {
 			_, err := e.sb.SQL(ctx, r.old, "SELECT 1")
@@ -238,9 +245,10 @@ func (r *crashRounds) round(kind string, n int) {
 		t.Fatalf("%s: the old primary %s is still the writer: %s", what, r.old, haRec(rec))
 	}
 	e.requireAgreement(rec, 30*time.Second)
-	if !slices.Contains(done, "ok=true ") {
-		// A rolled-back switchover: automatic failover waits for an
-		// operator's ack.
+	{
+		// An operator's ack after every round: anti-flapping
+		// (min_interval) holds back the next automatic failover, and a
+		// rolled-back switchover disarms it until acknowledged.
 		Eventually(t, 20*time.Second, "vigil ctl ack", func() error {
 			name, err := e.actingName()
 			if err != nil {
@@ -258,6 +266,15 @@ func (r *crashRounds) round(kind string, n int) {
 			continue
 		}
 		e.replicatesFrom(nd.Name, rec.Writer, 30*time.Second)
+	}
+	if kind == "rejoin" {
+		Eventually(t, 10*time.Second, r.old+" read-only after the rejoin", func() error {
+			if ro, err := e.readOnly(r.old); err != nil || ro != "1" {
+				return fmt.Errorf("read_only %q %v", ro, err)
+			}
+			return nil
+		})
+		r.sampler.ignore(r.old, false)
 	}
 	r.pause(false)
 }

@@ -598,11 +598,21 @@ type writableSampler struct {
 	samples    int
 	violations []string
 	writable   map[string]int // node → samples it was writable in
+	ignored    map[string]bool
 	stop, done chan struct{}
 }
 
+// ignore leaves node out of the check (on) or takes it back (off): an old
+// primary the sandbox restarts comes back with its my.cnf's read_only=OFF
+// until the rejoin makes it read-only, while Vigil routes nothing to it.
+func (s *writableSampler) ignore(node string, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ignored[node] = on
+}
+
 func (e *haEnv) sampleWritable() *writableSampler {
-	s := &writableSampler{writable: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &writableSampler{writable: map[string]int{}, ignored: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
 	nodes := make([]string, 0, len(e.m.Nodes))
 	for _, n := range e.m.Nodes {
 		nodes = append(nodes, n.Name)
@@ -628,12 +638,12 @@ func (e *haEnv) sampleWritable() *writableSampler {
 			}
 			wg.Wait()
 			var w []string
+			s.mu.Lock()
 			for i, n := range nodes {
-				if ro[i] == "0" {
+				if ro[i] == "0" && !s.ignored[n] {
 					w = append(w, n)
 				}
 			}
-			s.mu.Lock()
 			s.samples++
 			for _, n := range w {
 				s.writable[n]++

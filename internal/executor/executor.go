@@ -428,6 +428,15 @@ func (e *Executor) Request(ctx context.Context, req failover.Request) (Result, e
 		if w := in.Snapshot.WriterServer(); w != nil {
 			e.freshen(ctx, &in, req.To, w.Name)
 		}
+	} else {
+		// Every server as it is now: the monitor's last check may predate
+		// an operation that just repointed it, and a plan made from it
+		// would leave that replica on the old primary.
+		var names []string
+		for _, s := range in.Snapshot.Servers {
+			names = append(names, s.Name)
+		}
+		e.freshen(ctx, &in, names...)
 	}
 	d := failover.Decide(in)
 	if d.Situation == failover.RejoinDiverged && !req.DryRun {

@@ -162,3 +162,32 @@ func (sc *scenario) checkRanWhatShown(res Result, shown string) {
 		t.Errorf("plan flavour %s on a %s cluster", pl.Flavor, sc.w.flavor)
 	}
 }
+
+// A switchover is planned from what the servers report at the request,
+// not from the monitor's last check: a check from before an operation
+// that just repointed a replica would leave it on the old primary
+// (TestHAActingDiesAtEveryStep found it: node3 had been repointed to
+// node1 230 ms earlier, the check said node2, and the switchover to node2
+// did not repoint it).
+func TestSwitchoverPlansFromFreshSources(t *testing.T) {
+	sc := &scenario{t: t, dir: t.TempDir(), ctx: context.Background()}
+	t.Cleanup(sc.close)
+	if err := sc.cluster(map[string]string{"flavor": "mariadb"},
+		[]string{"node1 primary gtid=100", "node2 replica gtid=100", "node3 replica gtid=100"}); err != nil {
+		t.Fatal(err)
+	}
+	// The monitor's last check of node3 still shows its source before
+	// the repoint: node2.
+	stale := *sc.w.server("node3").obs
+	rs := *stale.Replica
+	rs.SourceHost, rs.SourcePort = "10.0.0.2", 3306
+	stale.Replica = &rs
+	sc.w.server("node3").obs = &stale
+	res, err := sc.e.Request(sc.ctx, failover.Request{Kind: failover.RequestSwitchover, To: "node2", DryRun: true})
+	if err != nil || res.Decision.Plan == nil {
+		t.Fatalf("switchover: %v %s", err, res.Message)
+	}
+	if !slices.Contains(res.Decision.Plan.Repoint, "node3") {
+		t.Fatalf("node3 replicates from node1 but is not repointed: repoint %v\n%s", res.Decision.Plan.Repoint, res.Text)
+	}
+}
