@@ -44,7 +44,7 @@ var viewRows = []row{
 		}},
 	{name: "one of two instances reaches it: hold, naming it",
 		scen: dead + "views self=vigil1\nview vigil2 at=99.9 node1 timeout since=96\nview vigil3 at=99.5 node1 ok\n",
-		sit: PeerSeesPrimary, act: ActEvent, newPrimary: "-",
+		sit:  PeerSeesPrimary, act: ActEvent, newPrimary: "-",
 		check: func(t *testing.T, d Decision) {
 			wantIn(t, d.Reason, "instance vigil3 reached node1 500ms ago")
 			if strings.Contains(d.Reason, "instance vigil2 reached") {
@@ -61,7 +61,9 @@ var viewRows = []row{
 		}},
 	{name: "views unreadable for longer: fail over, saying so",
 		scen: dead + "views self=vigil1 err=\"context deadline exceeded\"\n", sit: DeadPrimary, act: ActExecute, newPrimary: "node2",
-		check: func(t *testing.T, d Decision) { wantIn(t, d.Plan.Views, "could not be read (context deadline exceeded)") }},
+		check: func(t *testing.T, d Decision) {
+			wantIn(t, d.Plan.Views, "could not be read (context deadline exceeded)")
+		}},
 	{name: "an operator's failover is not held by views",
 		scen: dead + "views self=vigil1\nview vigil2 at=99.8 node1 ok\nrequest failover\n", sit: ManualFailover, act: ActExecute, newPrimary: "node2"},
 	{name: "a healthy primary: views are not consulted",
