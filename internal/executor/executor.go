@@ -361,7 +361,7 @@ func (e *Executor) decideAuto(ctx context.Context) time.Time {
 	e.enforceRoles(ctx)
 	e.noteReplicaNoTx()
 	e.checkSalvage(ctx)
-	d := failover.Decide(e.input(nil))
+	d := e.withViews(ctx, failover.Decide(e.input(nil)))
 	switch d.Action {
 	case failover.ActEvent:
 		// Reasons carry durations that change on every call: one event per
