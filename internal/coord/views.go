@@ -101,7 +101,9 @@ func viewChanged(a, b map[string]failover.ServerView) bool {
 // Views reads the other live instances' views of the cluster (never nil;
 // Err says why they could not be read).
 func (cl *Cluster) Views(ctx context.Context) *failover.Views {
-	out := &failover.Views{Self: cl.Instance()}
+	// A view is refreshed every viewRefresh and says when the check it
+	// carries started: it is at most about two refreshes old when read.
+	out := &failover.Views{Self: cl.Instance(), MaxAge: 3 * viewRefresh}
 	gctx, cancel := context.WithTimeout(ctx, viewReadTimeout)
 	defer cancel()
 	prefix := cl.key("views") + "/"

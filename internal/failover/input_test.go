@@ -33,7 +33,7 @@ import (
 //	running KIND started=T [old=NAME] [new=NAME]
 //	fenced NAME...
 //	request failover|switchover|rejoin [to=NAME] [force] [dry-run]
-//	views self=NAME [err="TEXT"]   (the other instances' views were read)
+//	views self=NAME [err="TEXT"] [max_age=DURATION]   (the other instances' views were read)
 //	view INSTANCE at=T SERVER ok|refused|timeout [checked=T] [last_ok=T] [since=T]
 var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -127,6 +127,13 @@ func (p *scenarioParser) line(w []string) error {
 		}
 	case "views":
 		p.in.Views = &Views{Self: kv["self"], Err: kv["err"]}
+		if m, ok := kv["max_age"]; ok {
+			d, err := time.ParseDuration(m)
+			if err != nil {
+				return err
+			}
+			p.in.Views.MaxAge = d
+		}
 	case "view":
 		if p.in.Views == nil || len(w) < 5 {
 			return fmt.Errorf("view needs a views line before it and INSTANCE at=T SERVER STATE")

@@ -21,6 +21,11 @@ type Views struct {
 	Peers []PeerView
 	// Err says why the views could not be read ("" when they were).
 	Err string
+	// MaxAge is how old a view and its latest success of the primary may
+	// be and still count, when longer than detect_after: the publishing
+	// side's refresh period plus a check interval (a view is never
+	// younger than that).
+	MaxAge time.Duration
 }
 
 // PeerView is one instance's view of the cluster's servers, as it last
@@ -90,14 +95,15 @@ func FailureKind(o *topology.Observation) string {
 // has found dead, must wait for the other instances' views. A view holds
 // the failover only while it is evidence that the primary lives now:
 //
-//   - it is fresh: taken within detect_after of now (a view its instance
+//   - it is fresh: taken within detect_after (or Views.MaxAge, when
+//     longer) of now (a view its instance
 //     stopped refreshing does not count; a dead instance's view is gone
 //     with its lease);
 //   - its latest check of the primary succeeded, and
 //   - that check is newer than this instance's first failed check of the
 //     primary (so the primary answered after this instance lost it) and
-//     within detect_after of now (a monitor stuck in one check cannot hold
-//     a failover forever).
+//     as recent as the view must be (a monitor stuck in one check cannot
+//     hold a failover forever).
 //
 // Views that could not be read hold a failover for at most detect_after
 // beyond the time it was first due (the primary's first failure +
@@ -117,6 +123,7 @@ func (v *view) peersGate(p int) (blocked bool, why string, recheck time.Time, su
 		self = "this instance"
 	}
 	parts := []string{fmt.Sprintf("%s: %s %s since %s", self, name, FailureKind(v.obs(p)), v.ago(since))}
+	window := max(v.opts.DetectAfter, vs.MaxAge)
 	var sees []string
 	var hold time.Time
 	for _, pv := range vs.Peers {
@@ -132,19 +139,19 @@ func (v *view) peersGate(p int) (blocked bool, why string, recheck time.Time, su
 		default:
 			parts = append(parts, fmt.Sprintf("%s: %s %s since %s", pv.Instance, name, sv.Failure, v.ago(sv.FailingSince)))
 		}
-		fresh := v.in.Now.Sub(pv.At) <= v.opts.DetectAfter
+		fresh := v.in.Now.Sub(pv.At) <= window
 		last := sv.LastOK
 		if sv.OK && sv.Checked.After(last) {
 			last = sv.Checked
 		}
-		if fresh && sv.OK && last.After(since) && v.in.Now.Sub(last) <= v.opts.DetectAfter {
+		if fresh && sv.OK && last.After(since) && v.in.Now.Sub(last) <= window {
 			sees = append(sees, fmt.Sprintf("instance %s reached %s %s ago", pv.Instance, name, v.ago(last)))
 			// The view stops counting when it or its check gets too old.
 			until := pv.At
 			if last.Before(until) {
 				until = last
 			}
-			if until = until.Add(v.opts.DetectAfter); hold.IsZero() || until.Before(hold) {
+			if until = until.Add(window); hold.IsZero() || until.Before(hold) {
 				hold = until
 			}
 		}

@@ -32,6 +32,13 @@ var viewRows = []row{
 	{name: "a stale view (taken 3s ago) does not hold", scen: dead + "views self=vigil1\nview vigil2 at=97 node1 ok\n",
 		sit: DeadPrimary, act: ActExecute, newPrimary: "node2",
 		check: func(t *testing.T, d Decision) { wantIn(t, d.Plan.Views, "vigil2: node1 answered 3s ago") }},
+	{name: "views may be as old as the publisher's max age when longer than detect_after",
+		scen: dead + "views self=vigil1 max_age=3s\nview vigil2 at=97.5 node1 ok\n", sit: PeerSeesPrimary, act: ActEvent, newPrimary: "-",
+		check: func(t *testing.T, d Decision) {
+			if !d.RecheckAt.Equal(at(100.5)) {
+				t.Errorf("recheck at %s, want t0+100.5s", d.RecheckAt)
+			}
+		}},
 	{name: "a fresh view whose check predates the first failure does not hold (stuck monitor)",
 		scen: dead + "views self=vigil1\nview vigil2 at=99.9 node1 ok checked=94\n", sit: DeadPrimary, act: ActExecute, newPrimary: "node2"},
 	{name: "a refreshed view whose latest success is older than detect_after does not hold",
