@@ -906,6 +906,13 @@ func TestHAKillPrimaryTwoVigils(t *testing.T) {
 	if len(h) != 1 || h[0].Kind != failover.RecordFailover || !h[0].OK || h[0].OldPrimary != "node1" || h[0].NewPrimary != newW {
 		t.Errorf("history since the kill: %s, want exactly one successful failover node1 → %s", haDescribeHistory(h), newW)
 	}
+	// The record says what each instance saw of node1 (issue 24 item 5).
+	if len(h) == 1 {
+		t.Logf("views when the failover started: %s", h[0].Views)
+	}
+	if len(h) == 1 && (!strings.Contains(h[0].Views, "vigil1: node1 ") || !strings.Contains(h[0].Views, "vigil2: node1 ")) {
+		t.Errorf("the failover's record does not say what each instance saw of node1: %q", h[0].Views)
+	}
 	if fin := e.mustRecord(); fin.Term != rec0.Term+1 || fin.Writer != newW {
 		t.Errorf("final record %s", haRec(fin))
 	}
@@ -1092,6 +1099,13 @@ func haLeaderDiesBefore(t *testing.T, step string) {
 	}
 	if len(fo) != 1 || !fo[0].OK || fo[0].OldPrimary != "node1" || fo[0].NewPrimary != newW {
 		t.Errorf("history since the kill: %s, want exactly one successful failover node1 → %s", haDescribeHistory(h), newW)
+	}
+	// The record says what each instance saw of node1 (issue 24 item 5).
+	if len(h) == 1 {
+		t.Logf("views when the failover started: %s", h[0].Views)
+	}
+	if len(h) == 1 && (!strings.Contains(h[0].Views, "vigil1: node1 ") || !strings.Contains(h[0].Views, "vigil2: node1 ")) {
+		t.Errorf("the failover's record does not say what each instance saw of node1: %q", h[0].Views)
 	}
 	if ev := e.events(si, start); !slices.ContainsFunc(ev, func(x admin.Event) bool { return x.Kind == "operation_resumed" }) {
 		t.Errorf("%s reported no operation_resumed event:\n%s", survivor, e.eventsText(si, start))

@@ -140,6 +140,8 @@ func (rt *clusterRuntime) runCoordination() {
 		return
 	}
 	rt.wg.Go(func() { rt.shared.Run(rt.ctx) })
+	// The other instances read this one's view before failing over.
+	rt.wg.Go(func() { rt.shared.PublishViews(rt.ctx, rt.exec.ServerViews) })
 }
 
 // CoordinationState is what GET /api/v1/coordination shows.

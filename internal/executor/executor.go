@@ -364,7 +364,7 @@ func (e *Executor) decideAuto(ctx context.Context) time.Time {
 	e.enforceRoles(ctx)
 	e.noteReplicaNoTx()
 	e.checkSalvage(ctx)
-	d := failover.Decide(e.input(nil))
+	d := e.withViews(ctx, failover.Decide(e.input(nil)))
 	if d.Situation == failover.AutoRejoin {
 		d = e.confirmAutoRejoin(ctx, d)
 	}

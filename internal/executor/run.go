@@ -42,7 +42,7 @@ func (e *Executor) execute(ctx context.Context, d failover.Decision) Result {
 func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *coord.Op, back bool) Result {
 	pl := d.Plan
 	start := e.now()
-	rec := failover.Record{Kind: recordKind(pl.Kind), Auto: pl.Auto, Started: start, OldPrimary: pl.OldPrimary, NewPrimary: pl.NewPrimary}
+	rec := failover.Record{Kind: recordKind(pl.Kind), Auto: pl.Auto, Started: start, OldPrimary: pl.OldPrimary, NewPrimary: pl.NewPrimary, Views: pl.Views}
 	if pl.Kind == failover.KindRejoin && d.Request != nil {
 		rec.OldPrimary = d.Request.To
 	}

@@ -164,6 +164,12 @@ func (v *view) decideReplication() Decision {
 		return d
 	}
 	d.Events = append(d.Events, returned...)
+	held, why, at, views := v.peersGate(v.primary)
+	if held {
+		d.Situation, d.RecheckAt = PeerSeesPrimary, at
+		d.Reason = det.reason + "; but " + why
+		return d
+	}
 	d.Choices = v.choose(modeFailover, v.primary)
 	best := chosen(d.Choices)
 	if best < 0 {
@@ -188,6 +194,10 @@ func (v *view) decideReplication() Decision {
 		return d
 	}
 	// The plan's notes name the unreachable replicas with what to do.
+	if views != "" {
+		plan.Views = views
+		d.Reason += "; no other Vigil instance reaches it (" + views + ")"
+	}
 	d.Plan = plan
 	d.Events = append(d.Events, plan.notes...)
 	return d

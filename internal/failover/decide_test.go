@@ -411,7 +411,7 @@ func TestDeterministic(t *testing.T) {
 // TestEverySituation: every situation has a name, a description, an
 // action, a table row, and a line in docs/failover.md.
 func TestEverySituation(t *testing.T) {
-	rows := slices.Concat(detectRows, gateRows, requestRows, candidateRows, switchoverRows, galeraRows, rejoinRows, readOnlyRows)
+	rows := slices.Concat(detectRows, gateRows, requestRows, candidateRows, switchoverRows, galeraRows, rejoinRows, readOnlyRows, viewRows)
 	seen := map[Situation]bool{Unknown: true, BadInput: true} // BadInput: TestBadInput
 	for _, r := range rows {
 		seen[r.sit] = true

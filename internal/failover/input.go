@@ -180,6 +180,9 @@ type Record struct {
 	// to it. Empty otherwise. The engine may make it writable again
 	// (PrimaryReadOnly).
 	LeftReadOnly string `json:",omitempty"`
+	// Views says what each Vigil instance saw of the old primary when an
+	// automatic failover started (coordinated instances only).
+	Views string `json:",omitempty"`
 }
 
 // at is when the record last changed: its end, else its start.
@@ -307,6 +310,10 @@ type Input struct {
 	// Cut are the servers whose IO thread the running failover stopped
 	// (its first phase): their replication is stopped on purpose.
 	Cut []string
+	// Views are the other Vigil instances' views of the servers (peers.go);
+	// nil without coordination, or when they were not read: no instance
+	// but this one is asked.
+	Views *Views
 }
 
 // AckedMark is the highest GTID position a primary is known to have

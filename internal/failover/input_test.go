@@ -33,6 +33,8 @@ import (
 //	running KIND started=T [old=NAME] [new=NAME]
 //	fenced NAME...
 //	request failover|switchover|rejoin [to=NAME] [force] [dry-run]
+//	views self=NAME [err="TEXT"] [max_age=DURATION]   (the other instances' views were read)
+//	view INSTANCE at=T SERVER ok|refused|timeout [checked=T] [last_ok=T] [since=T]
 var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
@@ -123,6 +125,39 @@ func (p *scenarioParser) line(w []string) error {
 		for k, v := range keyvals(w[2:]) {
 			p.servers[name][k] = v
 		}
+	case "views":
+		p.in.Views = &Views{Self: kv["self"], Err: kv["err"]}
+		if m, ok := kv["max_age"]; ok {
+			d, err := time.ParseDuration(m)
+			if err != nil {
+				return err
+			}
+			p.in.Views.MaxAge = d
+		}
+	case "view":
+		if p.in.Views == nil || len(w) < 5 {
+			return fmt.Errorf("view needs a views line before it and INSTANCE at=T SERVER STATE")
+		}
+		kv = keyvals(w[2:])
+		pv := PeerView{Instance: w[1], At: at(num(kv["at"])), Servers: map[string]ServerView{}}
+		sv := ServerView{OK: w[4] == "ok", Checked: pv.At}
+		if c, ok := kv["checked"]; ok {
+			sv.Checked = at(num(c))
+		}
+		if sv.OK {
+			sv.LastOK = sv.Checked
+		} else {
+			sv.Failure = w[4]
+			sv.FailingSince = sv.Checked
+		}
+		if c, ok := kv["last_ok"]; ok {
+			sv.LastOK = at(num(c))
+		}
+		if c, ok := kv["since"]; ok {
+			sv.FailingSince = at(num(c))
+		}
+		pv.Servers[w[3]] = sv
+		p.in.Views.Peers = append(p.in.Views.Peers, pv)
 	case "history", "running":
 		r, err := record(w[1], keyvals(w[2:]))
 		if err != nil {
@@ -473,6 +508,11 @@ func (p *scenarioParser) observation(name string, kv map[string]string) (*topolo
 	}
 	o.Replica = r
 	return o, nil
+}
+
+func num(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
 }
 
 // decide parses a scenario and decides, failing the test on a bad

@@ -49,6 +49,9 @@ type Plan struct {
 	Auto       bool
 	OldPrimary string
 	NewPrimary string
+	// Views says what each Vigil instance saw of the old primary when an
+	// automatic failover was decided (coordinated instances only).
+	Views string `json:",omitempty"`
 	// Term is the writer term the new primary is routed under: the
 	// snapshot's term + 1 when the writer changes, else the same.
 	Term uint64

@@ -62,6 +62,10 @@ const (
 	UnackedFailure
 	// OperationRunning: another operation runs on the cluster.
 	OperationRunning
+	// PeerSeesPrimary: this instance found the primary dead but another
+	// Vigil instance still reaches it (or the other instances' views
+	// cannot be read yet).
+	PeerSeesPrimary
 
 	// GaleraWriterLost: the Galera writer failed or left the Primary
 	// component.
@@ -167,6 +171,8 @@ var situations = [numSituations]situationInfo{
 	RecentFailover:   {"RecentFailover", "a failover is needed but the previous failover was less than min_interval ago and is not acknowledged", ActEvent},
 	UnackedFailure:   {"UnackedFailure", "a failover is needed but an earlier failover or switchover failed and is not acknowledged", ActEvent},
 	OperationRunning: {"OperationRunning", "another operation runs on the cluster: one at a time", ActWait},
+	PeerSeesPrimary: {"PeerSeesPrimary",
+		"this instance cannot reach the primary but another Vigil instance still does (or their views cannot be read yet): this instance is the one cut off, no automatic failover", ActEvent},
 
 	GaleraWriterLost:   {"GaleraWriterLost", "the Galera writer failed or left the Primary component: a Synced node takes over", ActExecute},
 	GaleraNoSyncedNode: {"GaleraNoSyncedNode", "the Galera writer is lost and no other node is Synced in the Primary component", ActEvent},

@@ -29,6 +29,7 @@ Usage:
   vigil sandbox start|stop|kill NAME --dir DIR
   vigil sandbox pause|resume NAME --dir DIR
   vigil sandbox isolate|heal NAME --dir DIR
+  vigil sandbox isolate NAME --from PEER --dir DIR
   vigil sandbox sql NODE "STATEMENT" --dir DIR [--timeout 60s]
   vigil sandbox help
 
@@ -51,7 +52,9 @@ Commands:
   kill     SIGKILL it (a crash) and wait until it is gone
   pause    SIGSTOP it; resume sends SIGCONT
   isolate  drop its TCP traffic with iptables (a Vigil daemon: only its traffic
-           with etcd); heal removes the rules
+           with etcd); heal removes the rules. --from PEER drops only the
+           connections between NAME (a node or Vigil daemon) and PEER (a node or
+           etcd member): e.g. isolate vigil1 --from node1
   sql      run a statement as root over the node's socket; prints rows
            tab-separated without a header
 
@@ -75,6 +78,7 @@ type sandboxFlags struct {
 	purge    bool
 	verbose  bool
 	timeout  time.Duration
+	from     string
 }
 
 // Command is `vigil sandbox ARGS`.
@@ -185,7 +189,9 @@ func sandboxFlagSet(cmd string, f *sandboxFlags) (*flag.FlagSet, int, bool) {
 	case "sql":
 		npos = 2
 		fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "give up after this long")
-	case "start", "stop", "kill", "pause", "resume", "isolate", "heal":
+	case "isolate":
+		fs.StringVar(&f.from, "from", "", "cut NAME off from this node or etcd member only")
+	case "start", "stop", "kill", "pause", "resume", "heal":
 	default:
 		return nil, 0, false
 	}
@@ -322,6 +328,12 @@ func sandboxCommand(ctx context.Context, sb *Sandbox, cmd string, pos []string, 
 		}
 		return done("resumed")
 	case "isolate":
+		if f.from != "" {
+			if err := sb.Cut(ctx, node, f.from); err != nil {
+				return err
+			}
+			return done("cut off from " + f.from)
+		}
 		if err := sb.Isolate(ctx, node); err != nil {
 			return err
 		}

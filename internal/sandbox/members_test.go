@@ -192,6 +192,7 @@ func TestManifestAux(t *testing.T) {
 		Name: "vigil2", Binary: "/usr/local/bin/vigil", Config: "/tmp/sb/vigil2/vigil.yaml",
 		Proxy: Endpoint{"127.0.0.1", 23378}, Admin: Endpoint{"127.0.0.1", 23379},
 		StateDir: "/tmp/sb/vigil2/state", SourceAddress: "127.0.0.12", Log: "/tmp/sb/vigil2/vigil.log",
+		Cgroup: sandboxCgroup("/tmp/sb") + "/vigil2",
 	}
 	if v != want {
 		t.Errorf("vigil2 = %+v\nwant %+v", v, want)

@@ -315,6 +315,7 @@ func (s *Sandbox) Down(ctx context.Context, purge bool) error {
 		}
 	}
 	removeEtcdCgroups(m.Etcd)
+	removeVigilCgroups(m.Vigils)
 	removeCgroups(s.dir, m.Nodes)
 	for _, n := range m.Nodes {
 		if pids := serverPIDs(n.Config); len(pids) > 0 {

@@ -222,6 +222,9 @@ type VigilInstance struct {
 	// from (coordination.etcd.source_address): 127.0.0.(10+K), so that
 	// isolate can cut it off from etcd alone.
 	SourceAddress string `json:"source_address"`
+	// Cgroup is the daemon's cgroup v2 path (see Node.Cgroup), used to
+	// cut it off from one node only (isolate --from).
+	Cgroup string `json:"cgroup,omitempty"`
 	// Log gets the daemon's stdout and stderr: DIR/vigilK/vigil.log.
 	Log string `json:"log"`
 	PID int    `json:"pid"`

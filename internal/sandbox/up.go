@@ -187,6 +187,7 @@ func prepareDir(ctx context.Context, dir string) error {
 		// A stopped sandbox: start afresh.
 		_ = healRules(ctx, dir, "")
 		removeEtcdCgroups(old.Etcd)
+		removeVigilCgroups(old.Vigils)
 		removeCgroups(dir, old.Nodes)
 		for _, n := range old.Nodes {
 			if filepath.Dir(n.dir()) == dir {
@@ -338,7 +339,12 @@ func newManifest(dir string, o Options, plan PortPlan, cgroups bool) *Manifest {
 	for i, p := range plan.Vigils {
 		name := "vigil" + strconv.Itoa(i+1)
 		d := filepath.Join(dir, name)
+		cg := ""
+		if cgroups {
+			cg = sandboxCgroup(dir) + "/" + name
+		}
 		m.Vigils = append(m.Vigils, VigilInstance{
+			Cgroup:        cg,
 			Name:          name,
 			Binary:        o.VigilBinary,
 			Config:        filepath.Join(d, ConfigFile),
@@ -522,6 +528,7 @@ func (s *Sandbox) abort(m *Manifest) {
 		}
 	}
 	removeEtcdCgroups(m.Etcd)
+	removeVigilCgroups(m.Vigils)
 	removeCgroups(m.Dir, m.Nodes)
 }
 

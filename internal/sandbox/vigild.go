@@ -78,6 +78,8 @@ func spawnVigil(v VigilInstance) (int, error) {
 		dir:  v.dir(),
 		env:  os.Environ(),
 		out:  v.Log,
+		// Its own cgroup: isolate --from cuts it off from one node.
+		cgroup: v.Cgroup,
 	})
 }
 
