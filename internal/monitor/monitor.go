@@ -41,6 +41,9 @@ type Monitor struct {
 	subs    map[*subscriber]struct{}
 	running bool
 	now     func() time.Time
+	// onEvidence is told of every observation taken while the designated
+	// writer's latest check failed (OnEvidence).
+	onEvidence func()
 }
 
 type subscriber struct {
@@ -137,13 +140,45 @@ func (m *Monitor) observe(i int, o *topology.Observation) {
 		m.mu.Unlock()
 		return // a check that ended after the server was removed
 	}
+	prev := m.latest[i]
 	m.latest[i] = o
 	var evs []Event
 	m.st, evs = Evaluate(m.st, m.latest, &m.opts, m.now())
 	m.publishLocked()
 	m.recordLocked(evs)
+	// While the writer fails, every check is evidence for the failover
+	// decision: the writer's failure asks for a check of every other
+	// server (a replica's IO thread confirms or denies it), and each
+	// check is handed on at once rather than at the next decision tick.
+	d := m.st.Designated
+	writerFailing := d >= 0 && m.latest[d] != nil && !m.latest[d].OK
+	var kick []*probe
+	if writerFailing && i == d && (prev == nil || prev.OK || o.Refused != prev.Refused) {
+		for j, p := range m.probes {
+			if j != d && p != nil {
+				kick = append(kick, p)
+			}
+		}
+	}
+	notify := m.onEvidence
 	m.mu.Unlock()
 	m.logEvents(evs)
+	for _, p := range kick {
+		p.kickNow()
+	}
+	if writerFailing && notify != nil {
+		notify()
+	}
+}
+
+// OnEvidence sets f to be called after every observation taken while the
+// designated writer's latest check failed: the failover executor decides
+// again on each piece of evidence (a refused check, a replica that lost
+// its source) instead of at its next tick. f must not block.
+func (m *Monitor) OnEvidence(f func()) {
+	m.mu.Lock()
+	m.onEvidence = f
+	m.mu.Unlock()
 }
 
 // command runs cmd through the evaluator and publishes the result.
@@ -317,12 +352,8 @@ func (m *Monitor) CheckNow(i int) {
 		p = m.probes[i]
 	}
 	m.mu.Unlock()
-	if p == nil {
-		return
-	}
-	select {
-	case p.kick <- struct{}{}:
-	default:
+	if p != nil {
+		p.kickNow()
 	}
 }
 

@@ -26,6 +26,8 @@ type probe struct {
 	stop context.CancelFunc
 	// lastStart is when the latest check started.
 	lastStart time.Time
+	// lastOK: the latest check passed.
+	lastOK bool
 	// reconnect asks for a new monitor connection (credentials changed).
 	reconnect atomic.Bool
 
@@ -83,8 +85,33 @@ func (p *probe) run(ctx context.Context) {
 		}
 		p.m.log.Debug("check", "server", p.name, "seq", o.Seq, "ok", o.OK, "took", o.Took, "err", o.Err, "client_replies", o.ClientReplies, "client_waiting", o.ClientWaiting)
 		p.m.observe(p.idx, o)
-		timer.Reset(max(opts.Interval-time.Since(start), 0))
+		next := opts.Interval
+		if p.lastOK && lostConnection(o) {
+			// The server closed or reset the monitor connection: a new
+			// connection at once tells a process that is gone (refused)
+			// from one that restarted or only dropped the connection.
+			// Once per streak: a server that keeps failing is checked
+			// at the interval.
+			next = min(next, minCheckSpacing)
+		}
+		p.lastOK = o.OK
+		timer.Reset(max(next-time.Since(start), 0))
 	}
+}
+
+// kickNow asks for a check at once; it never blocks.
+func (p *probe) kickNow() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// lostConnection reports whether a check failed because an established
+// monitor connection was closed or reset under it, quickly: not a
+// timeout, not a refused connection, not a server's answer.
+func lostConnection(o *topology.Observation) bool {
+	return !o.OK && !o.TimedOut && !o.Refused && !o.Overloaded && o.ErrCode == 0
 }
 
 // check runs one check, bounded by opts.Timeout, and returns what it saw.
