@@ -128,9 +128,9 @@ var detectRows = []row{
 	// A refused check confirmed by every replica's IO thread: the short
 	// bound (detect_after_refused) instead of detect_after.
 	{name: "refused and confirmed after the short bound", scen: dead + "server node1 since=99.7", sit: DeadPrimary, act: ActExecute, newPrimary: "node2",
-		check: reasonHas("unreachable for 300ms (connection refused)", "refused and confirmed (detect_after_refused 300ms)")},
-	{name: "refused, before the short bound", scen: dead + "server node1 since=99.8", sit: PrimaryFailing, act: ActWait,
-		check: all(recheckAt(100.1), reasonHas("detect_after_refused is 300ms"))},
+		check: reasonHas("unreachable for 300ms (connection refused)", "refused and confirmed (detect_after_refused 100ms)")},
+	{name: "refused, before the short bound", scen: dead + "server node1 since=99.95", sit: PrimaryFailing, act: ActWait,
+		check: all(recheckAt(100.05), reasonHas("detect_after_refused is 100ms"))},
 	{name: "refused, short bound from options", scen: dead + "server node1 since=99.5\noptions detect_after_refused=1s", sit: PrimaryFailing, act: ActWait,
 		check: recheckAt(100.5)},
 	{name: "refused, a replica still connected: detect_after", scen: dead + "server node1 since=99\nserver node3 io=yes", sit: PrimaryFailing, act: ActWait,

@@ -12,7 +12,7 @@ import (
 // Defaults for the zero values of Options.
 const (
 	DefaultDetectAfter        = 2 * time.Second
-	DefaultDetectAfterRefused = 300 * time.Millisecond
+	DefaultDetectAfterRefused = 100 * time.Millisecond
 	DefaultMinInterval        = time.Hour
 	DefaultApplyTimeout       = 30 * time.Second
 	DefaultHoldTimeout        = 10 * time.Second
