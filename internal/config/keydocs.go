@@ -86,7 +86,8 @@ var keyDocs = map[string]string{
 
 	"clusters[].failover":                                 "Automatic failover and planned switchover (docs/failover.md).",
 	"clusters[].failover.auto":                            "Fail over by itself when the primary fails (default false: only vigil ctl failover does).",
-	"clusters[].failover.detect_after":                    "The primary must fail this long before a failover (default 2s).",
+	"clusters[].failover.detect_after":                    "The primary must fail this long before a failover (default 2s): timeouts and other failures that could be a slow or cut-off server.",
+	"clusters[].failover.detect_after_refused":            "Shorter bound when the primary refuses connections and every replica's IO thread lost it: a dead process (default 100ms). A primary its service manager restarts within it is failed over anyway; raise it above the restart time, or set it negative to turn it off (then detect_after applies).",
 	"clusters[].failover.min_interval":                    "No automatic failover this soon after the previous one (default 1h).",
 	"clusters[].failover.apply_timeout":                   "Longest wait for a candidate to apply its relay log (default 30s).",
 	"clusters[].failover.candidates":                      "Servers preferred for promotion, in order.",

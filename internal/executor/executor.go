@@ -216,8 +216,8 @@ func (e *Executor) SetOptions(opts Options) {
 		opts.Servers = cur.Servers // slots are never dropped
 	}
 	e.opts.Store(&opts)
-	e.event("", "options_reloaded", fmt.Sprintf("failover options reloaded: auto=%v detect_after=%s min_interval=%s apply_timeout=%s semi_sync=%s",
-		opts.Engine.Auto, opts.Engine.DetectAfter, opts.Engine.MinInterval, opts.Engine.ApplyTimeout, orDefault(string(opts.Engine.SemiSync.Manage), string(failover.SemiSyncAuto))))
+	e.event("", "options_reloaded", fmt.Sprintf("failover options reloaded: auto=%v detect_after=%s detect_after_refused=%s min_interval=%s apply_timeout=%s semi_sync=%s",
+		opts.Engine.Auto, opts.Engine.DetectAfter, opts.Engine.DetectAfterRefused, opts.Engine.MinInterval, opts.Engine.ApplyTimeout, orDefault(string(opts.Engine.SemiSync.Manage), string(failover.SemiSyncAuto))))
 	e.Kick()
 }
 
