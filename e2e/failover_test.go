@@ -132,7 +132,11 @@ func startWriter(t *testing.T, dsn string) *writerLoop {
 	var oks []time.Time
 	var fails []time.Time
 	// firstOKAfter is when writes worked again after the outage that
-	// followed t0: the first acknowledgement after the last failure.
+	// followed t0: the first acknowledgement after the last failure or,
+	// when no write failed (Vigil held them until the new primary
+	// answered), the acknowledgement that ended the longest wait after t0
+	// (the first one may be a write the old primary answered just before
+	// it died).
 	w.firstOKAfter = func(t0 time.Time) time.Time {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -142,12 +146,26 @@ func startWriter(t *testing.T, dsn string) *writerLoop {
 				from = f
 			}
 		}
-		for _, t := range oks {
-			if t.After(from) {
-				return t
+		if from.After(t0) {
+			for _, t := range oks {
+				if t.After(from) {
+					return t
+				}
 			}
+			return time.Time{}
 		}
-		return time.Time{}
+		var end time.Time
+		prev, longest := t0, time.Duration(-1)
+		for _, t := range oks {
+			if !t.After(t0) {
+				continue
+			}
+			if gap := t.Sub(prev); gap > longest {
+				end, longest = t, gap
+			}
+			prev = t
+		}
+		return end
 	}
 	go func() {
 		defer close(w.done)
@@ -223,7 +241,14 @@ func waitFailover(t *testing.T, env *clusterEnv, w *writerLoop, old string, t0 t
 		return nil
 	})
 	var first time.Time
+	routed := time.Now()
 	Eventually(t, 15*time.Second, "an acknowledged write on the new primary", func() error {
+		w.mu.Lock()
+		last := w.lastOK
+		w.mu.Unlock()
+		if !last.After(routed) {
+			return fmt.Errorf("no write acknowledged since the new writer was routed")
+		}
 		if first = w.firstOKAfter(t0); first.IsZero() {
 			return fmt.Errorf("no write acknowledged yet")
 		}
