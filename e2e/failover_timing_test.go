@@ -59,11 +59,7 @@ func TestFailoverTiming(t *testing.T) {
 		_, took := waitFailover(t, env, w, old, t0)
 		w.finish()
 		failovers = append(failovers, took)
-		decided := "no failover_decided event"
-		if ev, ok := failoverDecided(t, env, t0); ok {
-			decided = fmt.Sprintf("decided after %s", ev.Time.Sub(t0).Round(time.Millisecond))
-		}
-		t.Logf("run %d: kill -9 %s → first acknowledged write %s (%s)", i+1, old, took.Round(time.Millisecond), decided)
+		t.Logf("run %d: kill -9 %s → first acknowledged write %s (%s)", i+1, old, took.Round(time.Millisecond), decidedText(t, env, t0))
 		// Bring the old primary back as a replica for the next round.
 		if err := env.sb.Start(ctx, old); err != nil {
 			t.Fatal(err)
@@ -96,9 +92,9 @@ func TestFailoverTiming(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		for _, fault := range []string{"pause", "isolate"} {
 			t.Run(fmt.Sprintf("%s-%d", fault, i+1), func(t *testing.T) {
-				took := faultOutage(t, fault)
+				took, decided := faultOutage(t, fault)
 				outages[fault] = append(outages[fault], took)
-				t.Logf("run %d: %s of the primary → first acknowledged write %s", i+1, fault, took.Round(time.Millisecond))
+				t.Logf("run %d: %s of the primary → first acknowledged write %s (%s)", i+1, fault, took.Round(time.Millisecond), decided)
 			})
 		}
 	}
@@ -121,8 +117,8 @@ func TestFailoverTiming(t *testing.T) {
 
 // faultOutage pauses or isolates the primary of a fresh semi-sync sandbox
 // under a write loop and returns the time to the first acknowledged write
-// on the new primary.
-func faultOutage(t *testing.T, fault string) time.Duration {
+// on the new primary, with how the failover was decided.
+func faultOutage(t *testing.T, fault string) (time.Duration, string) {
 	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, nil)
 	dsn := fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s&readTimeout=5s&writeTimeout=5s", env.addr)
 	ctx := context.Background()
@@ -144,10 +140,28 @@ func faultOutage(t *testing.T, fault string) time.Duration {
 	}
 	_, took := waitFailover(t, env, w, old, t0)
 	w.finish()
+	decided := decidedText(t, env, t0)
 	if err := heal(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	return took
+	return took, decided
+}
+
+// decidedText says when after t0 the failover was decided, on what
+// evidence, and how long it ran.
+func decidedText(t *testing.T, env *clusterEnv, t0 time.Time) string {
+	ev, ok := failoverDecided(t, env, t0)
+	if !ok {
+		return "no failover_decided event"
+	}
+	return fmt.Sprintf("decided after %s: %s", ev.Time.Sub(t0).Round(time.Millisecond), clipText(ev.Message, 160))
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // killDecidedEarly kills the primary of a fresh semi-sync sandbox under a
