@@ -154,7 +154,26 @@ func decidedText(t *testing.T, env *clusterEnv, t0 time.Time) string {
 	if !ok {
 		return "no failover_decided event"
 	}
-	return fmt.Sprintf("decided after %s: %s", ev.Time.Sub(t0).Round(time.Millisecond), clipText(ev.Message, 160))
+	slowest := ""
+	var longest time.Duration
+	out, _ := env.ctl(t, "--json", "events", "--limit", "1000")
+	var list []admin.Event
+	_ = json.Unmarshal([]byte(out), &list)
+	for _, e := range list {
+		if e.Kind != "step" || e.Time.Before(ev.Time) {
+			continue
+		}
+		// "failover step N KIND SERVER: DURATION  ok"
+		_, rest, _ := strings.Cut(e.Message, ": ")
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		if d, err := time.ParseDuration(f[0]); err == nil && d > longest {
+			longest, slowest = d, strings.TrimPrefix(e.Message, "failover ")
+		}
+	}
+	return fmt.Sprintf("decided after %s: %s; slowest step: %s", ev.Time.Sub(t0).Round(time.Millisecond), clipText(ev.Message, 120), clipText(slowest, 120))
 }
 
 func clipText(s string, n int) string {
