@@ -524,6 +524,8 @@ func (w *simWorld) replicaStatus(s *simServer) *topology.ReplicaStatus {
 	host, port, _ := net.SplitHostPort(src.addr)
 	rs := &topology.ReplicaStatus{SourceHost: host, IORunning: topology.IOYes, SQLRunning: s.sql, SecondsBehind: 0,
 		UsingGTID: "Slave_Pos", SQLRemainingDelay: -1, ReceivedHeartbeats: s.heartbeats}
+	// The monitor reads MariaDB's counter with every check.
+	rs.HeartbeatsRead = w.flavor != topology.FlavorMySQL
 	rs.SourcePort, _ = strconv.Atoi(port)
 	switch {
 	case !s.io:
