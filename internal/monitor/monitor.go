@@ -338,7 +338,16 @@ func (m *Monitor) SetWriter(server, reason string) error {
 	if err := m.command(setWriterAt(i, &opts, reason, m.now())); err != nil {
 		return err
 	}
-	m.CheckNow(i)
+	// Not spaced like CheckNow: a plan calls SetWriter before it makes
+	// the server writable and again to route writes to it, and waits for
+	// a check that sees it writable; a check started just before
+	// read_only=OFF must not delay the next by minCheckSpacing.
+	m.mu.Lock()
+	p := m.probes[i]
+	m.mu.Unlock()
+	if p != nil {
+		p.checkUrgent()
+	}
 	return nil
 }
 

@@ -22,6 +22,8 @@ type probe struct {
 	idx  int
 	name string
 	kick chan struct{}
+	// urgent asks for a check at once, not spaced (SetWriter).
+	urgent chan struct{}
 	// stop ends run (the server was removed); set by startProbeLocked.
 	stop context.CancelFunc
 	// lastStart is when the latest check started.
@@ -45,7 +47,7 @@ type probe struct {
 }
 
 func newProbe(m *Monitor, idx int, name string) *probe {
-	return &probe{m: m, idx: idx, name: name, kick: make(chan struct{}, 1), refused: -1}
+	return &probe{m: m, idx: idx, name: name, kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1), refused: -1}
 }
 
 // minCheckSpacing is the least time between the starts of two checks of
@@ -53,8 +55,10 @@ func newProbe(m *Monitor, idx int, name string) *probe {
 const minCheckSpacing = 100 * time.Millisecond
 
 // run checks the server every Interval until ctx ends. A check that
-// overruns the interval is followed by the next one at once; a kick (after
-// SetWriter) checks at once.
+// overruns the interval is followed by the next one at once; a kick (a
+// client lost its connection, the writer failed) checks at once but no
+// sooner than minCheckSpacing after the previous check; SetWriter's
+// request (urgent) checks at once.
 func (p *probe) run(ctx context.Context) {
 	defer p.closeConn()
 	timer := time.NewTimer(0)
@@ -64,6 +68,10 @@ func (p *probe) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case <-p.urgent:
+			// The executor waits for this check (a new writer must be
+			// seen writable before writes go to it); it comes once per
+			// step, never in storms.
 		case <-p.kick:
 			// Kicks come from SetWriter and from clients that lost a
 			// connection: a storm of them must not turn into back-to-back
@@ -96,6 +104,15 @@ func (p *probe) run(ctx context.Context) {
 		}
 		p.lastOK = o.OK
 		timer.Reset(max(next-time.Since(start), 0))
+	}
+}
+
+// checkUrgent asks for a check at once, without minCheckSpacing; it never
+// blocks.
+func (p *probe) checkUrgent() {
+	select {
+	case p.urgent <- struct{}{}:
+	default:
 	}
 }
 
