@@ -150,8 +150,9 @@ func (m *Monitor) observe(i int, o *topology.Observation) {
 	// decision: the writer's failure asks for a check of every other
 	// server (a replica's IO thread confirms or denies it), and each
 	// check is handed on at once rather than at the next decision tick.
+	// An overloaded writer (1040, 1045...) is alive: no evidence to seek.
 	d := m.st.Designated
-	writerFailing := d >= 0 && m.latest[d] != nil && !m.latest[d].OK
+	writerFailing := d >= 0 && m.latest[d] != nil && !m.latest[d].OK && !m.latest[d].Overloaded
 	var kick []*probe
 	if writerFailing && i == d && (prev == nil || prev.OK || o.Refused != prev.Refused) {
 		for j, p := range m.probes {
@@ -172,7 +173,7 @@ func (m *Monitor) observe(i int, o *topology.Observation) {
 }
 
 // OnEvidence sets f to be called after every observation taken while the
-// designated writer's latest check failed: the failover executor decides
+// designated writer's latest check failed (not overloaded): the failover executor decides
 // again on each piece of evidence (a refused check, a replica that lost
 // its source) instead of at its next tick. f must not block.
 func (m *Monitor) OnEvidence(f func()) {
