@@ -7,6 +7,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,10 +24,21 @@ import (
 // the same runs, the same outage for a SIGSTOPped and for an isolated
 // primary (each on a fresh sandbox: a paused primary that resumes may
 // hold a last transaction nobody acknowledged, and is not rejoined).
+//
+// Without VIGIL_BENCH_FAILOVER (`make e2e`) it checks the mechanism of a
+// fast failover once instead of measuring: after kill -9 of the primary
+// the failover is decided by the refused-and-confirmed evidence
+// (failover.detect_after_refused), before detect_after has passed since
+// the kill. Wall-clock bounds on the write outage are left to the
+// benchmark: a shared machine moves them.
 func TestFailoverTiming(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
 	n, _ := strconv.Atoi(os.Getenv("VIGIL_BENCH_FAILOVER"))
-	if n <= 0 || testing.Short() {
-		t.Skip("set VIGIL_BENCH_FAILOVER=N (make bench-failover)")
+	if n <= 0 {
+		killDecidedEarly(t)
+		return
 	}
 	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, func(c *config.Config) {
 		c.Clusters[0].Failover.MinInterval = config.Duration{Duration: time.Second}
@@ -40,14 +53,14 @@ func TestFailoverTiming(t *testing.T) {
 		old := env.writer(t)
 		w := startWriter(t, dsn)
 		time.Sleep(time.Second)
-		t0 := time.Now()
+		t0 := signalNow(t, env, old, syscall.SIGKILL)
 		if err := env.sb.Kill(ctx, old); err != nil {
 			t.Fatal(err)
 		}
 		_, took := waitFailover(t, env, w, old, t0)
 		w.finish()
 		failovers = append(failovers, took)
-		t.Logf("run %d: kill -9 %s → first acknowledged write %s", i+1, old, took.Round(time.Millisecond))
+		t.Logf("run %d: kill -9 %s → first acknowledged write %s (%s)", i+1, old, took.Round(time.Millisecond), decidedText(t, env, t0))
 		// Bring the old primary back as a replica for the next round.
 		if err := env.sb.Start(ctx, old); err != nil {
 			t.Fatal(err)
@@ -80,9 +93,9 @@ func TestFailoverTiming(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		for _, fault := range []string{"pause", "isolate"} {
 			t.Run(fmt.Sprintf("%s-%d", fault, i+1), func(t *testing.T) {
-				took := faultOutage(t, fault)
+				took, decided := faultOutage(t, fault)
 				outages[fault] = append(outages[fault], took)
-				t.Logf("run %d: %s of the primary → first acknowledged write %s", i+1, fault, took.Round(time.Millisecond))
+				t.Logf("run %d: %s of the primary → first acknowledged write %s (%s)", i+1, fault, took.Round(time.Millisecond), decided)
 			})
 		}
 	}
@@ -91,13 +104,13 @@ func TestFailoverTiming(t *testing.T) {
 		slices.Sort(s)
 		return s[len(s)/2]
 	}
-	t.Logf("failover: median %s, min %s, max %s over %d runs (target ≤ 2.5s)", med(failovers).Round(time.Millisecond),
+	t.Logf("failover: median %s, min %s, max %s over %d runs (target ≤ 1s)", med(failovers).Round(time.Millisecond),
 		slices.Min(failovers).Round(time.Millisecond), slices.Max(failovers).Round(time.Millisecond), n)
 	t.Logf("switchover write pause: median %s, min %s, max %s over %d runs (target ≤ 0.5s)", med(pauses).Round(time.Millisecond),
 		slices.Min(pauses).Round(time.Millisecond), slices.Max(pauses).Round(time.Millisecond), n)
 	for _, fault := range []string{"pause", "isolate"} {
 		if d := outages[fault]; len(d) > 0 {
-			t.Logf("%s failover: median %s, min %s, max %s over %d runs (target ≤ 8s)", fault, med(d).Round(time.Millisecond),
+			t.Logf("%s failover: median %s, min %s, max %s over %d runs (target ≤ 3s)", fault, med(d).Round(time.Millisecond),
 				slices.Min(d).Round(time.Millisecond), slices.Max(d).Round(time.Millisecond), len(d))
 		}
 	}
@@ -105,26 +118,137 @@ func TestFailoverTiming(t *testing.T) {
 
 // faultOutage pauses or isolates the primary of a fresh semi-sync sandbox
 // under a write loop and returns the time to the first acknowledged write
-// on the new primary.
-func faultOutage(t *testing.T, fault string) time.Duration {
+// on the new primary, with how the failover was decided.
+func faultOutage(t *testing.T, fault string) (time.Duration, string) {
 	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, nil)
 	dsn := fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s&readTimeout=5s&writeTimeout=5s", env.addr)
 	ctx := context.Background()
 	old := env.writer(t)
 	w := startWriter(t, dsn)
 	time.Sleep(time.Second)
-	t0 := time.Now()
 	fail, heal := env.sb.Pause, env.sb.Resume
+	var t0 time.Time
 	if fault == "isolate" {
+		// From before the rules go in: a few iptables runs count
+		// towards the outage.
 		fail, heal = env.sb.Isolate, env.sb.Heal
+		t0 = time.Now()
+	} else {
+		t0 = signalNow(t, env, old, syscall.SIGSTOP)
 	}
 	if err := fail(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	_, took := waitFailover(t, env, w, old, t0)
 	w.finish()
+	decided := decidedText(t, env, t0)
 	if err := heal(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	return took
+	return took, decided
+}
+
+// decidedText says when after t0 the failover was decided, on what
+// evidence, and how long it ran.
+func decidedText(t *testing.T, env *clusterEnv, t0 time.Time) string {
+	ev, ok := failoverDecided(t, env, t0)
+	if !ok {
+		return "no failover_decided event"
+	}
+	slowest := ""
+	var longest time.Duration
+	out, _ := env.ctl(t, "--json", "events", "--limit", "1000")
+	var list []admin.Event
+	_ = json.Unmarshal([]byte(out), &list)
+	for _, e := range list {
+		if e.Kind != "step" || e.Time.Before(ev.Time) {
+			continue
+		}
+		// "failover step N KIND SERVER: DURATION  ok"
+		_, rest, _ := strings.Cut(e.Message, ": ")
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		if d, err := time.ParseDuration(f[0]); err == nil && d > longest {
+			longest, slowest = d, strings.TrimPrefix(e.Message, "failover ")
+		}
+	}
+	return fmt.Sprintf("decided after %s: %s; slowest step: %s", ev.Time.Sub(t0).Round(time.Millisecond), clipText(ev.Message, 120), clipText(slowest, 120))
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// killDecidedEarly kills the primary of a fresh semi-sync sandbox under a
+// write loop and checks how the failover was decided: by the primary's
+// refused connections confirmed by every replica's IO thread, sooner
+// after the kill than detect_after.
+func killDecidedEarly(t *testing.T) {
+	var detectAfter time.Duration
+	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, func(c *config.Config) {
+		detectAfter = c.Clusters[0].Failover.DetectAfter.Duration
+	})
+	dsn := fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr)
+	old := env.writer(t)
+	w := startWriter(t, dsn)
+	time.Sleep(time.Second)
+	t0 := signalNow(t, env, old, syscall.SIGKILL)
+	if err := env.sb.Kill(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	nw, took := waitFailover(t, env, w, old, t0)
+	w.finish()
+	ev, ok := failoverDecided(t, env, t0)
+	if !ok {
+		t.Fatalf("no failover_decided event after the kill:\n%s", env.events(t))
+	}
+	decided := ev.Time.Sub(t0)
+	t.Logf("kill -9 %s → %s: decided after %s (%s), first acknowledged write after %s", old, nw,
+		decided.Round(time.Millisecond), ev.Message, took.Round(time.Millisecond))
+	if !strings.Contains(ev.Message, "refused and confirmed") {
+		t.Errorf("the failover was not decided on refused-and-confirmed evidence: %s", ev.Message)
+	}
+	if decided >= detectAfter {
+		t.Errorf("decided %s after the kill, not before detect_after (%s)", decided.Round(time.Millisecond), detectAfter)
+	}
+}
+
+// failoverDecided returns the first failover_decided event at or after
+// t0.
+func failoverDecided(t *testing.T, env *clusterEnv, t0 time.Time) (admin.Event, bool) {
+	t.Helper()
+	out, err := env.ctl(t, "--json", "events", "--limit", "1000")
+	var list []admin.Event
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil {
+		t.Logf("events: %v\n%s", err, out)
+	}
+	for _, e := range list {
+		if e.Kind == "failover_decided" && !e.Time.Before(t0) {
+			return e, true
+		}
+	}
+	return admin.Event{}, false
+}
+
+// signalNow sends sig to a node's server process and returns when it was
+// sent. The sandbox's Kill and Pause read the sandbox's state before they
+// signal (a few hundred milliseconds on a loaded machine), which would
+// count towards the outage; the test calls them after this for their
+// bookkeeping (a second SIGKILL or SIGSTOP changes nothing).
+func signalNow(t *testing.T, env *clusterEnv, node string, sig syscall.Signal) time.Time {
+	t.Helper()
+	pid, err := env.sb.PID(node)
+	if err != nil || pid <= 0 {
+		t.Fatalf("pid of %s: %d, %v", node, pid, err)
+	}
+	t0 := time.Now()
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatalf("%s %s (pid %d): %v", sig, node, pid, err)
+	}
+	return t0
 }

@@ -83,15 +83,15 @@ func TestHAActingDiesAtEveryStep(t *testing.T) {
 }
 
 type crashRounds struct {
-	e     *haEnv
-	fp    string
-	ws    []*haWriter
+	e  *haEnv
+	fp string
+	ws []*haWriter
 	// sampler checks that one server at most is writable.
 	sampler *writableSampler
-	old   string         // the primary the last failover replaced
-	steps map[string]int // kind → its plan's steps, once a round went past the end
-	fired int
-	log   []string
+	old     string         // the primary the last failover replaced
+	steps   map[string]int // kind → its plan's steps, once a round went past the end
+	fired   int
+	log     []string
 }
 
 // active: a round of kind with the failpoint after step n is still to run.

@@ -355,6 +355,11 @@ func BuildVigil(t testing.TB) string {
 }
 
 func buildVigil() (string, error) {
+	// VIGIL_E2E_BIN runs the tests against a binary built elsewhere: the
+	// benchmarks compare an older build with this one, interleaved.
+	if bin := os.Getenv("VIGIL_E2E_BIN"); bin != "" {
+		return bin, nil
+	}
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err

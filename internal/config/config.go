@@ -267,14 +267,18 @@ type Failover struct {
 	// the new primary without an operator, by the plan `vigil ctl rejoin`
 	// runs. A diverged one stays fenced either way. Replication clusters
 	// only.
-	AutoRejoin   *bool    `yaml:"auto_rejoin"`
-	DetectAfter  Duration `yaml:"detect_after"`
-	MinInterval  Duration `yaml:"min_interval"`
-	ApplyTimeout Duration `yaml:"apply_timeout"`
-	Candidates   []string `yaml:"candidates"`
-	NeverPromote []string `yaml:"never_promote"`
-	ReplUser     string   `yaml:"repl_user"`
-	ReplPassword string   `yaml:"repl_password"`
+	AutoRejoin  *bool    `yaml:"auto_rejoin"`
+	DetectAfter Duration `yaml:"detect_after"`
+	// DetectAfterRefused: the shorter bound when the primary refuses
+	// connections and every replica's IO thread lost it (a dead process);
+	// negative turns it off.
+	DetectAfterRefused Duration `yaml:"detect_after_refused"`
+	MinInterval        Duration `yaml:"min_interval"`
+	ApplyTimeout       Duration `yaml:"apply_timeout"`
+	Candidates         []string `yaml:"candidates"`
+	NeverPromote       []string `yaml:"never_promote"`
+	ReplUser           string   `yaml:"repl_user"`
+	ReplPassword       string   `yaml:"repl_password"`
 	// Hooks run with /bin/sh -c and get VIGIL_CLUSTER, VIGIL_OLD_PRIMARY,
 	// VIGIL_NEW_PRIMARY (and _ADDR) in the environment. A non-zero exit
 	// of pre_failover or fence_command aborts the failover.
@@ -516,6 +520,7 @@ func (c *Config) applyDefaults() {
 		setDur(&m.LoneWriterGrace, 5*time.Second)
 		f := &cl.Failover
 		setDur(&f.DetectAfter, 2*time.Second)
+		setDur(&f.DetectAfterRefused, 100*time.Millisecond)
 		setDur(&f.MinInterval, time.Hour)
 		setDur(&f.ApplyTimeout, 30*time.Second)
 		setDur(&f.HoldTimeout, 10*time.Second)

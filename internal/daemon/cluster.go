@@ -149,6 +149,7 @@ func (d *daemon) newCluster(parent context.Context, cfg *config.Config, cc confi
 		return fail(err)
 	}
 	rt.exec = ex
+	mon.OnEvidence(ex.Kick)
 	d.coordinate(rt, cfg)
 	ln, err := net.Listen("tcp", cc.Listen)
 	if err != nil {

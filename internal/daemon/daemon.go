@@ -614,8 +614,10 @@ func executorOptions(cfg *config.Config, cc config.Cluster, slots []slot) execut
 		Interval:    cc.Monitor.Interval.Duration,
 		PreFailover: cc.Failover.PreFailover, PostFailover: cc.Failover.PostFailover, PostSwitchover: cc.Failover.PostSwitchover,
 		Engine: failover.Options{
-			Auto: cc.Failover.Auto, AutoRejoin: cc.Type == "replication" && cc.Failover.AutoRejoinOn(), DetectAfter: cc.Failover.DetectAfter.Duration, MinInterval: cc.Failover.MinInterval.Duration,
-			ApplyTimeout: cc.Failover.ApplyTimeout.Duration, Candidates: cc.Failover.Candidates, NeverPromote: cc.Failover.NeverPromote,
+			Auto: cc.Failover.Auto, AutoRejoin: cc.Type == "replication" && cc.Failover.AutoRejoinOn(), DetectAfter: cc.Failover.DetectAfter.Duration,
+			DetectAfterRefused: cc.Failover.DetectAfterRefused.Duration,
+			MinInterval:        cc.Failover.MinInterval.Duration,
+			ApplyTimeout:       cc.Failover.ApplyTimeout.Duration, Candidates: cc.Failover.Candidates, NeverPromote: cc.Failover.NeverPromote,
 			HoldTimeout: cc.Failover.HoldTimeout.Duration, DrainTimeout: cc.Failover.DrainTimeout.Duration,
 			MaxRunningSeconds: cc.Failover.MaxRunningSeconds, FenceCommand: cc.Failover.FenceCommand,
 			SemiSync: failover.SemiSyncPolicy{Manage: cc.Failover.SemiSync.Manage,

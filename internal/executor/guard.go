@@ -434,6 +434,10 @@ type hbSample struct {
 	count   int64     // Slave_received_heartbeats
 	pos     string    // Read_Master_Log_Pos and Gtid_IO_Pos of the monitor's check
 	movedAt time.Time // when either was first seen changed (or sampling began)
+	// fromChecks: taken from the monitor's checks (which read the
+	// counter), kept while the primary is healthy; otherwise sampled by
+	// the executor while the primary's checks fail.
+	fromChecks bool
 }
 
 // sampleHeartbeats measures, while the primary's checks fail, how long
@@ -441,8 +445,9 @@ type hbSample struct {
 // Slave_received_heartbeats counter) nor an event (its received
 // position). A paused or cut-off primary sends nothing, so its replicas
 // confirm the loss after two heartbeat periods instead of waiting for
-// slave_net_timeout to end their IO threads. Sampling starts at the first
-// failed check; before that (and on MySQL) nothing is measured.
+// slave_net_timeout to end their IO threads. Replicas whose checks carry
+// the counter are followed at every check; the others are sampled from
+// the first failed check of the primary on. On MySQL nothing is measured.
 func (e *Executor) sampleHeartbeats(ctx context.Context) {
 	snap := e.mon.Snapshot()
 	if snap == nil || snap.Type != "replication" {
@@ -462,10 +467,32 @@ func (e *Executor) sampleHeartbeats(ctx context.Context) {
 	if o := obs[primary]; primary != "" && o != nil && !o.OK {
 		failing = true
 	}
+	// The monitor reads the counter with every check of a MariaDB
+	// replica: from those checks the last movement is known whether or
+	// not the primary fails, to within a check interval, so the silence
+	// of a source that stopped is measured from when it stopped rather
+	// than from its first failed check.
+	e.mu.Lock()
+	for name, o := range obs {
+		if name == primary || o == nil || !o.OK || o.Replica == nil || !o.Replica.HeartbeatsRead {
+			continue
+		}
+		rs := o.Replica
+		pos := fmt.Sprintf("%s:%d %s", rs.SourceLogFile, rs.ReadSourceLogPos, rs.GTIDIOPos)
+		if s, ok := e.hb[name]; !ok || !s.fromChecks || s.count != rs.ReceivedHeartbeats || s.pos != pos {
+			// The check's start: no later than the movement it saw.
+			e.hb[name] = &hbSample{count: rs.ReceivedHeartbeats, pos: pos, movedAt: o.Time, fromChecks: true}
+		}
+	}
 	if !failing {
-		e.mu.Lock()
-		clear(e.hb)
-		e.mu.Unlock()
+		for name, s := range e.hb {
+			if !s.fromChecks {
+				delete(e.hb, name)
+			}
+		}
+	}
+	e.mu.Unlock()
+	if !failing {
 		return
 	}
 	type result struct {
@@ -475,7 +502,7 @@ func (e *Executor) sampleHeartbeats(ctx context.Context) {
 	}
 	var names []string
 	for name, o := range obs {
-		if name != primary && o != nil && o.OK && o.Replica != nil && o.Flavor != topology.FlavorMySQL {
+		if name != primary && o != nil && o.OK && o.Replica != nil && !o.Replica.HeartbeatsRead && o.Flavor != topology.FlavorMySQL {
 			names = append(names, name)
 		}
 	}

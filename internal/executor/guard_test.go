@@ -32,7 +32,7 @@ func (m *fakeMonitor) Observations() []topology.Health {
 func (m *fakeMonitor) SetWriter(string, string) error { return m.setWriterErr }
 func (m *fakeMonitor) Fence(string, string) error     { return nil }
 func (m *fakeMonitor) Unfence(string) error           { return nil }
-func (m *fakeMonitor) SetTerm(t uint64) error           { m.term = t; return nil }
+func (m *fakeMonitor) SetTerm(t uint64) error         { m.term = t; return nil }
 
 func markExecutor(t *testing.T) (*Executor, *fakeMonitor) {
 	t.Helper()

@@ -86,7 +86,7 @@ func (m *planMonitor) SetWriter(server, _ string) error {
 }
 func (m *planMonitor) Fence(string, string) error { return nil }
 func (m *planMonitor) Unfence(string) error       { return nil }
-func (m *planMonitor) SetTerm(uint64) error         { return nil }
+func (m *planMonitor) SetTerm(uint64) error       { return nil }
 
 type nopRouter struct{}
 

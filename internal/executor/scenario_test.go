@@ -53,7 +53,8 @@ var update = flag.Bool("update", false, "rewrite testdata/scenarios/*.txt with w
 //	decide                      what the engine would decide now (no action)
 //	ack | restart | running | show | history | journal [records]
 //
-// ENGINE-OPTIONS: auto=yes|no auto_rejoin=yes|no (default no) detect_after= min_interval= apply_timeout=
+// ENGINE-OPTIONS: auto=yes|no auto_rejoin=yes|no (default no) detect_after=
+// detect_after_refused= (off unless set) min_interval= apply_timeout=
 // hold_timeout= drain_timeout= max_lag= candidates=a,b never_promote=a
 // fence_command= semi_sync=auto|on|off pre_failover= post_failover=.
 //
@@ -369,6 +370,9 @@ func (sc *scenario) cluster(kv map[string]string, lines []string) error {
 		o.Servers = append(o.Servers, Server{Name: s.name, Addr: s.addr})
 	}
 	o.Engine.Auto = true
+	// Off unless a scenario sets it: the scenarios written before it
+	// kill primaries to test detect_after.
+	o.Engine.DetectAfterRefused = -1
 	if err := engineOptions(&o, kv); err != nil {
 		return err
 	}
@@ -413,6 +417,8 @@ func engineOptions(o *Options, kv map[string]string) error {
 			en.AutoRejoin = v == "yes"
 		case "detect_after":
 			dur(&en.DetectAfter, v)
+		case "detect_after_refused":
+			dur(&en.DetectAfterRefused, v)
 		case "min_interval":
 			dur(&en.MinInterval, v)
 		case "apply_timeout":

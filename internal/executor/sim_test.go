@@ -524,6 +524,8 @@ func (w *simWorld) replicaStatus(s *simServer) *topology.ReplicaStatus {
 	host, port, _ := net.SplitHostPort(src.addr)
 	rs := &topology.ReplicaStatus{SourceHost: host, IORunning: topology.IOYes, SQLRunning: s.sql, SecondsBehind: 0,
 		UsingGTID: "Slave_Pos", SQLRemainingDelay: -1, ReceivedHeartbeats: s.heartbeats}
+	// The monitor reads MariaDB's counter with every check.
+	rs.HeartbeatsRead = w.flavor != topology.FlavorMySQL
 	rs.SourcePort, _ = strconv.Atoi(port)
 	switch {
 	case !s.io:
@@ -754,7 +756,7 @@ func (w *simWorld) SetWriter(server, reason string) error {
 
 func (w *simWorld) Fence(server, reason string) error { return w.setFenced(server, true, reason) }
 func (w *simWorld) Unfence(server string) error       { return w.setFenced(server, false, "") }
-func (w *simWorld) SetTerm(uint64) error               { return nil }
+func (w *simWorld) SetTerm(uint64) error              { return nil }
 
 func (w *simWorld) setFenced(server string, on bool, reason string) error {
 	w.mu.Lock()

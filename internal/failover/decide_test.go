@@ -79,6 +79,16 @@ server node2 io=lost
 server node3 io=lost
 `
 
+// recheckAt checks the decision's RecheckAt (seconds after t0).
+func recheckAt(sec float64) func(t *testing.T, d Decision) {
+	return func(t *testing.T, d Decision) {
+		t.Helper()
+		if !d.RecheckAt.Equal(at(sec)) {
+			t.Errorf("recheck at %s, want t0+%gs", d.RecheckAt, sec)
+		}
+	}
+}
+
 func reasonHas(parts ...string) func(t *testing.T, d Decision) {
 	return func(t *testing.T, d Decision) {
 		t.Helper()
@@ -112,13 +122,41 @@ var detectRows = []row{
 		check: reasonHas("i/o timeout")},
 	{name: "error 1053 shutdown counts", scen: dead + "server node1 down=error:1053", sit: DeadPrimary, act: ActExecute},
 	{name: "client error 2013 counts", scen: dead + "server node1 down=error:2013", sit: DeadPrimary, act: ActExecute},
-	{name: "failing less than detect_after", scen: dead + "server node1 since=99", sit: PrimaryFailing, act: ActWait,
+	{name: "failing less than detect_after", scen: dead + "server node1 down=timeout since=99", sit: PrimaryFailing, act: ActWait,
+		check: recheckAt(101)},
+	{name: "detect_after from options", scen: dead + "server node1 down=timeout\noptions detect_after=10s", sit: PrimaryFailing, act: ActWait, check: reasonHas("detect_after is 10s")},
+	// A refused check confirmed by every replica's IO thread: the short
+	// bound (detect_after_refused) instead of detect_after.
+	{name: "refused and confirmed after the short bound", scen: dead + "server node1 since=99.7", sit: DeadPrimary, act: ActExecute, newPrimary: "node2",
+		check: reasonHas("unreachable for 300ms (connection refused)", "refused and confirmed (detect_after_refused 100ms)")},
+	{name: "refused, before the short bound", scen: dead + "server node1 since=99.95", sit: PrimaryFailing, act: ActWait,
+		check: all(recheckAt(100.05), reasonHas("detect_after_refused is 100ms"))},
+	{name: "refused, short bound from options", scen: dead + "server node1 since=99.5\noptions detect_after_refused=1s", sit: PrimaryFailing, act: ActWait,
+		check: recheckAt(100.5)},
+	{name: "refused, a replica still connected: detect_after", scen: dead + "server node1 since=99\nserver node3 io=yes", sit: PrimaryFailing, act: ActWait,
+		check: all(recheckAt(101), reasonHas("not confirmed (node3 (IO thread Yes) still replicates from it): detect_after is 2s"))},
+	{name: "refused, replica silent but its IO thread runs: detect_after", scen: dead + "server node1 since=99\nserver node3 io=yes since_event=5 hb=1",
+		sit: PrimaryFailing, act: ActWait, check: all(recheckAt(101), reasonHas("IO thread still running"))},
+	{name: "refused, IO error while the IO thread runs: detect_after", scen: dead + "server node1 since=99\nserver node2 io=yes ioerr=2013",
+		sit: PrimaryFailing, act: ActWait, check: recheckAt(101)},
+	{name: "refused, a replica unreachable: detect_after", scen: dead + "server node1 since=99\nserver node3 down=timeout", sit: PrimaryFailing, act: ActWait,
+		check: all(recheckAt(101), reasonHas("Vigil cannot check node3"))},
+	{name: "refused, a replica checked before the failure: wait", scen: dead + "server node1 since=99\nserver node2 seen=98.9", sit: PrimaryFailing, act: ActWait,
+		check: reasonHas("waiting for a check of node2")},
+	{name: "refused, no replica: detect_after", scen: "now 100\ncluster main\noptions auto=yes\nserver node1 role=primary down=refused since=99",
+		sit: PrimaryFailing, act: ActWait, check: recheckAt(101)},
+	{name: "timeout confirmed by replicas: detect_after", scen: dead + "server node1 down=timeout since=99.5", sit: PrimaryFailing, act: ActWait,
+		check: recheckAt(101.5)},
+	{name: "other network error: detect_after", scen: dead + "server node1 down=error:2013 since=99.5", sit: PrimaryFailing, act: ActWait},
+	{name: "short bound off", scen: dead + "server node1 since=99\noptions detect_after_refused=-1s", sit: PrimaryFailing, act: ActWait,
+		check: all(recheckAt(101), reasonHas("detect_after is 2s"))},
+	{name: "short bound not below detect_after", scen: dead + "server node1 since=98.5\noptions detect_after=1s detect_after_refused=3s", sit: DeadPrimary, act: ActExecute,
 		check: func(t *testing.T, d Decision) {
-			if !d.RecheckAt.Equal(at(101)) {
-				t.Errorf("recheck at %s, want t0+101s", d.RecheckAt)
+			if strings.Contains(d.Reason, "refused and confirmed") {
+				t.Errorf("reason %q: decided by the short bound", d.Reason)
 			}
 		}},
-	{name: "detect_after from options", scen: dead + "options detect_after=10s", sit: PrimaryFailing, act: ActWait, check: reasonHas("detect_after is 10s")},
+	{name: "refused after detect_after: the usual rule", scen: dead + "server node1 since=97\nserver node3 io=yes", sit: UnreachablePrimary, act: ActEvent},
 	{name: "exactly detect_after", scen: dead + "server node1 since=98", sit: DeadPrimary, act: ActExecute},
 	{name: "no failing-since fact: waits", scen: dead + "server node1 nofacts", sit: PrimaryFailing, act: ActWait, check: reasonHas("no FailingSince")},
 	{name: "overload 1040", scen: dead + "server node1 down=overload:1040", sit: OverloadedPrimary, act: ActEvent, newPrimary: "-"},

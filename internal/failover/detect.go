@@ -92,8 +92,18 @@ func (v *view) detect() detection {
 	}
 
 	since, failing, wait := v.streak(p, o, "primary")
+	// early: the primary refuses connections and has done so for the
+	// refused bound, less than detect_after: only the replicas' unanimous
+	// confirmation can end the wait before detect_after.
+	early := false
 	if wait != nil {
-		return *wait
+		var short *detection
+		if early, short = v.refusedEarly(o, since, failing, wait); !early {
+			if short != nil {
+				return *short
+			}
+			return *wait
+		}
 	}
 
 	var sees, lost []verdict
@@ -118,15 +128,43 @@ func (v *view) detect() detection {
 		}
 		f, _ := v.facts(i)
 		isLost, why := replicaLost(ri.Replica, f)
-		if isLost {
+		switch {
+		case isLost && early && ri.Replica.IORunning == topology.IOYes:
+			// Silence or an IO error while the thread still runs is
+			// evidence for detect_after, not the instant loss a dead
+			// process causes.
+			sees = append(sees, verdict{v.name(i), why + ", IO thread still running"})
+		case isLost:
 			lost = append(lost, verdict{v.name(i), why})
-		} else {
+		default:
 			sees = append(sees, verdict{v.name(i), why})
 		}
 	}
 	var events []string
 	if len(unreached) > 0 {
 		events = append(events, fmt.Sprintf("Vigil cannot reach %s either", strings.Join(unreached, ", ")))
+	}
+	if early {
+		if len(sees) == 0 && len(stale) == 0 && len(unreached) == 0 && len(lost) > 0 {
+			return detection{sit: DeadPrimary,
+				reason: fmt.Sprintf("%s and every replica's IO thread lost it: %s: refused and confirmed (detect_after_refused %s)",
+					failing, grouped(lost), v.opts.DetectAfterRefused)}
+		}
+		var why string
+		switch {
+		case len(sees) > 0:
+			why = grouped(sees) + " still replicates from it"
+		case len(stale) > 0:
+			why = "waiting for a check of " + strings.Join(stale, ", ") + " newer than the first failure"
+		case len(unreached) > 0:
+			why = "Vigil cannot check " + strings.Join(unreached, ", ")
+		default:
+			why = "no server replicates from it"
+		}
+		w := *wait
+		w.reason = fmt.Sprintf("%s; the refusal is not confirmed (%s): detect_after is %s", failing, why, v.opts.DetectAfter)
+		w.events = events
+		return w
 	}
 	switch {
 	case len(sees) > 0:
@@ -167,6 +205,26 @@ func (v *view) streak(i int, o *topology.Observation, role string) (time.Time, s
 			reason: fmt.Sprintf("%s; detect_after is %s", failing, v.opts.DetectAfter)}
 	}
 	return f.FailingSince, failing, nil
+}
+
+// refusedEarly decides whether a primary that failed for less than
+// detect_after may be judged by the refused-and-confirmed bound: its
+// latest check was refused (a live host answered that nothing listens:
+// the process is gone, not slow) and it has failed for
+// DetectAfterRefused. Before that bound it returns the wait until it.
+func (v *view) refusedEarly(o *topology.Observation, since time.Time, failing string, wait *detection) (bool, *detection) {
+	bound := v.opts.DetectAfterRefused
+	if bound <= 0 || bound >= v.opts.DetectAfter || since.IsZero() || !o.Refused {
+		return false, nil
+	}
+	if down := v.in.Now.Sub(since); down < bound {
+		w := *wait
+		w.recheck = since.Add(bound)
+		w.reason = fmt.Sprintf("%s; detect_after_refused is %s (then the replicas decide), detect_after %s",
+			failing, bound, v.opts.DetectAfter)
+		return false, &w
+	}
+	return true, nil
 }
 
 // verdict is one replica's view of its source.

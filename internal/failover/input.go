@@ -11,17 +11,19 @@ import (
 
 // Defaults for the zero values of Options.
 const (
-	DefaultDetectAfter       = 2 * time.Second
-	DefaultMinInterval       = time.Hour
-	DefaultApplyTimeout      = 30 * time.Second
-	DefaultHoldTimeout       = 10 * time.Second
-	DefaultDrainTimeout      = 5 * time.Second
-	DefaultMaxLagSeconds     = 10
-	DefaultMaxRunningSeconds = 60
+	DefaultDetectAfter        = 2 * time.Second
+	DefaultDetectAfterRefused = 100 * time.Millisecond
+	DefaultMinInterval        = time.Hour
+	DefaultApplyTimeout       = 30 * time.Second
+	DefaultHoldTimeout        = 10 * time.Second
+	DefaultDrainTimeout       = 5 * time.Second
+	DefaultMaxLagSeconds      = 10
+	DefaultMaxRunningSeconds  = 60
 )
 
 // Options configure the engine for one cluster. Every zero value means the
-// default; MinInterval < 0 turns the anti-flapping interval off.
+// default; MinInterval < 0 turns the anti-flapping interval off,
+// DetectAfterRefused < 0 the refused-and-confirmed bound.
 type Options struct {
 	// Auto allows automatic failover; manual failover and switchover work
 	// either way.
@@ -29,6 +31,15 @@ type Options struct {
 	// DetectAfter is how long checks of the primary must fail (connection
 	// refused or timed out) before it may be declared dead.
 	DetectAfter time.Duration
+	// DetectAfterRefused is the shorter bound for certain evidence of a
+	// dead process: the primary's latest check was refused (nothing
+	// listens on a host that answers) and every replica of it, checked
+	// since its failures began and all reachable, has an IO thread that
+	// lost it (not Yes). A paused or cut-off primary never refuses, and a
+	// replica still connected to it sends the decision back to
+	// DetectAfter. Negative: off (a primary restarted by its service
+	// manager is then given DetectAfter to come back).
+	DetectAfterRefused time.Duration
 	// MinInterval: no automatic failover this soon after the previous one
 	// unless it was acknowledged.
 	MinInterval time.Duration
@@ -71,6 +82,7 @@ func (o Options) WithDefaults() Options {
 		}
 	}
 	def(&o.DetectAfter, DefaultDetectAfter)
+	def(&o.DetectAfterRefused, DefaultDetectAfterRefused)
 	def(&o.MinInterval, DefaultMinInterval)
 	def(&o.ApplyTimeout, DefaultApplyTimeout)
 	def(&o.HoldTimeout, DefaultHoldTimeout)

@@ -24,6 +24,10 @@ var statusNames = []string{
 	"Rpl_semi_sync_source_status", "Rpl_semi_sync_source_clients", "Rpl_semi_sync_source_no_tx",
 	"Rpl_semi_sync_source_wait_sessions",
 	"Rpl_semi_sync_replica_status",
+	// MariaDB: grows with every heartbeat from an idle source; read at
+	// every check so that when the source goes silent is known from
+	// before its checks fail (ReplicaStatus.ReceivedHeartbeats).
+	"Slave_received_heartbeats",
 }
 
 // wsrepStatusNames are added for Galera clusters.
@@ -178,6 +182,9 @@ func collect(ctx context.Context, c *backend.Conn, flavor topology.Flavor, semiS
 	switch {
 	case err == nil && len(rows) > 0:
 		rs := topology.ParseReplicaStatus(cols, rows[0])
+		if n, err := strconv.ParseInt(st["slave_received_heartbeats"], 10, 64); err == nil && flavor != topology.FlavorMySQL {
+			rs.ReceivedHeartbeats, rs.HeartbeatsRead = n, true
+		}
 		o.Replica = &rs
 	case err != nil:
 		if !isSQLError(err) {

@@ -41,6 +41,9 @@ type Monitor struct {
 	subs    map[*subscriber]struct{}
 	running bool
 	now     func() time.Time
+	// onEvidence is told of every observation taken while the designated
+	// writer's latest check failed (OnEvidence).
+	onEvidence func()
 }
 
 type subscriber struct {
@@ -137,13 +140,46 @@ func (m *Monitor) observe(i int, o *topology.Observation) {
 		m.mu.Unlock()
 		return // a check that ended after the server was removed
 	}
+	prev := m.latest[i]
 	m.latest[i] = o
 	var evs []Event
 	m.st, evs = Evaluate(m.st, m.latest, &m.opts, m.now())
 	m.publishLocked()
 	m.recordLocked(evs)
+	// While the writer fails, every check is evidence for the failover
+	// decision: the writer's failure asks for a check of every other
+	// server (a replica's IO thread confirms or denies it), and each
+	// check is handed on at once rather than at the next decision tick.
+	// An overloaded writer (1040, 1045...) is alive: no evidence to seek.
+	d := m.st.Designated
+	writerFailing := d >= 0 && m.latest[d] != nil && !m.latest[d].OK && !m.latest[d].Overloaded
+	var kick []*probe
+	if writerFailing && i == d && (prev == nil || prev.OK || o.Refused != prev.Refused) {
+		for j, p := range m.probes {
+			if j != d && p != nil {
+				kick = append(kick, p)
+			}
+		}
+	}
+	notify := m.onEvidence
 	m.mu.Unlock()
 	m.logEvents(evs)
+	for _, p := range kick {
+		p.kickNow()
+	}
+	if writerFailing && notify != nil {
+		notify()
+	}
+}
+
+// OnEvidence sets f to be called after every observation taken while the
+// designated writer's latest check failed (not overloaded): the failover executor decides
+// again on each piece of evidence (a refused check, a replica that lost
+// its source) instead of at its next tick. f must not block.
+func (m *Monitor) OnEvidence(f func()) {
+	m.mu.Lock()
+	m.onEvidence = f
+	m.mu.Unlock()
 }
 
 // command runs cmd through the evaluator and publishes the result.
@@ -303,7 +339,16 @@ func (m *Monitor) SetWriter(server, reason string) error {
 	if err := m.command(setWriterAt(i, &opts, reason, m.now())); err != nil {
 		return err
 	}
-	m.CheckNow(i)
+	// Not spaced like CheckNow: a plan calls SetWriter before it makes
+	// the server writable and again to route writes to it, and waits for
+	// a check that sees it writable; a check started just before
+	// read_only=OFF must not delay the next by minCheckSpacing.
+	m.mu.Lock()
+	p := m.probes[i]
+	m.mu.Unlock()
+	if p != nil {
+		p.checkUrgent()
+	}
 	return nil
 }
 
@@ -317,12 +362,8 @@ func (m *Monitor) CheckNow(i int) {
 		p = m.probes[i]
 	}
 	m.mu.Unlock()
-	if p == nil {
-		return
-	}
-	select {
-	case p.kick <- struct{}{}:
-	default:
+	if p != nil {
+		p.kickNow()
 	}
 }
 

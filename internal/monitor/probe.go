@@ -22,10 +22,14 @@ type probe struct {
 	idx  int
 	name string
 	kick chan struct{}
+	// urgent asks for a check at once, not spaced (SetWriter).
+	urgent chan struct{}
 	// stop ends run (the server was removed); set by startProbeLocked.
 	stop context.CancelFunc
 	// lastStart is when the latest check started.
 	lastStart time.Time
+	// lastOK: the latest check passed.
+	lastOK bool
 	// reconnect asks for a new monitor connection (credentials changed).
 	reconnect atomic.Bool
 
@@ -43,7 +47,7 @@ type probe struct {
 }
 
 func newProbe(m *Monitor, idx int, name string) *probe {
-	return &probe{m: m, idx: idx, name: name, kick: make(chan struct{}, 1), refused: -1}
+	return &probe{m: m, idx: idx, name: name, kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1), refused: -1}
 }
 
 // minCheckSpacing is the least time between the starts of two checks of
@@ -51,8 +55,10 @@ func newProbe(m *Monitor, idx int, name string) *probe {
 const minCheckSpacing = 100 * time.Millisecond
 
 // run checks the server every Interval until ctx ends. A check that
-// overruns the interval is followed by the next one at once; a kick (after
-// SetWriter) checks at once.
+// overruns the interval is followed by the next one at once; a kick (a
+// client lost its connection, the writer failed) checks at once but no
+// sooner than minCheckSpacing after the previous check; SetWriter's
+// request (urgent) checks at once.
 func (p *probe) run(ctx context.Context) {
 	defer p.closeConn()
 	timer := time.NewTimer(0)
@@ -62,6 +68,10 @@ func (p *probe) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case <-p.urgent:
+			// The executor waits for this check (a new writer must be
+			// seen writable before writes go to it); it comes once per
+			// step, never in storms.
 		case <-p.kick:
 			// Kicks come from SetWriter and from clients that lost a
 			// connection: a storm of them must not turn into back-to-back
@@ -83,8 +93,42 @@ func (p *probe) run(ctx context.Context) {
 		}
 		p.m.log.Debug("check", "server", p.name, "seq", o.Seq, "ok", o.OK, "took", o.Took, "err", o.Err, "client_replies", o.ClientReplies, "client_waiting", o.ClientWaiting)
 		p.m.observe(p.idx, o)
-		timer.Reset(max(opts.Interval-time.Since(start), 0))
+		next := opts.Interval
+		if p.lastOK && lostConnection(o) {
+			// The server closed or reset the monitor connection: a new
+			// connection at once tells a process that is gone (refused)
+			// from one that restarted or only dropped the connection.
+			// Once per streak: a server that keeps failing is checked
+			// at the interval.
+			next = min(next, minCheckSpacing)
+		}
+		p.lastOK = o.OK
+		timer.Reset(max(next-time.Since(start), 0))
 	}
+}
+
+// checkUrgent asks for a check at once, without minCheckSpacing; it never
+// blocks.
+func (p *probe) checkUrgent() {
+	select {
+	case p.urgent <- struct{}{}:
+	default:
+	}
+}
+
+// kickNow asks for a check at once; it never blocks.
+func (p *probe) kickNow() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// lostConnection reports whether a check failed because an established
+// monitor connection was closed or reset under it, quickly: not a
+// timeout, not a refused connection, not a server's answer.
+func lostConnection(o *topology.Observation) bool {
+	return !o.OK && !o.TimedOut && !o.Refused && !o.Overloaded && o.ErrCode == 0
 }
 
 // check runs one check, bounded by opts.Timeout, and returns what it saw.

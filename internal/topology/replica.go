@@ -78,7 +78,10 @@ type ReplicaStatus struct {
 	// with every heartbeat from an idle source, so a counter that stops
 	// (with the GTID IO position) says the source went silent.
 	ReceivedHeartbeats int64
-	SQLRemainingDelay  int64
+	// HeartbeatsRead: the monitor read ReceivedHeartbeats with the check
+	// (MariaDB's Slave_received_heartbeats status variable).
+	HeartbeatsRead    bool
+	SQLRemainingDelay int64
 
 	SourceLogFile      string
 	ReadSourceLogPos   uint64
