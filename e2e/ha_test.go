@@ -662,6 +662,13 @@ func (e *haEnv) sampleWritable() *writableSampler {
 	return s
 }
 
+// count is the number of samples so far.
+func (s *writableSampler) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.samples
+}
+
 func (s *writableSampler) finish() (samples int, violations []string, writable map[string]int) {
 	close(s.stop)
 	<-s.done
@@ -1142,6 +1149,11 @@ func haLeaderDiesBefore(t *testing.T, step string) {
 	e.replicatesFrom(third, newW, 20*time.Second)
 	if ro, err := e.readOnly(third); err != nil || ro != "1" {
 		t.Errorf("%s read_only %q %v", third, ro, err)
+	}
+	// The failover may be over in well under a second: sample the
+	// settled cluster too, so the check rests on enough samples.
+	for deadline := time.Now().Add(10 * time.Second); sampler.count() < 50 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
 	}
 	samples, violations, writable := sampler.finish()
 	t.Logf("read_only sampled %d times every 100 ms; samples with the server writable: %v", samples, writable)
