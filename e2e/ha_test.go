@@ -585,7 +585,8 @@ func (e *haEnv) replicatesFrom(node, source string, limit time.Duration) {
 			return fmt.Errorf("no %s", node)
 		}
 		if !ns.Replicating || ns.Source != source {
-			return fmt.Errorf("%s: replicating %v from %q", node, ns.Replicating, ns.Source)
+			return fmt.Errorf("%s: replicating %v from %q (io %s %q, sql %s %q, gtid %s, read_only %v)", node, ns.Replicating, ns.Source,
+				ns.IOState, ns.LastIOError, ns.SQLState, ns.LastSQLError, ns.GTIDCurrent, ns.ReadOnly != nil && *ns.ReadOnly)
 		}
 		return nil
 	})

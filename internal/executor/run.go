@@ -128,6 +128,10 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 		}
 		return true
 	}
+	lost := func(when string) Result {
+		e.handOverHold(st)
+		return finish(false, fmt.Sprintf("this instance lost the election %s; the acting instance finishes the operation", when))
+	}
 	crash := failpointFor(pl.Kind, resumed != nil)
 	for i := first; i < len(pl.Steps); i++ {
 		crash.after(i)
@@ -141,10 +145,13 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 			e.mu.Unlock()
 			saveOp(i)
 		}
-		if e.shared != nil && !e.shared.Acting() || i > first && !saveOp(i) {
+		// Asked again after journaling: the journal write can take long
+		// (or this process was paused in it), and a journal write that
+		// failed for another reason than a lost election says nothing.
+		if !e.acting() || i > first && !saveOp(i) || !e.acting() {
 			// Another instance was elected meanwhile: it finds the
 			// operation in etcd and finishes it; this one must stop.
-			return finish(false, fmt.Sprintf("this instance lost the election before step %d; the acting instance finishes the operation", i+1))
+			return lost(fmt.Sprintf("before step %d", i+1))
 		}
 		step := pl.Steps[i]
 		if skip[step.Server] && step.Server != "" {
@@ -158,7 +165,9 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 			// Best-effort steps on different servers (the old primary's
 			// read_only, its replicas' IO threads): at the same time, so
 			// servers that do not answer cost one timeout, not one each.
-			errs, took := e.stepsAtOnce(ctx, pl, pl.Steps[i:j], st)
+			lctx, stopLease := e.leaseCtx(ctx)
+			errs, took := e.stepsAtOnce(lctx, pl, pl.Steps[i:j], st)
+			stopLease()
 			for k := i; k < j; k++ {
 				report(k, pl.Steps[k], took[k-i], errs[k-i])
 			}
@@ -175,6 +184,12 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 		report(i, step, e.now().Sub(t0), err)
 		if err == nil {
 			continue
+		}
+		if !e.acting() {
+			// The step failed because this instance stopped acting (its
+			// lease context ended) or failed while it did: neither it
+			// nor its rollback is this instance's to handle any more.
+			return lost(fmt.Sprintf("during step %d", i+1))
 		}
 		switch step.OnFail {
 		case failover.Continue:
@@ -233,6 +248,24 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 	return finish(true, msg)
 }
 
+// handOverHold: this instance stopped an operation it no longer acts for.
+// Statements its own hold step holds stay held only while the writer
+// record says so (the next serving record releases them, as on any
+// instance); otherwise they go on now, not after hold_timeout.
+func (e *Executor) handOverHold(st *runState) {
+	if !st.held {
+		return
+	}
+	st.held = false
+	if cur, ok := e.sharedRecord(); ok && cur.Phase == coord.PhaseHolding {
+		e.mu.Lock()
+		e.sharedHeld = true
+		e.mu.Unlock()
+		return
+	}
+	e.router.Release()
+}
+
 // reportStep adds step n's outcome (ok, FAILED…, skipped…) to the result
 // and journals it as a step event; rollback: a step of the plan's
 // rollback (rN).
@@ -270,6 +303,10 @@ func (e *Executor) rollback(ctx context.Context, pl *failover.Plan, rec *failove
 	failedOn := map[string]bool{}
 	var failed []string
 	for i, rb := range pl.Rollback {
+		if !e.acting() {
+			failed = append(failed, fmt.Sprintf("r%d and later not run: this instance lost the election; the acting instance rolls the operation back", i+1))
+			break
+		}
 		if rb.Server != "" && failedOn[rb.Server] {
 			e.reportStep(res, rec.Kind, i+1, true, rb, 0, "skipped: an earlier rollback step on "+rb.Server+" failed")
 			continue

@@ -410,6 +410,11 @@ func (e *Executor) leaseCtx(ctx context.Context) (context.Context, context.Cance
 		return ctx, func() {}
 	}
 	sctx, cancel := context.WithCancel(ctx)
+	if !e.shared.Acting() {
+		// Not even at the start (a pause since the last question).
+		cancel()
+		return sctx, cancel
+	}
 	go func() {
 		t := time.NewTicker(25 * time.Millisecond)
 		defer t.Stop()

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,8 @@ type fakeShared struct {
 	waits   []uint64
 	op      *coord.Op
 	saves   []int
+	loseAt  int   // SaveOp of this step count or more: the election is lost (0: never)
+	loseErr error // what that SaveOp returns (nil: coord.ErrNotActing)
 	hist    []failover.Record
 	log     []string // order of publishes, waits and SQL seen by the world
 }
@@ -63,6 +66,10 @@ func (f *fakeShared) BeginOp(_ context.Context, op coord.Op) error {
 func (f *fakeShared) SaveOp(_ context.Context, op coord.Op) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.loseAt > 0 && op.Done >= f.loseAt {
+		f.acting = false
+		return cmp.Or(f.loseErr, coord.ErrNotActing)
+	}
 	f.op = &op
 	f.saves = append(f.saves, op.Done)
 	return nil
@@ -329,5 +336,60 @@ func TestSharedAutoRejoinJournaled(t *testing.T) {
 	}
 	if f.op != nil || len(f.hist) != len(hist) || f.hist[len(f.hist)-1].Kind != failover.RecordRejoin || !f.hist[len(f.hist)-1].Auto {
 		t.Fatalf("the rejoin is not in the shared journal: op %+v history %+v", f.op, f.hist)
+	}
+}
+
+// An instance that loses the election in the middle of a switchover
+// (paused past its lease, say) stops there and lets go of the statements
+// its router holds: they go on to the write gate at once instead of
+// waiting out hold_timeout for a release that would never come.
+func TestSharedLostElectionReleasesHold(t *testing.T) {
+	sc, f := sharedScenario(t)
+	res, err := sc.e.Request(sc.ctx, failover.Request{Kind: failover.RequestSwitchover, To: "node2", DryRun: true})
+	if err != nil || res.Decision.Plan == nil {
+		t.Fatalf("plan: %v", err)
+	}
+	f.loseAt = 3 // after the hold (step 1) and before the point of no return
+	sc.w.takeTrace()
+	res, err = sc.e.Request(sc.ctx, failover.Request{Kind: failover.RequestSwitchover, To: "node2"})
+	if err == nil || res.OK || !strings.Contains(res.Message, "lost the election") {
+		t.Fatalf("want a run stopped by the lost election: %v %s", err, res.Message)
+	}
+	// Its own record still says holding: the statements stay held until
+	// the acting instance's next record says serving, as on every other
+	// instance.
+	trace := strings.Join(sc.w.takeTrace(), "\n")
+	if !strings.Contains(trace, "router: hold new statements") || strings.Contains(trace, "router: release held statements") {
+		t.Fatalf("want the statements held while the record says holding:\n%s", trace)
+	}
+	rec, _ := f.Record()
+	rec.Seq, rec.Term, rec.Phase, rec.From, rec.To, rec.By = rec.Seq+1, rec.Term+1, coord.PhaseServing, "", "", "other"
+	if err := sc.e.ApplyShared(sc.ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if trace := strings.Join(sc.w.takeTrace(), "\n"); !strings.Contains(trace, "router: release held statements") {
+		t.Fatalf("the held statements were not released by the serving record:\n%s", trace)
+	}
+}
+
+// The process pauses while it journals the next step (SIGSTOP, a frozen
+// VM) and wakes after its lease ran out: the journal write fails with a
+// timeout, not with "not acting". The step must not run: another
+// instance may already have rolled the operation back (found by
+// TestHAActingDiesAtEveryStep: a resumed instance stopped replication on
+// a replica after the new acting instance had rolled the switchover
+// back).
+func TestSharedPausedInJournalRunsNoMoreSteps(t *testing.T) {
+	sc, f := sharedScenario(t)
+	f.loseAt, f.loseErr = 3, context.DeadlineExceeded
+	sc.w.takeTrace()
+	res, err := sc.e.Request(sc.ctx, failover.Request{Kind: failover.RequestSwitchover, To: "node2"})
+	if err == nil || res.OK || !strings.Contains(res.Message, "lost the election before step 4") {
+		t.Fatalf("want a run stopped before step 4: %v %s", err, res.Message)
+	}
+	for _, line := range sc.w.takeTrace() {
+		if strings.Contains(line, "read_only") || strings.Contains(line, "STOP SLAVE") || strings.Contains(line, "rollback") {
+			t.Errorf("ran after the lease was lost: %s", line)
+		}
 	}
 }
