@@ -80,6 +80,28 @@ func TestHAActingVigilCutFromPrimary(t *testing.T) {
 		return fmt.Errorf("events of %s:\n%s", acting, e.eventsText(ai, start))
 	})
 	t.Logf("%s: %s", acting, held)
+	// Operators see the same: `vigil ctl coordination` on either instance
+	// shows the acting one failing node1 and the other reaching it.
+	for i := range e.m.Vigils {
+		Eventually(t, 5*time.Second, "vigil ctl coordination on "+e.m.Vigils[i].Name+" showing both views of node1", func() error {
+			out, err := e.ctl(i, "coordination")
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			var fails, answers bool
+			for _, line := range strings.Split(out, "\n") {
+				f := strings.Fields(line)
+				if len(f) >= 3 && f[1] == "node1" {
+					fails = fails || f[0] == acting && f[2] == "fails:"
+					answers = answers || f[0] == other && f[2] == "answers"
+				}
+			}
+			if !fails || !answers {
+				return fmt.Errorf("want %s failing node1 and %s reaching it:\n%s", acting, other, out)
+			}
+			return nil
+		})
+	}
 	if want := "instance " + other + " reached node1"; !strings.Contains(held, want) {
 		t.Errorf("the hold's reason does not name %s's view (%q): %s", other, want, held)
 	}

@@ -142,6 +142,9 @@ type Cluster struct {
 	applying bool
 	applyMu  sync.Mutex // one Apply at a time
 	reqSeq   atomic.Uint64
+	// views: this instance's own view and the others' as last read by
+	// PublishViews (for the API; a failover reads them afresh).
+	views atomic.Pointer[[]InstanceView]
 }
 
 // Cluster returns the coordination of one cluster; Run drives it.
@@ -198,6 +201,17 @@ type ClusterState struct {
 	// Writes: allowed, or why not.
 	Writes   string `json:"writes"`
 	ApplyErr string `json:"apply_error,omitempty"`
+	// Views is what each live instance (this one first) last published of
+	// the cluster's servers: what an automatic failover asks before it
+	// acts (docs/ha.md).
+	Views []InstanceView `json:"views,omitempty"`
+}
+
+// InstanceView is one instance's published view of the servers.
+type InstanceView struct {
+	Instance string                         `json:"instance"`
+	At       time.Time                      `json:"at"`
+	Servers  map[string]failover.ServerView `json:"servers"`
 }
 
 // State reports the cluster's coordination.
@@ -210,6 +224,9 @@ func (cl *Cluster) State() ClusterState {
 	}
 	st.Applied, st.ApplyErr = cl.applied, cl.applyErr
 	cl.mu.Unlock()
+	if v := cl.views.Load(); v != nil {
+		st.Views = *v
+	}
 	switch {
 	case !cl.co.Valid():
 		st.Writes = "refused: this instance does not hold its etcd lease (self-fenced)"

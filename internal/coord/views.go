@@ -49,7 +49,7 @@ func (cl *Cluster) PublishViews(ctx context.Context, source func() map[string]fa
 	t := time.NewTicker(viewPoll)
 	defer t.Stop()
 	var last map[string]failover.ServerView
-	var wrote time.Time
+	var wrote, read time.Time
 	var lease clientv3.LeaseID
 	for {
 		select {
@@ -62,6 +62,10 @@ func (cl *Cluster) PublishViews(ctx context.Context, source func() map[string]fa
 			continue
 		}
 		cur := source()
+		if time.Since(read) >= viewRefresh {
+			cl.keepViews(ctx, cur)
+			read = time.Now()
+		}
 		since := time.Since(wrote)
 		due := id != lease || since >= viewRefresh || (since >= viewMinGap && viewChanged(last, cur))
 		if !due {
@@ -75,6 +79,23 @@ func (cl *Cluster) PublishViews(ctx context.Context, source func() map[string]fa
 		}
 		last, wrote, lease = cur, time.Now(), id
 	}
+}
+
+// keepViews keeps, for the API, this instance's view and the others' as
+// read now (one read per viewRefresh; the ones kept before when the read
+// fails).
+func (cl *Cluster) keepViews(ctx context.Context, own map[string]failover.ServerView) {
+	all := []InstanceView{{Instance: cl.Instance(), At: time.Now(), Servers: own}}
+	vs := cl.Views(ctx)
+	if vs.Err != "" && len(vs.Peers) == 0 {
+		if old := cl.views.Load(); old != nil && len(*old) > 0 {
+			all = append(all, (*old)[1:]...)
+		}
+	}
+	for _, p := range vs.Peers {
+		all = append(all, InstanceView{Instance: p.Instance, At: p.At, Servers: p.Servers})
+	}
+	cl.views.Store(&all)
 }
 
 func (cl *Cluster) putView(ctx context.Context, id clientv3.LeaseID, servers map[string]failover.ServerView) error {

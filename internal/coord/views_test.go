@@ -53,6 +53,11 @@ func TestViewsAgainstRealEtcd(t *testing.T) {
 		own := a.cl.Views(context.Background())
 		return len(own.Peers) == 1 && own.Peers[0].Instance == "b"
 	})
+	// The API's state shows both views, this instance's first.
+	eventually(t, "b's state shows its own view and a's", 5*time.Second, func() bool {
+		vs := b.cl.State().Views
+		return len(vs) == 2 && vs[0].Instance == "b" && vs[1].Instance == "a" && vs[1].Servers["node1"].OK
+	})
 
 	// A change is published within a moment, not at the next refresh.
 	mu.Lock()

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,14 +10,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/admin"
+	"github.com/vigil-db/vigil/internal/coord"
 )
 
 const ctlUsage = `vigil ctl — talk to a running Vigil's admin API
@@ -550,7 +554,8 @@ func (c *ctlClient) instances(ctx context.Context) int {
 				Phase  string   `json:"phase"`
 				Fenced []string `json:"fenced"`
 			} `json:"record"`
-			Writes string `json:"writes"`
+			Writes string               `json:"writes"`
+			Views  []coord.InstanceView `json:"views"`
 		} `json:"clusters"`
 	}
 	if exit, done := c.fetch(ctx, "/api/v1/coordination", &st); done {
@@ -582,7 +587,33 @@ func (c *ctlClient) instances(ctx context.Context) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, acting, term, writer, phase, fenced, cl.Writes)
 	}
 	tw.Flush()
+	for _, name := range slices.Sorted(maps.Keys(st.Clusters)) {
+		if vs := st.Clusters[name].Views; len(vs) > 0 {
+			fmt.Printf("\nwhat each instance sees of cluster %s (an automatic failover needs every one to lose the primary):\n", name)
+			printViews(vs, time.Now())
+		}
+	}
 	return 0
+}
+
+// printViews shows each instance's published view of each server.
+func printViews(vs []coord.InstanceView, now time.Time) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "INSTANCE\tSERVER\tSEES\tVIEW AGE")
+	for _, v := range vs {
+		for _, srv := range slices.Sorted(maps.Keys(v.Servers)) {
+			sv := v.Servers[srv]
+			sees := "answers"
+			if !sv.OK {
+				sees = "fails: " + cmp.Or(sv.Failure, "no check yet")
+				if !sv.FailingSince.IsZero() {
+					sees += fmt.Sprintf(" for %.1fs", now.Sub(sv.FailingSince).Seconds())
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs\n", v.Instance, srv, sees, now.Sub(v.At).Seconds())
+		}
+	}
+	tw.Flush()
 }
 
 // server is `vigil ctl server add|remove`.

@@ -259,6 +259,12 @@ function renderCoordination(c) {
     const fenced = (r.fenced || []).length ? ` · fenced ${r.fenced.join(', ')}` : '';
     const li = el('li', { 'data-cluster': name, 'data-writes': cs.writes === 'allowed' ? 'allowed' : 'refused' },
       `${name}: acting ${cs.leader || '?'}${cs.acting ? ' (this instance)' : ''} · term ${r.term ?? '?'} · writer ${r.writer || '—'} (${r.phase || '?'})${fenced} · writes here: ${cs.writes}`);
+    // What each live instance sees of each server: an automatic failover
+    // needs every one of them to have lost the primary.
+    const views = (cs.views || []).map((v) => el('li', { class: 'coord-view', 'data-instance': v.instance },
+      `${v.instance} sees: ` + Object.entries(v.servers || {}).sort(([a], [b]) => a.localeCompare(b))
+        .map(([srv, sv]) => `${srv} ${sv.ok ? 'answers' : 'fails (' + (sv.failure || 'no check yet') + ')'}`).join(', ')));
+    if (views.length) li.append(el('ul', { class: 'coord-views' }, ...views));
     return li;
   });
   $('#coord-clusters').replaceChildren(...items);
