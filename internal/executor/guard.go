@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
@@ -253,9 +254,22 @@ func (e *Executor) freshen(ctx context.Context, in *failover.Input, servers ...s
 	for k, v := range in.Obs {
 		obs[k] = v
 	}
-	for _, s := range servers {
-		if o, err := e.freshObs(ctx, s, obs[s]); err == nil {
-			obs[s] = o
+	// At once: a server that does not answer costs one check timeout,
+	// not one per server before it.
+	fresh := make([]*topology.Observation, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		old := obs[s]
+		wg.Go(func() {
+			if o, err := e.freshObs(ctx, s, old); err == nil {
+				fresh[i] = o
+			}
+		})
+	}
+	wg.Wait()
+	for i, s := range servers {
+		if fresh[i] != nil {
+			obs[s] = fresh[i]
 		}
 	}
 	in.Obs = obs
