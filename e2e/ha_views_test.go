@@ -80,11 +80,11 @@ func TestHAActingVigilCutFromPrimary(t *testing.T) {
 		return fmt.Errorf("events of %s:\n%s", acting, e.eventsText(ai, start))
 	})
 	t.Logf("%s: %s", acting, held)
-	// Operators see the same: `vigil ctl coordination` on either instance
+	// Operators see the same: `vigil ctl instances` on either instance
 	// shows the acting one failing node1 and the other reaching it.
 	for i := range e.m.Vigils {
-		Eventually(t, 5*time.Second, "vigil ctl coordination on "+e.m.Vigils[i].Name+" showing both views of node1", func() error {
-			out, err := e.ctl(i, "coordination")
+		Eventually(t, 5*time.Second, "vigil ctl instances on "+e.m.Vigils[i].Name+" showing both views of node1", func() error {
+			out, err := e.ctl(i, "instances")
 			if err != nil {
 				return fmt.Errorf("%v: %s", err, out)
 			}

@@ -54,7 +54,8 @@ Commands:
   querylog                      query log counters (written, dropped per sink)
   instances                     Vigil instances coordinated through etcd: this one's
                                 lease, the others, per cluster the acting instance,
-                                term, writer and whether this one routes writes
+                                term, writer and whether this one routes writes,
+                                and what each instance sees of each server
 
 The admin address comes from --admin, else $VIGIL_ADMIN, else
 --sandbox DIR (its sandbox.json), else http://127.0.0.1:6080.
