@@ -310,7 +310,7 @@ func (w *simWorld) Run(_ context.Context, server, _ string, _ time.Duration, stm
 				line += " => " + rows[0][0]
 			}
 			shown = append(shown, line)
-			parallel = parallel && parallelSQL[q]
+			parallel = parallel && (parallelSQL[q] || strings.HasPrefix(q, "SET GLOBAL rpl_semi_sync_slave_kill_conn_timeout"))
 		}
 		if err != nil {
 			break

@@ -49,7 +49,11 @@ func StepSQL(f topology.Flavor, s Step) []string {
 	case StartSQLThread:
 		return pick("START SLAVE SQL_THREAD", "START REPLICA SQL_THREAD")
 	case StopIOThread:
-		return pick("STOP SLAVE IO_THREAD", "STOP REPLICA IO_THREAD")
+		out := make([]string, 0, len(s.Settings)+1)
+		for _, st := range s.Settings {
+			out = append(out, st.SQL())
+		}
+		return append(out, pick("STOP SLAVE IO_THREAD", "STOP REPLICA IO_THREAD")...)
 	case StopReplication:
 		return pick("STOP SLAVE", "STOP REPLICA")
 	case ResetReplica:

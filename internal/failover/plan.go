@@ -262,8 +262,12 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 			// repoint discards the relay log anyway.
 			continue
 		}
-		add(Step{Kind: StopIOThread, Server: v.name(i), OnFail: Continue,
-			Detail: fmt.Sprintf("%s: nothing %s does from now on reaches %s (at the same time as the step before)", sqlText(StepSQL(co.Flavor, Step{Kind: StopIOThread})), old, v.name(i))})
+		stop := Step{Kind: StopIOThread, Server: v.name(i), OnFail: Continue, Settings: stopIOSettings(co.Flavor, v.obs(i))}
+		stop.Detail = fmt.Sprintf("%s: nothing %s does from now on reaches %s (at the same time as the step before)", sqlText(StepSQL(co.Flavor, stop)), old, v.name(i))
+		if len(stop.Settings) > 0 {
+			stop.Detail += "; a semi-sync replica's IO thread ends only after it tried to kill its dump thread on the source, which a paused or cut-off source never answers: the wait is bounded to 1 s (the least the server allows)"
+		}
+		add(stop)
 	}
 	if v.opts.FenceCommand != "" {
 		add(Step{Kind: FenceHook, Server: old,
