@@ -87,10 +87,12 @@ bench-topology-quick: deps build
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/sqlscan/ ./internal/mysqlproto/ ./internal/router/
 
-# Failover timing over several runs: kill -9 → first acknowledged write,
-# and the switchover write pause (docs/benchmarks.md).
+# Failover timing over several runs: kill -9, SIGSTOP and isolation of
+# the primary → first acknowledged write, and the switchover write pause,
+# with one Vigil (TestFailoverTiming) and with two coordinated through
+# etcd (TestFailoverTimingHA) (docs/failover.md, docs/benchmarks.md).
 bench-failover: deps build
-	VIGIL_BENCH_FAILOVER=$${RUNS:-5} $(GO) test -count=1 -v -run 'TestFailoverTiming' -timeout 20m ./e2e/ | grep -E 'run [0-9]+:|median|^(ok|FAIL|---)'
+	VIGIL_BENCH_FAILOVER=$${RUNS:-5} $(GO) test -count=1 -v -run 'TestFailoverTiming' -timeout 40m ./e2e/ | grep -E 'run [0-9]+:|median|^(ok|FAIL|---)'
 
 # The acceptance soak of issue 13: ten minutes of CPU starvation (40 hog
 # processes beside a standalone and a replication sandbox, load average

@@ -99,21 +99,21 @@ func TestFailoverTiming(t *testing.T) {
 			})
 		}
 	}
-	med := func(d []time.Duration) time.Duration {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return s[len(s)/2]
-	}
-	t.Logf("failover: median %s, min %s, max %s over %d runs (target ≤ 1s)", med(failovers).Round(time.Millisecond),
-		slices.Min(failovers).Round(time.Millisecond), slices.Max(failovers).Round(time.Millisecond), n)
-	t.Logf("switchover write pause: median %s, min %s, max %s over %d runs (target ≤ 0.5s)", med(pauses).Round(time.Millisecond),
-		slices.Min(pauses).Round(time.Millisecond), slices.Max(pauses).Round(time.Millisecond), n)
+	t.Logf("failover: %s (target ≤ 1s)", spread(failovers))
+	t.Logf("switchover write pause: %s (target ≤ 0.5s)", spread(pauses))
 	for _, fault := range []string{"pause", "isolate"} {
 		if d := outages[fault]; len(d) > 0 {
-			t.Logf("%s failover: median %s, min %s, max %s over %d runs (target ≤ 3s)", fault, med(d).Round(time.Millisecond),
-				slices.Min(d).Round(time.Millisecond), slices.Max(d).Round(time.Millisecond), len(d))
+			t.Logf("%s failover: %s (target ≤ 3s)", fault, spread(d))
 		}
 	}
+}
+
+// spread is the median, min and max of measured durations.
+func spread(d []time.Duration) string {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return fmt.Sprintf("median %s, min %s, max %s over %d runs", s[len(s)/2].Round(time.Millisecond),
+		s[0].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), len(s))
 }
 
 // faultOutage pauses or isolates the primary of a fresh semi-sync sandbox
