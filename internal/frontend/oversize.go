@@ -45,6 +45,16 @@ func (s *Session) refuseTooLarge(c *backend.Conn) error {
 	return s.refuse(errPacketTooLarge())
 }
 
+// refuseUnread answers a command over Vigil's own packet limit
+// (Options.MaxPacket), refused from its header before its text was read,
+// and gives it its query-log record (with no statement text).
+func (s *Session) refuseUnread() {
+	s.beginStmt()
+	run := stmtRun{start: time.Now()}
+	_ = s.sendError(errPacketTooLarge())
+	s.logStmt(s.srv.proc.Load(), &run, time.Now())
+}
+
 // refuse answers the command being served with se. Unlike sendError it
 // continues the client's sequence (a command of several frames is
 // answered after its last one).

@@ -148,6 +148,22 @@ func TestQueryLogRecordsRefusals(t *testing.T) {
 			return err
 		}, want{7015, true, ""}},
 	}
+	cases = append(cases, struct {
+		name, stmt string
+		run        func(string) error
+		want       want
+	}{"over vigil's own limit (unread)", "", func(string) error {
+		o := *tp.srv.opts.Load()
+		o.MaxPacket = 8192
+		tp.srv.SetOptions(o)
+		c, err := sql.Open("mysql", "app:secret@tcp("+tp.addr+")/?timeout=5s&maxAllowedPacket=16777216")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Exec("SELECT '" + strings.Repeat("u", 10000) + "'")
+		return err
+	}, want{1153, true, ""}})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := len(tp.log.all())

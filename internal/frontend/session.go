@@ -300,7 +300,7 @@ func (s *Session) run(ctx context.Context) {
 		pkt, err := s.client.ReadCommand()
 		if err != nil {
 			if errors.Is(err, mysqlproto.ErrPacketTooLarge) {
-				s.sendError(mysqlproto.NewError(mysqlproto.ERNetPacketTooLarge, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes"))
+				s.refuseUnread()
 			} else if errors.Is(err, mysqlproto.ErrMalformed) {
 				s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed communication packet: %v", err))
 			}
