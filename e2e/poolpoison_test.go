@@ -66,7 +66,10 @@ func testPoisonPacketTooLarge(t *testing.T, env *clusterEnv, writer, dsn string)
 		t.Fatalf("max_allowed_packet on %s is %d: the test needs the 16 MiB default", writer, maxPacket)
 	}
 	// Larger than the server's limit, smaller than Vigil's (64 MiB): Vigil
-	// forwards it and the server refuses it.
+	// answers 1153 itself once the monitor has read the server's
+	// max_allowed_packet (issue 25), else forwards it and the server
+	// refuses it (that path: internal/frontend TestClosingErrorNeverPooled
+	// and TestServerRefusalNotResent).
 	big := "INSERT INTO pp (id, b) VALUES (2, '" + strings.Repeat("x", maxPacket+(1<<20)) + "')"
 	for round := range 3 {
 		a := openDB(t, dsn)

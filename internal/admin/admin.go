@@ -185,7 +185,10 @@ func (s *Server) o() *Options { return s.opts.Load() }
 func (s *Server) routes() {
 	s.docRoutes()
 	// web dashboard: routes of the embedded UI go here.
-	s.mux.Handle(webui.Prefix, webui.Handler(webui.Source{
+	// The page and its assets need no token (the stream does), but a
+	// foreign Host gets 403 as on the API: a rebound name never serves
+	// the dashboard.
+	s.mux.Handle(webui.Prefix, s.sameHost(webui.Handler(webui.Source{
 		Servers: func() any { return s.ctl.Servers() },
 		Events:  func(limit int) any { return s.ctl.Events("", "", "", time.Time{}, limit) },
 		Digests: func(limit int) (any, error) { return s.ctl.Digests(DigestQuery{Sort: "total", Limit: limit}) },
@@ -195,7 +198,7 @@ func (s *Server) routes() {
 			}
 			return nil
 		},
-	}, webui.Options{Auth: s.auth}))
+	}, webui.Options{Auth: s.auth})))
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, webui.Prefix, http.StatusFound) })
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -381,18 +384,39 @@ func (s *Server) auth(h http.Handler) http.Handler {
 	})
 }
 
-// crossSite refuses what a web page the operator visits could send: a
-// Host that is not this server's (DNS rebinding), a state-changing
-// request from another Origin, or one that is not JSON (a "simple"
-// cross-site POST of a form or text/plain needs no CORS preflight).
-func (s *Server) crossSite(r *http.Request) (string, int) {
+// sameHost refuses a request whose Host is not this server's (crossSite's
+// first test), for handlers that need no token.
+func (s *Server) sameHost(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if msg := s.foreignHost(r); msg != "" {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": msg})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// foreignHost says why r's Host is not this admin server's (DNS
+// rebinding), or "".
+func (s *Server) foreignHost(r *http.Request) string {
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	listenHost, _, _ := net.SplitHostPort(s.o().Listen)
 	if net.ParseIP(strings.Trim(host, "[]")) == nil && host != "localhost" && !strings.EqualFold(host, listenHost) {
-		return fmt.Sprintf("Host %q is not this admin server's address: refused (DNS rebinding protection); use an IP address, localhost or %q", r.Host, listenHost), http.StatusForbidden
+		return fmt.Sprintf("Host %q is not this admin server's address: refused (DNS rebinding protection); use an IP address, localhost or %q", r.Host, listenHost)
+	}
+	return ""
+}
+
+// crossSite refuses what a web page the operator visits could send: a
+// Host that is not this server's (DNS rebinding), a state-changing
+// request from another Origin, or one that is not JSON (a "simple"
+// cross-site POST of a form or text/plain needs no CORS preflight).
+func (s *Server) crossSite(r *http.Request) (string, int) {
+	if msg := s.foreignHost(r); msg != "" {
+		return msg, http.StatusForbidden
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:

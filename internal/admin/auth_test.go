@@ -62,6 +62,27 @@ func TestAdminRefusesCrossSite(t *testing.T) {
 	}
 }
 
+// TestDashboardRefusesForeignHost: the dashboard's page and assets need
+// no token, but a foreign Host (DNS rebinding) gets 403 as on the API
+// (issue 25 item 4).
+func TestDashboardRefusesForeignHost(t *testing.T) {
+	s := New(Options{Listen: "127.0.0.1:6080", Token: "t0k"}, stubCtl{}, nil, nil)
+	for _, tc := range []struct {
+		path, host string
+		want       int
+	}{
+		{"/ui/", "127.0.0.1:6080", 200},
+		{"/ui/", "localhost:6080", 200},
+		{"/ui/", "evil.example:6080", 403},
+		{"/ui/", "evil.example", 403},
+		{"/ui/stream", "evil.example:6080", 403},
+	} {
+		if got := request(s, "GET", tc.path, tc.host, "", "", ""); got != tc.want {
+			t.Errorf("GET %s with Host %s: %d, want %d", tc.path, tc.host, got, tc.want)
+		}
+	}
+}
+
 // TestAdminFailsClosed: with no token and no user configured every
 // request is refused unless auth is explicitly none; a new token
 // replaces the old one at once.

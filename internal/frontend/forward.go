@@ -26,6 +26,7 @@ type outcome struct {
 	status   uint16
 	err      *mysqlproto.SQLError // the server answered with an error
 	sent     bool                 // something reached the client
+	reached  bool                 // the server may have read the command (run it, or closed over it): never sent elsewhere
 	affected uint64
 	cursor   bool
 	rows     int64

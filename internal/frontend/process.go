@@ -68,6 +68,7 @@ func (s *Session) beginStmt() {
 // noteOutcome remembers where a statement ran and how it ended.
 func (s *Session) noteOutcome(c *backend.Conn, out outcome) {
 	s.stmtServer, s.stmtIdx = c.Server, c.Index
+	s.stmtErr, s.stmtErrMsg = 0, "" // (an earlier attempt's error is not the outcome)
 	if out.err != nil {
 		s.stmtErr, s.stmtErrMsg = out.err.Code, out.err.Message
 	}
@@ -124,17 +125,27 @@ func (s *Session) finishStmt(p *Processing, r *stmtRun) {
 		p.Digests.Record(qstats.Key{Digest: r.digest, User: s.user.Name, Schema: s.state.Schema, Hostgroup: hg},
 			r.query, d, s.stmtRows, s.stmtErr, now)
 	}
-	if p.Log != nil && (r.log > 0 || (r.log == 0 && p.LogQueries)) {
-		e := &s.logEntry
-		*e = qlog.Entry{Time: now, Kind: qlog.KindQuery, Session: s.id, Cluster: s.opts().Cluster, User: s.user.Name,
-			Client: s.remote, Schema: s.state.Schema, Digest: r.digest, Statement: r.query, Server: s.stmtServer,
-			Duration: d, Rows: s.stmtRows, ErrCode: s.stmtErr, Message: s.stmtErrMsg, Rule: r.rule, Cached: r.cached}
-		if !p.Log.Log(e) {
-			s.srv.Stats.LogDrops.Add(1)
-		}
-	}
+	s.logStmt(p, r, now)
 	if r.mirror != "" && s.stmtErr == 0 {
 		s.srv.mirror.enqueue(s, p.Groups[r.mirror], r.query)
+	}
+}
+
+// logStmt writes the query-log record of a finished statement (when the
+// log and the rules want one): every statement a client sent gets one,
+// with its outcome, whether a server answered it or Vigil refused it
+// (Entry.Refused: an error and no server had it).
+func (s *Session) logStmt(p *Processing, r *stmtRun, now time.Time) {
+	if p.Log == nil || !(r.log > 0 || (r.log == 0 && p.LogQueries)) {
+		return
+	}
+	e := &s.logEntry
+	*e = qlog.Entry{Time: now, Kind: qlog.KindQuery, Session: s.id, Cluster: s.opts().Cluster, User: s.user.Name,
+		Client: s.remote, Schema: s.state.Schema, Digest: r.digest, Statement: r.query, Server: s.stmtServer,
+		Duration: now.Sub(r.start), Rows: s.stmtRows, ErrCode: s.stmtErr, Message: s.stmtErrMsg, Rule: r.rule, Cached: r.cached,
+		Refused: s.stmtErr != 0 && s.stmtServer == ""}
+	if !p.Log.Log(e) {
+		s.srv.Stats.LogDrops.Add(1)
 	}
 }
 

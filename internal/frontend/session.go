@@ -300,7 +300,7 @@ func (s *Session) run(ctx context.Context) {
 		pkt, err := s.client.ReadCommand()
 		if err != nil {
 			if errors.Is(err, mysqlproto.ErrPacketTooLarge) {
-				s.sendError(mysqlproto.NewError(mysqlproto.ERNetPacketTooLarge, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes"))
+				s.refuseUnread()
 			} else if errors.Is(err, mysqlproto.ErrMalformed) {
 				s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed communication packet: %v", err))
 			}
@@ -511,14 +511,18 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		q = append([]byte(nil), q...)
 	}
 	s.srv.Stats.Queries.Add(1)
-	if info.Flags&sqlscan.FlagKill != 0 {
-		if id, query, ok := sqlscan.KillTarget(q); ok {
-			return s.kill(ctx, id, query)
-		}
-	}
 	p := s.srv.proc.Load()
 	s.beginStmt()
 	run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
+	if info.Flags&sqlscan.FlagKill != 0 {
+		if id, query, ok := sqlscan.KillTarget(q); ok {
+			// Vigil's own statement (its ids are the clients'): logged,
+			// not counted as a routed statement.
+			err := s.kill(ctx, id, query)
+			s.logStmt(p, &run, time.Now())
+			return err
+		}
+	}
 	s.setCurrent(q, run.start)
 	res := s.applyRules(p, q, info.Digest)
 	run.rule, run.log = res.Rule, res.Log
@@ -536,8 +540,11 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		info.Class, info.Flags = ri.Class, ri.Flags
 	}
 	if info.Flags&sqlscan.FlagMulti != 0 && !s.multiStmts {
-		return s.sendError(mysqlproto.NewError(mysqlproto.ERParseError, mysqlproto.SSSyntax,
+		run.hostgroup = "refused"
+		err := s.sendError(mysqlproto.NewError(mysqlproto.ERParseError, mysqlproto.SSSyntax,
 			"You have an error in your SQL syntax: multi-statements are off for this connection (CLIENT_MULTI_STATEMENTS)"))
+		s.finishStmt(p, &run)
+		return err
 	}
 	if info.Class == sqlscan.ClassSet && bytes.Contains(pkt[1:], []byte("@@")) {
 		// SET @@x = v: sent as SET @@SESSION.x = v, which the server's
@@ -606,14 +613,17 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 }
 
 // execute sends one command to the server the router chose and streams
-// the reply. A failed read outside a transaction is retried once on
-// another reader when nothing reached the client yet.
+// the reply. A read outside a transaction whose write to a server failed
+// is retried once on another reader (the server never had it whole).
 func (s *Session) execute(ctx context.Context, pkt []byte, info sqlscan.Info, target router.Target, kind respKind) error {
 	exclude := -1
 	for attempt := 0; ; attempt++ {
 		c, err := s.acquire(ctx, target, exclude)
 		if err != nil {
 			return s.sendError(err)
+		}
+		if s.tooLarge(c.Index, len(pkt)) {
+			return s.refuseTooLarge(c)
 		}
 		if err := s.clearDiagnostics(ctx, c); err != nil {
 			return s.prepFailed(c, err)
@@ -622,7 +632,10 @@ func (s *Session) execute(ctx context.Context, pkt []byte, info sqlscan.Info, ta
 		s.noteOutcome(c, out)
 		if err != nil {
 			var eb errBackend
-			if errors.As(err, &eb) && !out.sent && target == router.Reader && attempt == 0 && !s.bound() {
+			// Only a command the server never had whole goes to another
+			// server: one it read may have run, or made it close the
+			// connection (a packet over max_allowed_packet).
+			if errors.As(err, &eb) && !out.reached && !out.sent && target == router.Reader && attempt == 0 && !s.bound() {
 				s.srv.serverLost(c.Index)
 				s.srv.Stats.ReadRetries.Add(1)
 				s.srv.log.Warn("read failed on a server; retrying on another", "session", s.id, "server", c.Server, "err", eb.err)
@@ -645,15 +658,9 @@ func (s *Session) execute(ctx context.Context, pkt []byte, info sqlscan.Info, ta
 func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome, error) {
 	s.running.Store(c)
 	defer s.running.Store(nil)
-	c.Seq = 0
 	epoch := s.srv.replyEpoch(c.Index)
-	if err := c.WritePacket(pkt); err != nil {
-		c.Broken = true
-		return outcome{}, errBackend{err}
-	}
-	if err := c.Flush(); err != nil {
-		c.Broken = true
-		return outcome{}, errBackend{err}
+	if o, err := s.send(c, pkt); err != nil || o.sent {
+		return o, err
 	}
 	// The reply cannot be there yet: let other sessions run first, so the
 	// read below usually finds it instead of failing with EAGAIN and
@@ -673,6 +680,7 @@ func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome
 		})
 	}
 	out, err := s.forward(c, kind)
+	out.reached = true
 	if err == nil {
 		s.srv.noteReply(c.Index, epoch) // passive evidence for the monitor (activity.go)
 	}

@@ -101,7 +101,7 @@ func routeIndex(hostgroup string) int {
 		return RouteReader
 	case "cache":
 		return RouteCache
-	case "blocked":
+	case "blocked", "refused":
 		return RouteBlocked
 	}
 	return RouteGroup

@@ -31,6 +31,9 @@ type clientStmt struct {
 	// for the execute on the same connection.
 	longData bool
 	cursor   bool
+	// tooLarge: a COM_STMT_SEND_LONG_DATA packet was over the server's
+	// max_allowed_packet and was not sent; the execute answers 1153.
+	tooLarge bool
 
 	// What the rules said at prepare time; they apply to every execute.
 	digest  uint64
@@ -116,17 +119,32 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 		insertUnseen: sqlscan.SetsInsertIDUnseen(q, info), isNullRead: info.Class == sqlscan.ClassRead && testsIsNull(q)}
 	p := s.srv.proc.Load()
 	s.beginStmt()
+	run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
 	res := s.applyRules(p, q, info.Digest)
+	run.rule, run.log = res.Rule, res.Log
 	if res.Block != nil {
+		run.hostgroup = "blocked"
 		err := s.blocked(res.Block, res.Rule)
-		s.finishStmt(p, &stmtRun{start: time.Now(), digest: info.Digest, query: q, hostgroup: "blocked", rule: res.Rule, log: res.Log})
+		s.finishStmt(p, &run)
 		return err
 	}
+	// A prepare that fails, whoever refused it, gets its query-log record
+	// here; one that succeeds gets one at each execute.
+	prepared := false
+	defer func() {
+		if !prepared {
+			if s.stmtErr == 0 {
+				s.stmtErr, s.stmtErrMsg = mysqlproto.ERVigilBackendLost, "Vigil: lost connection to the server during the prepare"
+			}
+			s.logStmt(p, &run, time.Now())
+		}
+	}()
 	st.route, st.rule, st.log, st.timeout, st.cacheTTL = res.Route, res.Rule, res.Log, res.Timeout, res.CacheTTL
 	if st.info.Flags&sqlscan.FlagKill != 0 {
 		if id, query, ok := sqlscan.KillTarget([]byte(st.query)); ok {
 			// KILL takes Vigil's ids, prepared or not: never a server
 			// thread that happens to have that number.
+			prepared = true
 			return s.prepareKill(st, id, query)
 		}
 		if bytes.Contains(pkt, []byte("?")) {
@@ -177,19 +195,21 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 		if err != nil {
 			return s.sendError(err)
 		}
-		c.Seq = 0
-		if err := c.WritePacket(pkt); err != nil {
-			c.Broken = true
-			return s.failed(c, errBackend{err}, outcome{})
+		if s.tooLarge(c.Index, len(pkt)) {
+			return s.refuseTooLarge(c)
 		}
-		if err := c.Flush(); err != nil {
-			c.Broken = true
-			return s.failed(c, errBackend{err}, outcome{})
+		if o, err := s.send(c, pkt); err != nil {
+			return s.failed(c, err, o)
+		} else if o.sent {
+			s.noteOutcome(c, o)
+			s.failedOn(c) // the server refused it (and closed the connection)
+			return nil
 		}
 		// On a replica, an error for a missing object is not forwarded:
 		// the replica may not have the object yet, the writer decides.
 		onReplica := c.Index != writerIndex(s.srv.topo.Load()) && !s.bound() && attempt == 0
 		ss, se, err := s.readPrepare(c, true, s.nextStmt+1, onReplica)
+		s.noteOutcome(c, outcome{err: se})
 		if err != nil {
 			return s.failed(c, err, outcome{sent: true})
 		}
@@ -200,6 +220,7 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 			continue
 		}
 		if se == nil {
+			prepared = true
 			s.nextStmt++
 			st.id = s.nextStmt
 			st.params, st.columns = ss.Params, ss.Columns
@@ -419,10 +440,27 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 		if err != nil {
 			return s.sendError(err)
 		}
+		grow := 0
+		if typesOff == 0 {
+			grow = 2 * int(st.params) // rewriteExecute may add the types
+		}
+		if s.tooLarge(c.Index, len(pkt)+grow) || s.tooLarge(c.Index, len(text)+1) || st.tooLarge {
+			if ss := c.Stmt(st.lastKey); st.tooLarge && ss != nil {
+				// The server holds the parameters' other long data:
+				// closing its statement drops them (the next execute
+				// prepares it again).
+				closeServerStmt(c, ss.ID)
+				c.DropStmt(st.lastKey)
+			}
+			st.tooLarge, st.longData = false, false
+			s.updateStmtPins()
+			return s.refuseTooLarge(c)
+		}
 		if err := s.clearDiagnostics(ctx, c); err != nil {
 			return s.prepFailed(c, err)
 		}
 		ss, se, err := s.ensurePrepared(ctx, c, st, text)
+		s.noteOutcome(c, outcome{err: se})
 		if err != nil {
 			return s.failed(c, err, outcome{})
 		}
@@ -444,7 +482,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 		s.noteOutcome(c, o)
 		if err != nil {
 			var eb errBackend
-			if asBackend(err, &eb) && !o.sent && target == router.Reader && attempt == 0 && !s.bound() {
+			if asBackend(err, &eb) && !o.reached && !o.sent && target == router.Reader && attempt == 0 && !s.bound() {
 				s.srv.Stats.ReadRetries.Add(1)
 				s.dropConn(c)
 				exclude = c.Index
@@ -524,10 +562,16 @@ func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
 		s.release(c)
 		return nil
 	}
-	binary.LittleEndian.PutUint32(pkt[1:], ss.ID)
-	c.Seq = 0
-	if err := c.WritePacket(pkt); err != nil || c.Flush() != nil {
-		c.Broken = true // never pooled again; the execute reports the loss
+	if s.tooLarge(c.Index, len(pkt)) {
+		// The server would close the connection over it: the execute
+		// answers 1153 instead, without sending it.
+		st.tooLarge = true
+	} else {
+		binary.LittleEndian.PutUint32(pkt[1:], ss.ID)
+		c.Seq = 0
+		if err := c.WritePacket(pkt); err != nil || c.Flush() != nil {
+			c.Broken = true // never pooled again; the execute reports the loss
+		}
 	}
 	st.longData = true
 	s.updateStmtPins()
@@ -560,7 +604,7 @@ func (s *Session) comStmtReset(ctx context.Context, pkt []byte) error {
 		if ss := s.conn.Stmt(st.lastKey); ss != nil {
 			c := s.conn
 			binary.LittleEndian.PutUint32(pkt[1:], ss.ID)
-			st.longData, st.cursor = false, false
+			st.longData, st.cursor, st.tooLarge = false, false, false
 			out, err := s.roundTrip(c, pkt, respSimple)
 			if err != nil {
 				return s.failed(c, err, out)
@@ -570,7 +614,7 @@ func (s *Session) comStmtReset(ctx context.Context, pkt []byte) error {
 			return nil
 		}
 	}
-	st.longData, st.cursor = false, false
+	st.longData, st.cursor, st.tooLarge = false, false, false
 	s.updateStmtPins()
 	return s.writeOK(0, 0)
 }

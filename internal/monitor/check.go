@@ -42,7 +42,7 @@ var wsrepVariables = []string{"wsrep_on", "wsrep_desync", "wsrep_reject_queries"
 // variablesSQL is the SELECT of server variables for a flavour; the column
 // order is fixed, so Exec (no column names) is enough.
 func variablesSQL(f topology.Flavor, galera, semiSyncVar bool) (string, []string) {
-	vars := []string{"version", "server_id", "read_only", "max_connections"}
+	vars := []string{"version", "server_id", "read_only", "max_connections", "max_allowed_packet", "net_buffer_length"}
 	if f == topology.FlavorMySQL {
 		vars = append(vars, "super_read_only", "gtid_executed")
 	} else {
@@ -141,6 +141,7 @@ func collect(ctx context.Context, c *backend.Conn, flavor topology.Flavor, semiS
 	}
 	o.ReadOnly = topology.ParseBool(v["read_only"])
 	o.SuperReadOnly = topology.ParseBool(v["super_read_only"])
+	o.MaxPacket = maxPacket(v["max_allowed_packet"], v["net_buffer_length"])
 	maxConn, err := strconv.ParseInt(v["max_connections"], 10, 64)
 	if err != nil {
 		maxConn = -1
@@ -213,6 +214,19 @@ func collect(ctx context.Context, c *backend.Conn, flavor topology.Flavor, semiS
 		}
 	}
 	return nil
+}
+
+// maxPacket is Observation.MaxPacket from the two variables' values
+// (0 when max_allowed_packet cannot be read).
+func maxPacket(maxAllowed, netBuffer string) int {
+	m, err := strconv.Atoi(maxAllowed)
+	if err != nil || m <= 0 {
+		return 0
+	}
+	if n, err := strconv.Atoi(netBuffer); err == nil && n > m {
+		return n
+	}
+	return m
 }
 
 func isSQLError(err error) bool {

@@ -863,6 +863,7 @@ func (st *State) Snapshot(opts *Options) *topology.Snapshot {
 		if o := s.LastOK; o != nil {
 			srv.LagSeconds = s.Lag
 			srv.GTID = o.GTID.String()
+			srv.MaxPacket = o.MaxPacket
 		}
 		snap.Servers[i] = srv
 	}

@@ -614,3 +614,34 @@ func TestDemotedWriterNoStaleConflict(t *testing.T) {
 		t.Fatal("a check after the switchover that shows read_only=OFF is a conflict")
 	}
 }
+
+// TestMaxPacket: the snapshot carries each server's packet bound from its
+// last good check (issue 25: Vigil answers 1153 before sending a command
+// the server would refuse), and keeps it through a failed check.
+func TestMaxPacket(t *testing.T) {
+	for _, c := range []struct {
+		maxAllowed, netBuffer string
+		want                  int
+	}{
+		{"16777216", "16384", 16777216},
+		{"4096", "16384", 16384}, // the server reads into its net_buffer_length buffer unchecked
+		{"", "16384", 0},
+		{"x", "", 0},
+		{"65536", "", 65536},
+	} {
+		if got := maxPacket(c.maxAllowed, c.netBuffer); got != c.want {
+			t.Errorf("maxPacket(%q, %q) = %d, want %d", c.maxAllowed, c.netBuffer, got, c.want)
+		}
+	}
+	h := newHarness(t, TypeReplication, 2, nil)
+	w, r := writableObs(), replicaObs(0)
+	w.MaxPacket, r.MaxPacket = 65536, 1<<20
+	h.round(w, r)
+	if a, b := h.server("node1").MaxPacket, h.server("node2").MaxPacket; a != 65536 || b != 1<<20 {
+		t.Fatalf("max packet %d, %d", a, b)
+	}
+	h.see("node2", failedObs("timeout"))
+	if b := h.server("node2").MaxPacket; b != 1<<20 {
+		t.Fatalf("after a failed check: %d", b)
+	}
+}

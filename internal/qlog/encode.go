@@ -56,6 +56,9 @@ func appendEntry(dst []byte, e *Entry, stmt []byte, truncated bool) []byte {
 	if e.Message != "" {
 		dst = appendField(dst, "message", e.Message)
 	}
+	if e.Refused {
+		dst = append(dst, `,"refused_by":"vigil"`...)
+	}
 	if e.Rule != "" {
 		dst = appendField(dst, "rule", e.Rule)
 	}

@@ -42,5 +42,6 @@ type Entry struct {
 	Message   string // error message (auth failures, blocked statements), optional
 	Rule      string // name of the rule that matched, optional
 	Cached    bool   // served from the query cache
+	Refused   bool   // Vigil answered with its own error and no server had the statement ("refused_by":"vigil")
 	Success   bool   // for KindAuth
 }

@@ -108,6 +108,12 @@ type Observation struct {
 	// ReadOnly is @@read_only; SuperReadOnly is MySQL's @@super_read_only.
 	ReadOnly      bool
 	SuperReadOnly bool
+	// MaxPacket is the size of the smallest command packet (payload
+	// bytes) a new connection to the server refuses with error 1153 and
+	// a close: max(@@max_allowed_packet, @@net_buffer_length), since the
+	// server checks max_allowed_packet only when a packet outgrows its
+	// net_buffer_length buffer. 0 when unknown.
+	MaxPacket int
 
 	GTID GTIDState
 	// Replica is the replication status, nil when the server does not

@@ -73,6 +73,10 @@ type Server struct {
 	LagSeconds float64
 	// GTID is the server's current GTID position as text.
 	GTID string
+	// MaxPacket is Observation.MaxPacket of the last good check: a
+	// command packet this large or larger is refused by the server (1153),
+	// so Vigil answers it without sending it. 0 when unknown.
+	MaxPacket int
 	// Reason says why the server is in its state, for messages.
 	Reason string
 	// Overloaded: the server is alive but refuses new connections (or the
