@@ -38,6 +38,14 @@ func (s *Session) maxPacket(idx int) int {
 	return snap.Servers[idx].MaxPacket
 }
 
+// underMaxPacket reports whether a command packet of n payload bytes is
+// provably under server idx's max_allowed_packet: when the server drops
+// the connection over such a command, its size is not why.
+func (s *Session) underMaxPacket(idx, n int) bool {
+	m := s.maxPacket(idx)
+	return m > 0 && n < m
+}
+
 // refuseTooLarge answers a command that c's server would refuse, without
 // sending it, and gives c back untouched.
 func (s *Session) refuseTooLarge(c *backend.Conn) error {
@@ -95,8 +103,7 @@ func (s *Session) send(c *backend.Conn, pkt []byte) (outcome, error) {
 	_ = c.SetDeadline(time.Now().Add(lastWordsWait))
 	f, rerr := c.ReadFrame()
 	if rerr != nil || len(f) < 5 || f[4] != mysqlproto.ErrPacket {
-		m := s.maxPacket(c.Index)
-		return outcome{reached: m == 0 || len(pkt) >= m}, errBackend{err}
+		return outcome{reached: !s.underMaxPacket(c.Index, len(pkt))}, errBackend{err}
 	}
 	o := outcome{err: c.NoteErr(f[4:]), reached: true, sent: true}
 	if err := s.client.WritePacket(mysqlproto.AppendErr(s.scratch[:0], o.err)); err != nil {

@@ -42,8 +42,10 @@ func setMaxPacket(srv *Server, n int) {
 }
 
 // TestDroppedStatementNotResent: a read whose server closed the
-// connection after it had the statement gets 7004 and is never sent to
-// another server (issue 25 item 2: it was retried on the primary).
+// connection after it had the statement, with the server's
+// max_allowed_packet unknown (so its size may be why), gets 7004 and is
+// never sent to another server (issue 25 item 2: it was retried on the
+// primary).
 func TestDroppedStatementNotResent(t *testing.T) {
 	primary, replica := newFakeBackend(t), newFakeBackend(t)
 	_, addr := twoServerProxy(t, primary, replica)
@@ -58,6 +60,33 @@ func TestDroppedStatementNotResent(t *testing.T) {
 	}
 	if n := primary.seen("hangup") + replica.seen("hangup"); n != 1 {
 		t.Fatalf("the statement reached the servers %d times, want 1", n)
+	}
+}
+
+// TestDroppedReadRetriedWhenSizeIsNot: a read provably under every
+// server's max_allowed_packet whose server dropped the connection (a
+// replica killed mid-read) is retried once on another server, as before
+// issue 25: its size cannot be why. Both fake servers drop it here, so
+// the client gets 7004 after the one retry.
+func TestDroppedReadRetriedWhenSizeIsNot(t *testing.T) {
+	primary, replica := newFakeBackend(t), newFakeBackend(t)
+	srv, addr := twoServerProxy(t, primary, replica)
+	setMaxPacket(srv, 1<<20)
+	db, err := sql.Open("mysql", "app:secret@tcp("+addr+")/?timeout=5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	retries := srv.Stats.ReadRetries.Load()
+	_, err = db.Exec("SELECT 'hangup'")
+	if errNumber(err) != 7004 {
+		t.Fatalf("got %v, want 7004", err)
+	}
+	if n := primary.seen("hangup") + replica.seen("hangup"); n != 2 {
+		t.Fatalf("the statement reached the servers %d times, want 2 (one retry)", n)
+	}
+	if d := srv.Stats.ReadRetries.Load() - retries; d != 1 {
+		t.Fatalf("%d read retries, want 1", d)
 	}
 }
 

@@ -680,7 +680,13 @@ func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome
 		})
 	}
 	out, err := s.forward(c, kind)
-	out.reached = true
+	// The server had the command whole. If it dropped the connection
+	// before any byte reached the client, a read may still go to another
+	// server (the caller decides) when its size cannot be the reason (a
+	// replica killed or restarted mid-read, as ProxySQL's and MaxScale's
+	// read retries allow); one over (or of unknown relation to) the
+	// server's max_allowed_packet is never resent.
+	out.reached = err == nil || !s.underMaxPacket(c.Index, len(pkt))
 	if err == nil {
 		s.srv.noteReply(c.Index, epoch) // passive evidence for the monitor (activity.go)
 	}
