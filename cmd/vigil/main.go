@@ -33,7 +33,8 @@ Usage:
   vigil config show FILE           FILE without its defaults (--effective: every key resolved)
   vigil version                    print version and commit
 
-Run "vigil COMMAND --help" for the flags of a command.
+Run "vigil COMMAND --help" for the flags of a command. The benchmarks are
+a program of their own, vigil-bench (docs/benchmarks.md).
 `
 
 func main() {
