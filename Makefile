@@ -10,8 +10,12 @@ E2E_TIMEOUT ?= 40m
 
 all: build
 
+# bin/vigil is the daemon and its tools (sandbox, ctl, config); the
+# benchmarks are bin/vigil-bench, apart so that the daemon links no
+# plotting code (docs/design.md).
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/vigil ./cmd/vigil
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/vigil-bench ./cmd/vigil-bench
 
 # deps installs what the tests, the demo and the benchmarks need, only when
 # something is missing.
@@ -58,17 +62,18 @@ compat: deps build
 
 test: deps vet build unit fuzz e2e
 
-# The benchmarks (docs/benchmarks.md): a replication sandbox, Vigil and
-# HAProxy; every scenario against direct, vigil and haproxy, interleaved;
-# results, report and plots in bench/out/<timestamp>/. About 25 minutes on
-# 2 cores; bench-quick under 5. BENCH_FLAGS adds options (--scenarios,
-# --threads, --pin-client 0 --pin-proxy 1 --pin-servers 0-1, ...).
+# The benchmarks (docs/benchmarks.md), bin/vigil-bench measuring bin/vigil:
+# a replication sandbox, Vigil and HAProxy; every scenario against direct,
+# vigil and haproxy, interleaved; results, report and plots in
+# bench/out/<timestamp>/. About 25 minutes on 2 cores; bench-quick under
+# 5. BENCH_FLAGS adds options (--scenarios, --threads, --pin-client 0
+# --pin-proxy 1 --pin-servers 0-1, ...).
 bench: deps build
-	bin/vigil bench $(BENCH_FLAGS)
+	bin/vigil-bench $(BENCH_FLAGS)
 
 .PHONY: bench-quick
 bench-quick: deps build
-	bin/vigil bench --quick $(BENCH_FLAGS)
+	bin/vigil-bench --quick $(BENCH_FLAGS)
 
 # What each durability and HA choice costs (docs/benchmarks.md, "Choosing
 # a topology"): standalone durability steps, async, semi-sync and Galera,
@@ -77,10 +82,10 @@ bench-quick: deps build
 # BENCH_TOPOLOGY_FLAGS adds options (--topologies, --threads, --sandbox DIR, ...).
 .PHONY: bench-topology bench-topology-quick
 bench-topology: deps build
-	bin/vigil bench topology $(BENCH_TOPOLOGY_FLAGS)
+	bin/vigil-bench topology $(BENCH_TOPOLOGY_FLAGS)
 
 bench-topology-quick: deps build
-	bin/vigil bench topology --quick $(BENCH_TOPOLOGY_FLAGS)
+	bin/vigil-bench topology --quick $(BENCH_TOPOLOGY_FLAGS)
 
 # Micro-benchmarks of the hot path (classifier, framing, routing), with
 # allocations.

@@ -1,6 +1,6 @@
 package e2e
 
-// vigil bench topology on servers it did not create (issue 18): the
+// vigil-bench topology on servers it did not create (issue 18): the
 // servers of a Vigil config, as a user points it at their own cluster.
 
 import (
@@ -40,11 +40,11 @@ func TestBenchTopologyOnConfigServers(t *testing.T) {
 		return strings.TrimSpace(strings.Repeat("vigil_bench_topology ", len(rows)))
 	}
 	before := durability()
-	args := []string{"bench", "topology", "--config", sb.ConfigPath(), "--workloads", "oltp_insert", "--threads", "2",
+	args := []string{"topology", "--config", sb.ConfigPath(), "--workloads", "oltp_insert", "--threads", "2",
 		"--duration", "1s", "--warmup", "0s", "--paths", "direct", "--tables", "1", "--table-size", "100", "--out", t.TempDir()}
-	res, err := RunVigil(t, append(args, "--vary-durability")...)
+	res, err := RunVigilBench(t, append(args, "--vary-durability")...)
 	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("vigil bench topology --config: %v (exit %d)\n%s\n%s", err, res.ExitCode, res.Stdout, res.Stderr)
+		t.Fatalf("vigil-bench topology --config: %v (exit %d)\n%s\n%s", err, res.ExitCode, res.Stdout, res.Stderr)
 	}
 	for _, want := range []string{"check: node1:", "primary, semi-sync", "check: node2:", "replica (IO Yes, SQL Yes", "may create schema vigil_bench_topology", "dropped schema vigil_bench_topology"} {
 		if !strings.Contains(res.Stderr, want) {
@@ -68,7 +68,7 @@ func TestBenchTopologyOnConfigServers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res, err = RunVigil(t, args...)
+	res, err = RunVigilBench(t, args...)
 	if err == nil && res.ExitCode == 0 {
 		t.Fatalf("the bench used a schema it did not create:\n%s", res.Stderr)
 	}

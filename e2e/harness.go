@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -47,6 +48,10 @@ var harness struct {
 	buildOnce sync.Once
 	vigilBin  string
 	buildErr  error
+
+	benchOnce     sync.Once
+	benchBin      string
+	benchBuildErr error
 }
 
 // Main runs the tests of the package. It tears down every sandbox when
@@ -360,6 +365,24 @@ func buildVigil() (string, error) {
 	if bin := os.Getenv("VIGIL_E2E_BIN"); bin != "" {
 		return bin, nil
 	}
+	return goBuild("vigil")
+}
+
+// BuildVigilBench builds ./cmd/vigil-bench once per test binary and
+// returns the path of the binary.
+func BuildVigilBench(t testing.TB) string {
+	t.Helper()
+	harness.benchOnce.Do(func() {
+		harness.benchBin, harness.benchBuildErr = goBuild("vigil-bench")
+	})
+	if harness.benchBuildErr != nil {
+		t.Fatalf("e2e: build vigil-bench: %v", harness.benchBuildErr)
+	}
+	return harness.benchBin
+}
+
+// goBuild builds ./cmd/NAME into the base directory.
+func goBuild(name string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
@@ -372,13 +395,13 @@ func buildVigil() (string, error) {
 	if err != nil {
 		goBin = "/usr/local/go/bin/go"
 	}
-	out := filepath.Join(base, "vigil")
+	out := filepath.Join(base, name)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", out, "./cmd/vigil")
+	cmd := exec.CommandContext(ctx, goBin, "build", "-o", out, "./cmd/"+name)
 	cmd.Dir = root
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/vigil: %v\n%s", err, msg)
+		return "", fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, msg)
 	}
 	return out, nil
 }
@@ -394,8 +417,18 @@ type Result struct {
 // returns what it did; err is only for failures to run it at all.
 func RunVigil(t testing.TB, args ...string) (Result, error) {
 	t.Helper()
-	bin := BuildVigil(t)
-	args = withAdminToken(args)
+	return runProgram(BuildVigil(t), withAdminToken(args))
+}
+
+// RunVigilBench runs vigil-bench with args, measuring the vigil binary
+// of the tests (BuildVigil), like RunVigil.
+func RunVigilBench(t testing.TB, args ...string) (Result, error) {
+	t.Helper()
+	bench := BuildVigilBench(t)
+	return runProgram(bench, slices.Concat(args, []string{"--vigil-binary", BuildVigil(t)}))
+}
+
+func runProgram(bin string, args []string) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
@@ -410,7 +443,7 @@ func RunVigil(t testing.TB, args ...string) (Result, error) {
 		err = nil
 	}
 	if ctx.Err() != nil {
-		err = fmt.Errorf("vigil %s: timed out after 2m", strings.Join(args, " "))
+		err = fmt.Errorf("%s %s: timed out after 2m", filepath.Base(bin), strings.Join(args, " "))
 	}
 	return r, err
 }

@@ -102,10 +102,10 @@ func TestSemiSyncFallbackDetected(t *testing.T) {
 	// The bench measures the same thing on the same servers: time
 	// fallen back and commits acknowledged without a replica.
 	out := t.TempDir()
-	res, err := RunVigil(t, "bench", "topology", "--sandbox", env.sb.Dir(), "--workloads", "oltp_insert", "--threads", "2",
+	res, err := RunVigilBench(t, "topology", "--sandbox", env.sb.Dir(), "--workloads", "oltp_insert", "--threads", "2",
 		"--duration", "3s", "--warmup", "0s", "--paths", "direct", "--tables", "1", "--table-size", "100", "--out", out)
 	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("vigil bench topology: %v (exit %d)\n%s\n%s", err, res.ExitCode, res.Stdout, res.Stderr)
+		t.Fatalf("vigil-bench topology: %v (exit %d)\n%s\n%s", err, res.ExitCode, res.Stdout, res.Stderr)
 	}
 	var results struct {
 		Runs []struct {

@@ -1,6 +1,7 @@
 // Command vigil is the Vigil daemon and its tools: run (the proxy and
 // failover manager), sandbox (local MariaDB topologies), ctl (the operator
-// CLI), bench and version.
+// CLI), config and version. The benchmarks are a program of their own,
+// vigil-bench, so that this one links no plotting code (deps_test.go).
 package main
 
 import (
@@ -8,9 +9,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
-	"github.com/vigil-db/vigil/internal/bench"
 	"github.com/vigil-db/vigil/internal/ctl"
 	"github.com/vigil-db/vigil/internal/sandbox"
 )
@@ -30,10 +31,10 @@ Usage:
   vigil config validate FILE       check FILE as vigil run and a reload would
   vigil config init [--out FILE]   write a starter config, every key explained
   vigil config show FILE           FILE without its defaults (--effective: every key resolved)
-  vigil bench [--quick]            Vigil vs direct vs HAProxy, interleaved (docs/benchmarks.md)
   vigil version                    print version and commit
 
-Run "vigil COMMAND --help" for the flags of a command.
+Run "vigil COMMAND --help" for the flags of a command. The benchmarks are
+a program of their own, vigil-bench (docs/benchmarks.md).
 `
 
 func main() {
@@ -57,7 +58,10 @@ func realMain(args []string) int {
 	case "sandbox":
 		return sandbox.Command(ctx, rest, os.Stdout, os.Stderr)
 	case "bench":
-		return bench.Command(ctx, rest, version+" (commit "+commit+")", os.Stdout, os.Stderr)
+		// Said rather than forwarded: a daemon that execs programs found
+		// beside itself is a surprise, and scripts should learn the name.
+		fmt.Fprintf(os.Stderr, "vigil: the benchmarks are their own command now, vigil-bench (make build writes it beside bin/vigil; docs/benchmarks.md):\n  vigil-bench %s\n", strings.Join(rest, " "))
+		return 2
 	case "ctl":
 		return ctl.Command(ctx, rest)
 	case "config":

@@ -1,4 +1,4 @@
-// Package bench owns `vigil bench`: it measures Vigil against the primary
+// Package bench owns `vigil-bench`: it measures Vigil against the primary
 // alone and against HAProxy in TCP mode, on a replication sandbox of real
 // mariadbd processes: sysbench OLTP workloads at several thread counts,
 // connection churn and many idle clients (a Go load generator, for what

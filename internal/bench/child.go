@@ -12,7 +12,7 @@ import (
 )
 
 // child is a long-running helper process (Vigil, HAProxy) in its own
-// process group, so a Ctrl-C on the terminal reaches only vigil bench,
+// process group, so a Ctrl-C on the terminal reaches only vigil-bench,
 // which stops its children itself, in order.
 type child struct {
 	name string
@@ -36,7 +36,7 @@ func startChildEnv(name, logPath string, env []string, bin string, args ...strin
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = env
-	// Pdeathsig: should vigil bench itself be killed, the child goes too.
+	// Pdeathsig: should vigil-bench itself be killed, the child goes too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		f.Close()

@@ -8,25 +8,25 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 )
 
-const benchUsage = `vigil bench — Vigil next to the primary alone and HAProxy, interleaved
+const benchUsage = `vigil-bench — Vigil next to the primary alone and HAProxy, interleaved
 
 Usage:
-  vigil bench [--quick] [--scenarios point_select,read_only,...] [--threads 8,32,128]
+  vigil-bench [--quick] [--scenarios point_select,read_only,...] [--threads 8,32,128]
               [--duration 8s] [--reps 2] [--check-reps 5] [--warmup 2s]
               [--clients 1000,10000] [--rules 100,1000] [--failover-runs 5]
               [--pin-client CPUS] [--pin-proxy CPUS] [--pin-servers CPUS]
               [--out bench/out] [--compare FILE|none]
               [--sandbox DIR [--skip-prepare]] [--keep] [--processing] [--coordination]
-              [--verbose]
-  vigil bench --render DIR [--compare FILE|none]
-  vigil bench topology [--quick] [...]   durability and HA choices compared (vigil bench topology -h)
+              [--vigil-binary PATH] [--verbose]
+  vigil-bench --render DIR [--compare FILE|none]
+  vigil-bench topology [--quick] [...]   durability and HA choices compared (vigil-bench topology -h)
+  vigil-bench version
 
 Brings up a 3-node replication sandbox (or uses --sandbox DIR), prepares
 sysbench tables on the primary, starts Vigil and HAProxy (mode tcp, to the
@@ -36,19 +36,20 @@ connection churn and many idle clients (Go load generator), Vigil with
 more query rules, and last failover and switchover timing on a semi-sync
 sandbox of its own. Prints medians, ratios, what moved since the previous
 bench and the checks (PASS/MISS), and writes OUT/<timestamp>/results.json,
-report.md and PNG plots. Needs root, sysbench, haproxy and mariadbd. The
-default takes 20 to 25 minutes on 2 cores, --quick under 5. See
-docs/benchmarks.md.
+report.md and PNG plots. The Vigil measured is --vigil-binary, by default
+the vigil beside vigil-bench (make build writes both into bin/) or else
+on PATH. Needs root, sysbench, haproxy and mariadbd. The default takes
+20 to 25 minutes on 2 cores, --quick under 5. See docs/benchmarks.md.
 
 Flags:
 `
 
-// Command is `vigil bench ARGS`; version names the binary in the report.
-func Command(ctx context.Context, args []string, version string, stdout, stderr io.Writer) int {
+// Command is `vigil-bench ARGS`.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "topology" {
-		return TopologyCommand(ctx, args[1:], version, stdout, stderr)
+		return TopologyCommand(ctx, args[1:], stdout, stderr)
 	}
-	fs := flag.NewFlagSet("vigil bench", flag.ContinueOnError)
+	fs := flag.NewFlagSet("vigil-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "point_select and read_only at 32 threads, churn, 1,000 idle clients, one failover: 2 reps of 6s, under 5 minutes")
 	scenarios := fs.String("scenarios", "", "comma-separated scenarios (default: all but read_only_trx; known: "+knownScenarios()+")")
@@ -71,6 +72,7 @@ func Command(ctx context.Context, args []string, version string, stdout, stderr 
 	verbose := fs.Bool("verbose", false, "log the sandbox's progress")
 	render := fs.String("render", "", "summarize the runs in DIR/results.json again and rewrite its report and plots (no measurement)")
 	processing := fs.Bool("processing", false, "add a Vigil with digests, 100 query rules and a file query log (target vigil+rules) and measure its overhead")
+	vigilBin := fs.String("vigil-binary", "", "the vigil program to measure (default: the vigil beside vigil-bench, else on PATH)")
 	coordination := fs.Bool("coordination", false, "add a Vigil like the plain one coordinated through a single-member etcd the bench runs (target vigil+etcd) and check that coordination costs the hot path nothing")
 	if code, done := parseCommandFlags(fs, benchUsage, args, stderr); done {
 		return code
@@ -79,11 +81,11 @@ func Command(ctx context.Context, args []string, version string, stdout, stderr 
 		res, err := Render(*render, *compare)
 		if res != nil {
 			if werr := WriteText(stdout, res); werr != nil {
-				fmt.Fprintf(stderr, "vigil bench: %v\n", werr)
+				fmt.Fprintf(stderr, "vigil-bench: %v\n", werr)
 			}
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "vigil bench: %v\n", err)
+			fmt.Fprintf(stderr, "vigil-bench: %v\n", err)
 			return 1
 		}
 		fmt.Fprintf(stdout, "\nRewritten: %s/results.json, %s/report.md\n", *render, *render)
@@ -112,13 +114,13 @@ func Command(ctx context.Context, args []string, version string, stdout, stderr 
 	if *quick && !set["scenarios"] {
 		sc = QuickScenarios()
 	} else if sc, err = ParseScenarios(*scenarios); err != nil {
-		fmt.Fprintf(stderr, "vigil bench: %v\n", err)
+		fmt.Fprintf(stderr, "vigil-bench: %v\n", err)
 		return 2
 	}
 	var lists [3][]int
 	for i, f := range []struct{ name, value string }{{"threads", *threads}, {"clients", *clients}, {"rules", *rules}} {
 		if lists[i], err = ParseIntList(f.value); err != nil {
-			fmt.Fprintf(stderr, "vigil bench: --%s: %v\n", f.name, err)
+			fmt.Fprintf(stderr, "vigil-bench: --%s: %v\n", f.name, err)
 			return 2
 		}
 	}
@@ -126,9 +128,9 @@ func Command(ctx context.Context, args []string, version string, stdout, stderr 
 	if *warmup == 0 {
 		*warmup = -1 // none; 0 in Options means the default
 	}
-	exe, err := os.Executable()
+	exe, err := vigilBinary(*vigilBin)
 	if err != nil {
-		fmt.Fprintf(stderr, "vigil bench: cannot find the vigil binary: %v\n", err)
+		fmt.Fprintf(stderr, "vigil-bench: %v\n", err)
 		return 1
 	}
 	// The driver logs connection failures itself while the bench waits
@@ -161,14 +163,14 @@ func Command(ctx context.Context, args []string, version string, stdout, stderr 
 		Processing:   *processing,
 		Coordination: *coordination,
 		VigilBin:     exe,
-		VigilVersion: version,
+		VigilVersion: vigilVersion(ctx, exe),
 		Progress:     stderr,
 		Logger:       logger,
 	})
 	if res != nil && (len(res.Runs) > 0 || len(res.Failover) > 0) {
 		fmt.Fprintln(stdout)
 		if werr := WriteText(stdout, res); werr != nil {
-			fmt.Fprintf(stderr, "vigil bench: %v\n", werr)
+			fmt.Fprintf(stderr, "vigil-bench: %v\n", werr)
 		}
 	} else {
 		dir = "" // nothing measured: no results to point at
@@ -177,7 +179,7 @@ func Command(ctx context.Context, args []string, version string, stdout, stderr 
 	if res != nil {
 		plots = res.Plots
 	}
-	return finishCommand(ctx, "vigil bench", dir, plots, err, t0, stdout, stderr)
+	return finishCommand(ctx, "vigil-bench", dir, plots, err, t0, stdout, stderr)
 }
 
 // finishCommand points at the results in dir (when there are), reports

@@ -292,7 +292,7 @@ func TestCoordinationReport(t *testing.T) {
 
 func TestCoordinationFlag(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := Command(context.Background(), []string{"--help"}, "test", &out, &errb); code != 0 {
+	if code := Command(context.Background(), []string{"--help"}, &out, &errb); code != 0 {
 		t.Fatalf("--help: %d", code)
 	}
 	if !strings.Contains(errb.String(), "-coordination") || !strings.Contains(errb.String(), "[--coordination]") {

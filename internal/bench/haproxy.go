@@ -27,7 +27,7 @@ func HAProxyMaxConnFor(fileLimit uint64, want int) int {
 // HAProxy (one thread per CPU), as Vigil uses every CPU too.
 func HAProxyConfig(listen, backend string, maxconn int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `# Written by vigil bench: a TCP pass-through to the primary.
+	fmt.Fprintf(&b, `# Written by vigil-bench: a TCP pass-through to the primary.
 global
     maxconn %d
 

@@ -113,7 +113,7 @@ type CaseInfo struct {
 	Check    bool   `json:"check,omitempty"`
 }
 
-// Results is everything one vigil bench produced: results.json.
+// Results is everything one vigil-bench produced: results.json.
 type Results struct {
 	// Schema changes when a field changes meaning.
 	Schema   int           `json:"schema"`

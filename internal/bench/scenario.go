@@ -58,7 +58,7 @@ func (s Scenario) kind() Kind {
 	return s.Kind
 }
 
-// Scenarios are the workloads vigil bench knows, in the order a default
+// Scenarios are the workloads vigil-bench knows, in the order a default
 // bench runs them: reads before writes (the writes make the replicas lag),
 // failover last (it kills servers). It is a function so no caller can
 // change the list another caller sees.

@@ -101,7 +101,7 @@ func (e *env) setUp(ctx context.Context) error {
 // have failed over.
 func (e *env) findRoles(ctx context.Context) error {
 	if e.sb.Topology() != sandbox.Replication {
-		return fmt.Errorf("the sandbox in %s is %s; vigil bench needs replication", e.sb.Dir(), e.sb.Topology())
+		return fmt.Errorf("the sandbox in %s is %s; vigil-bench needs replication", e.sb.Dir(), e.sb.Topology())
 	}
 	st, err := e.sb.Status(ctx)
 	if err != nil {

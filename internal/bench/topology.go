@@ -1,6 +1,6 @@
 package bench
 
-// `vigil bench topology`: what each durability and HA choice costs. It
+// `vigil-bench topology`: what each durability and HA choice costs. It
 // runs sysbench against a standalone server under four durability
 // settings, async and semi-sync (AFTER_SYNC) replication and a 3-node
 // Galera cluster under several wsrep_slave_threads × gcs.fc_limit, each
@@ -42,7 +42,7 @@ const (
 	PathVigil  = "vigil"
 )
 
-// TopologyOptions describe one `vigil bench topology`.
+// TopologyOptions describe one `vigil-bench topology`.
 type TopologyOptions struct {
 	// Topologies to measure on sandboxes of its own (default all four).
 	Topologies []string

@@ -7,22 +7,21 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 )
 
-const topologyUsage = `vigil bench topology — what each durability and HA choice costs
+const topologyUsage = `vigil-bench topology — what each durability and HA choice costs
 
 Usage:
-  vigil bench topology [--quick] [--topologies standalone,async,semisync,galera]
+  vigil-bench topology [--quick] [--topologies standalone,async,semisync,galera]
               [--workloads oltp_read_write,oltp_insert] [--threads 1,8,32,64]
               [--paths direct,vigil] [--duration 5s] [--warmup 2s]
-              [--out DIR] [--keep] [--verbose]
-  vigil bench topology --sandbox DIR [--vary-durability] [...]
-  vigil bench topology --config vigil.yaml [--cluster NAME] [--vigil HOST:PORT]
+              [--out DIR] [--keep] [--vigil-binary PATH] [--verbose]
+  vigil-bench topology --sandbox DIR [--vary-durability] [...]
+  vigil-bench topology --config vigil.yaml [--cluster NAME] [--vigil HOST:PORT]
               [--vary-durability] [...]
 
 Creates, one at a time, a standalone server (durability off,
@@ -41,9 +40,9 @@ durability variants. See docs/benchmarks.md, "Choosing a topology".
 Flags:
 `
 
-// TopologyCommand is `vigil bench topology ARGS`.
-func TopologyCommand(ctx context.Context, args []string, version string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil bench topology", flag.ContinueOnError)
+// TopologyCommand is `vigil-bench topology ARGS`.
+func TopologyCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("vigil-bench topology", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "threads 1,32, oltp_insert, runs of 3s, two standalone variants and two Galera ones: under 5 minutes")
 	topologies := fs.String("topologies", "standalone,async,semisync,galera", "the topologies to create and measure, comma-separated")
@@ -60,6 +59,7 @@ func TopologyCommand(ctx context.Context, args []string, version string, stdout,
 	cluster := fs.String("cluster", "", "with --config: the cluster to measure (default: the only one)")
 	vigilAddr := fs.String("vigil", "", "with --config: the HOST:PORT of a Vigil in front of the cluster, for the vigil path")
 	vary := fs.Bool("vary-durability", false, "with --sandbox or --config: SET GLOBAL the durability variants (restored at the end)")
+	vigilBin := fs.String("vigil-binary", "", "the vigil program the bench starts (default: the vigil beside vigil-bench, else on PATH)")
 	tables := fs.Int("tables", 4, "sysbench tables")
 	tableSize := fs.Int("table-size", 10000, "rows per sysbench table")
 	if code, done := parseCommandFlags(fs, topologyUsage, args, stderr); done {
@@ -69,7 +69,7 @@ func TopologyCommand(ctx context.Context, args []string, version string, stdout,
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o, err := topologyOptions(set, *quick, *topologies, *workloads, *threads, *paths)
 	if err != nil {
-		fmt.Fprintf(stderr, "vigil bench topology: %v\n", err)
+		fmt.Fprintf(stderr, "vigil-bench topology: %v\n", err)
 		return 2
 	}
 	if *quick && !set["duration"] {
@@ -79,24 +79,25 @@ func TopologyCommand(ctx context.Context, args []string, version string, stdout,
 		*warmup = time.Second
 	}
 	if *tables < 1 || *tableSize < 1 {
-		fmt.Fprintln(stderr, "vigil bench topology: --tables and --table-size must be at least 1")
+		fmt.Fprintln(stderr, "vigil-bench topology: --tables and --table-size must be at least 1")
 		return 2
 	}
 	o.Duration, o.Warmup, o.OutDir, o.Keep = *duration, *warmup, *out, *keep
 	o.SandboxDir, o.ConfigPath, o.Cluster, o.VigilAddr, o.VaryDurability = *sandboxDir, *cfgPath, *cluster, *vigilAddr, *vary
-	o.Tables, o.TableSize, o.VigilVersion = *tables, *tableSize, version
+	o.Tables, o.TableSize = *tables, *tableSize
 	if (o.SandboxDir != "" || o.ConfigPath != "") && set["topologies"] {
-		fmt.Fprintln(stderr, "vigil bench topology: --topologies is for the sandboxes the bench creates; --sandbox and --config servers have their own topology")
+		fmt.Fprintln(stderr, "vigil-bench topology: --topologies is for the sandboxes the bench creates; --sandbox and --config servers have their own topology")
 		return 2
 	}
-	if o.VigilBin, err = os.Executable(); err != nil {
-		fmt.Fprintf(stderr, "vigil bench topology: cannot find the vigil binary: %v\n", err)
+	if o.VigilBin, err = vigilBinary(*vigilBin); err != nil {
+		fmt.Fprintf(stderr, "vigil-bench topology: %v\n", err)
 		return 1
 	}
 	if err := o.validate(); err != nil {
-		fmt.Fprintf(stderr, "vigil bench topology: %v\n", err)
+		fmt.Fprintf(stderr, "vigil-bench topology: %v\n", err)
 		return 2
 	}
+	o.VigilVersion = vigilVersion(ctx, o.VigilBin)
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	level := slog.LevelWarn
 	if *verbose {
@@ -114,7 +115,7 @@ func TopologyCommand(ctx context.Context, args []string, version string, stdout,
 		writeTopologySummary(stdout, res)
 		plots = res.Plots
 	}
-	return finishCommand(ctx, "vigil bench topology", dir, plots, err, t0, stdout, stderr)
+	return finishCommand(ctx, "vigil-bench topology", dir, plots, err, t0, stdout, stderr)
 }
 
 // topologyOptions parses the list flags; --quick narrows those not given.

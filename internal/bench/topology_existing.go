@@ -21,8 +21,10 @@ import (
 // benchSchema is the schema the bench creates on --config servers, and
 // benchMarker the table inside that says the bench created it.
 const (
-	benchSchema     = "vigil_bench_topology"
-	benchMarker     = "vigil_bench_marker"
+	benchSchema = "vigil_bench_topology"
+	benchMarker = "vigil_bench_marker"
+	// The marker text keeps the old command name: schemas that earlier
+	// runs left behind are still recognised as the bench's.
 	benchMarkerText = "created by vigil bench topology; dropped at its end"
 )
 

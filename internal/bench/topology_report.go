@@ -17,7 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 )
 
-// The pure half of `vigil bench topology`: from the runs to the shapes,
+// The pure half of `vigil-bench topology`: from the runs to the shapes,
 // the failover sentences, report.md and the plots.
 
 // okRuns are the runs that completed and match keep.
@@ -431,7 +431,7 @@ func WriteTopologyMarkdown(w io.Writer, res *TopologyResults) error {
 	bw := &errWriter{w: w}
 	p := func(format string, args ...any) { fmt.Fprintf(bw, format+"\n", args...) }
 	m := res.Machine
-	p("# vigil bench topology — %s", res.Started.UTC().Format("2006-01-02 15:04 UTC"))
+	p("# vigil-bench topology — %s", res.Started.UTC().Format("2006-01-02 15:04 UTC"))
 	p("")
 	p("%d CPUs (%s), kernel %s, load %s → %s; %s; %s; vigil %s.", m.CPUs, m.CPUModel, m.Kernel, m.LoadStart, m.LoadEnd, m.Mariadbd, m.Sysbench, m.Vigil)
 	p("Datadirs: %s. Runs of %s after a %s warm-up per variant and workload; %d tables × %d rows; wall time %s.",

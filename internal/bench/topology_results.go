@@ -9,7 +9,7 @@ import (
 // TopologyResultsSchema is the version of the topology results.json.
 const TopologyResultsSchema = 1
 
-// TopologyResults is results.json of `vigil bench topology`.
+// TopologyResults is results.json of `vigil-bench topology`.
 type TopologyResults struct {
 	Schema   int            `json:"schema"`
 	Kind     string         `json:"kind"`

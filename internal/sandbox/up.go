@@ -90,7 +90,7 @@ func Up(ctx context.Context, o Options) (*Sandbox, error) {
 		}
 	}
 	if o.Vigils > 0 {
-		if o.VigilBinary, err = resolveVigilBinary(o.VigilBinary); err != nil {
+		if o.VigilBinary, err = ResolveVigilBinary(o.VigilBinary); err != nil {
 			return nil, err
 		}
 	}

@@ -20,9 +20,9 @@ import (
 // vigilReadyTimeout bounds the wait for a daemon to listen.
 const vigilReadyTimeout = 30 * time.Second
 
-// resolveVigilBinary is the absolute path of the vigil program: bin, or
+// ResolveVigilBinary is the absolute path of the vigil program: bin, or
 // this executable when bin is empty.
-func resolveVigilBinary(bin string) (string, error) {
+func ResolveVigilBinary(bin string) (string, error) {
 	if bin == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -67,7 +67,7 @@ func spawnVigil(v VigilInstance) (int, error) {
 	bin := v.Binary
 	if bin == "" {
 		var err error
-		if bin, err = resolveVigilBinary(""); err != nil {
+		if bin, err = ResolveVigilBinary(""); err != nil {
 			return 0, err
 		}
 	}
