@@ -234,8 +234,9 @@ func (s *Session) run(ctx context.Context) {
 	g := s.srv.guard.Load()
 	release := func() {}
 	timeout := 10 * time.Second
+	var ticket *admitTicket
 	if g != nil {
-		rel, refused := g.admit(s.remoteIP())
+		tk, refused := g.admit(s.srv.log, s.remoteIP(), s.client.NetConn())
 		if refused != nil {
 			// Refused before the greeting, as a server refuses a
 			// connection over max_connections.
@@ -244,7 +245,7 @@ func (s *Session) run(ctx context.Context) {
 			g.warn(s.srv.log, "connection refused before login", "client", s.remote, "err", refused.Message)
 			return
 		}
-		release, timeout = rel, g.o().HandshakeTimeout
+		ticket, release, timeout = tk, tk.release, g.o().HandshakeTimeout
 	}
 	defer release()
 	hctx, cancel := context.WithTimeout(ctx, timeout)
@@ -253,7 +254,19 @@ func (s *Session) run(ctx context.Context) {
 		ShaCache: &s.srv.sha, Lookup: s.lookupUser, MariaDBCaps: s.opts().MariaDBCaps, Collation: s.opts().Collation,
 	}
 	s.guardAuth(ctx, cfg)
+	if ticket != nil {
+		// A throttle wait stays evictable (its address stays charged); a
+		// right password checked with the servers is not.
+		denied := cfg.Denied
+		cfg.Denied = func(ctx context.Context, user string) {
+			ticket.stage(stageWait)
+			denied(ctx, user)
+		}
+	}
 	cfg.Check = func(ctx context.Context, h *mysqlproto.Hello) error {
+		if ticket != nil {
+			ticket.stage(stageCheck)
+		}
 		s.setup(h)
 		// The servers must accept the account, and the schema must exist
 		// and be allowed, as a server would check.
