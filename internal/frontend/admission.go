@@ -202,16 +202,20 @@ func (t *admitTable) evict(a *admission) {
 
 // setStage moves a forward, from handshake to wait or check (a login
 // never goes back); nothing for a connection already evicted or
-// released.
-func (t *admitTable) setStage(a *admission, to admitStage) {
-	if to <= a.stage || to >= stageGone || a.stage >= stageGone {
-		return
+// released. It reports whether a is still in the table.
+func (t *admitTable) setStage(a *admission, to admitStage) bool {
+	if a.stage >= stageGone {
+		return false
+	}
+	if to <= a.stage || to >= stageGone {
+		return true
 	}
 	t.unlist(a)
 	a.stage = to
 	if to == stageWait {
 		a.host.wait.push(a)
 	}
+	return true
 }
 
 func (t *admitTable) unlist(a *admission) {

@@ -149,11 +149,12 @@ func (k *admitTicket) release() {
 }
 
 // stage says where the login stands: stageWait during a throttle delay,
-// stageCheck while the servers check a right password.
-func (k *admitTicket) stage(s admitStage) {
+// stageCheck while the servers check a right password. false: the
+// connection was evicted (closed) already.
+func (k *admitTicket) stage(s admitStage) bool {
 	k.g.mu.Lock()
-	k.g.table.setStage(k.a, s)
-	k.g.mu.Unlock()
+	defer k.g.mu.Unlock()
+	return k.g.table.setStage(k.a, s)
 }
 
 // blocked reports whether user from host is blocked now.

@@ -3,6 +3,7 @@ package frontend
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,5 +111,39 @@ func TestGuardBounded(t *testing.T) {
 	}
 	if len(g.fails) > maxTracked {
 		t.Fatalf("%d records", len(g.fails))
+	}
+}
+
+// Admissions, stage changes and releases from many goroutines (run with
+// -race): every slot comes back, and the bounds hold throughout.
+func TestGuardAdmissionConcurrent(t *testing.T) {
+	g := NewGuard(GuardOptions{MaxUnauthenticated: 40, MaxPerHost: 10}, nil)
+	log := slog.New(slog.DiscardHandler)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				k, e := g.admit(log, fmt.Sprintf("10.0.0.%d", (w+i)%7), &closer{})
+				if n := g.Unauthenticated(); n > 40 {
+					t.Errorf("%d unauthenticated over 40", n)
+				}
+				if e != nil {
+					continue
+				}
+				switch i % 3 {
+				case 1:
+					k.stage(stageWait)
+				case 2:
+					k.stage(stageCheck)
+				}
+				k.release()
+			}
+		}()
+	}
+	wg.Wait()
+	if n := g.Unauthenticated(); n != 0 || len(g.table.hosts) != 0 {
+		t.Fatalf("after every release: %d unauthenticated, %d addresses", n, len(g.table.hosts))
 	}
 }

@@ -259,13 +259,19 @@ func (s *Session) run(ctx context.Context) {
 		// right password checked with the servers is not.
 		denied := cfg.Denied
 		cfg.Denied = func(ctx context.Context, user string) {
-			ticket.stage(stageWait)
-			denied(ctx, user)
+			if ticket.stage(stageWait) {
+				denied(ctx, user)
+				return
+			}
+			// Evicted while its password was judged: the failure counts,
+			// but nobody is left to make wait (the client saw its
+			// connection closed, which says nothing of the password).
+			g.failed(user, s.remoteIP())
 		}
 	}
 	cfg.Check = func(ctx context.Context, h *mysqlproto.Hello) error {
-		if ticket != nil {
-			ticket.stage(stageCheck)
+		if ticket != nil && !ticket.stage(stageCheck) {
+			return errEvicted // closed already: no need to ask the servers
 		}
 		s.setup(h)
 		// The servers must accept the account, and the schema must exist
@@ -339,6 +345,10 @@ func (s *Session) run(ctx context.Context) {
 }
 
 var errQuit = errors.New("client quit")
+
+// errEvicted ends a login whose connection was closed to admit a newer
+// one (admission.go).
+var errEvicted = errors.New("closed before login to admit a newer connection")
 
 // clientHost is the client's host as a server names it in an access
 // denied message: its address, and localhost for a local client (MariaDB
