@@ -134,7 +134,9 @@ func (t *admitTable) admit(host string, conn io.Closer, maxTotal, maxPerHost int
 		victim = h.hand.head
 		t.evict(victim)
 	}
-	if maxTotal > 0 && t.live >= maxTotal {
+	// One eviction at most: after one of its own made room the table
+	// does not grow, even if a reload lowered maxTotal below it.
+	if maxTotal > 0 && t.live >= maxTotal && victim == nil {
 		if victim = t.victim(host); victim == nil {
 			return nil, nil, refusedTotal
 		}

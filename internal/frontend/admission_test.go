@@ -97,6 +97,26 @@ func TestAdmitPerHostMakesRoomAmongItsOwn(t *testing.T) {
 	checkTable(t, tb, 1000)
 }
 
+// A reload that lowers the bounds below what the table holds: each new
+// connection evicts one, the table never grows, and it shrinks as
+// connections leave.
+func TestAdmitLoweredBoundsDoNotGrow(t *testing.T) {
+	tb := newAdmitTable()
+	var open []*admission
+	for range 10 {
+		a, _, _ := tb.admit("10.0.0.1", nil, 100, 100)
+		open = append(open, a)
+	}
+	a, v, why := tb.admit("10.0.0.1", nil, 5, 5)
+	if why != admitted || v != open[0] || tb.live != 10 || tb.charged("10.0.0.1") != 10 {
+		t.Fatalf("lowered: %d, victim %v, live %d", why, v, tb.live)
+	}
+	for _, o := range append(open[1:], a) {
+		tb.release(o)
+	}
+	checkTable(t, tb, 5)
+}
+
 // A failed login waiting out its throttle delay can be evicted from a
 // full table, but its address stays charged until the wait ends: the
 // throttle's bound of guesses per address holds.

@@ -104,12 +104,12 @@ func (g *LoginGuard) Unauthenticated() int {
 	return g.table.live
 }
 
-// admit enters a new connection from host, closed by conn (evictions
-// are logged to log), in the
+// admit enters a new connection from host, closed by conn, in the
 // admission table until its ticket is released. When the table (or the
 // address's share) is full, the oldest handshaking connection of the
-// address holding the most makes room and is closed (admission.go); it
-// refuses only when nothing can make room.
+// address holding the most makes room and is closed (admission.go;
+// logged to log at most once a second); it refuses only when nothing can
+// make room.
 func (g *LoginGuard) admit(log *slog.Logger, host string, conn io.Closer) (*admitTicket, *mysqlproto.SQLError) {
 	o := g.o()
 	g.mu.Lock()
