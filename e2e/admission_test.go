@@ -15,8 +15,9 @@ import (
 // TestHostileSilentFlood: 1,500 silent connections from 15 addresses
 // (127.0.0.10 .. .24, 100 each: every address at
 // max_unauthenticated_per_host, together 1.5x
-// max_unauthenticated_connections) held for 30 s, every closed one
-// reopened at once. Meanwhile a client from 127.0.0.200 logs in every
+// max_unauthenticated_connections; a third of each address's trickle
+// their handshake response a byte every 2 s, slowloris) held for 30 s,
+// every closed one reopened at once. Meanwhile a client from 127.0.0.200 logs in every
 // 200 ms and must succeed every time, and one from an attacking address
 // (127.0.0.10) every second must succeed within three tries. With the
 // defaults (1000 / 100 / 10s); before issue 25 every login was refused
@@ -41,7 +42,11 @@ func TestHostileSilentFlood(t *testing.T) {
 	start := time.Now()
 	for i := range addrs * perAddr {
 		f.wg.Add(1)
-		go f.worker("stall", fmt.Sprintf("127.0.0.%d", 10+i%addrs))
+		kind := "stall"
+		if i/addrs%3 == 2 {
+			kind = "trickle" // bytes arriving do not protect a handshake
+		}
+		go f.worker(kind, fmt.Sprintf("127.0.0.%d", 10+i%addrs))
 	}
 	// The table fills (the logins are measured from then on).
 	var full time.Duration
@@ -110,11 +115,14 @@ func TestHostileSilentFlood(t *testing.T) {
 	if len(errs) > 0 {
 		t.Errorf("%d of %d logins from 127.0.0.200 failed under the flood: %v", len(errs), legit.attempts, errs[:min(5, len(errs))])
 	}
-	if len(lat) < 100 {
+	// One login at a time: a slow machine (shared cores) makes fewer.
+	if len(lat) < 50 {
 		t.Errorf("only %d logins from 127.0.0.200 under the flood", len(lat))
 	}
-	if p := pct(lat, .95); p > time.Second {
-		t.Errorf("logins from 127.0.0.200 under the flood: p95 %s (limit 1s)", p)
+	// "Within a second or two" (issue 25); about 0.2 s on a quiet 2-core
+	// machine (docs/security.md).
+	if p := pct(lat, .95); p > 2*time.Second {
+		t.Errorf("logins from 127.0.0.200 under the flood: p95 %s (limit 2s)", p)
 	}
 	if len(shErrs) > 0 {
 		t.Errorf("%d of %d logins from attacking 127.0.0.10 failed after 3 tries: %v", len(shErrs), sharer.attempts, shErrs[:min(5, len(shErrs))])

@@ -516,8 +516,8 @@ func (a *floodAttack) sleep(d time.Duration) {
 // worker is one attacking client: kind "oversize" reads the greeting and
 // announces a 16 MiB packet (length 0xFFFFFF, sequence 1) followed by a
 // few bytes, then holds the connection; "stall" reads the greeting and
-// sends nothing. Refused connections must get 1040 (08004) as their
-// first packet.
+// sends nothing; "trickle" sends its handshake response a byte every 2 s.
+// Refused connections must get 1040 (08004) as their first packet.
 func (a *floodAttack) worker(kind, from string) {
 	defer a.wg.Done()
 	for a.active.Load() {
@@ -596,11 +596,10 @@ func (a *floodAttack) worker(kind, from string) {
 			c.Close()
 			a.track(c, false)
 			a.sleep(floodRedialPause)
-		case "stall":
+		case "stall", "trickle":
 			t0 := time.Now()
-			_ = c.SetReadDeadline(time.Time{})
 			var buf [512]byte
-			n, err := c.Read(buf[:]) // until Vigil gives up on it (or the test closes it)
+			n, err := a.hold(c, kind == "trickle", buf[:]) // until Vigil gives up on it (or the test closes it)
 			if a.closing.Load() {
 				return
 			}
@@ -622,6 +621,29 @@ func (a *floodAttack) worker(kind, from string) {
 			if time.Since(t0) < time.Second {
 				a.sleep(a.evictedPause)
 			}
+		}
+	}
+}
+
+// hold reads c until Vigil sends something or closes it; trickle sends
+// a handshake response a byte every 2 s meanwhile (slowloris: a 64-byte
+// frame announced, never complete within handshake_timeout).
+func (a *floodAttack) hold(c net.Conn, trickle bool, buf []byte) (int, error) {
+	if !trickle {
+		_ = c.SetReadDeadline(time.Time{})
+		return c.Read(buf)
+	}
+	if _, err := c.Write([]byte{64, 0, 0, 1}); err != nil {
+		return 0, err
+	}
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, err := c.Read(buf)
+		if !isTimeout(err) {
+			return n, err
+		}
+		if _, err := c.Write([]byte{0}); err != nil {
+			return 0, err
 		}
 	}
 }
