@@ -12,8 +12,11 @@ type Security struct {
 	HandshakeTimeout Duration `yaml:"handshake_timeout"`
 	// MaxUnauthenticated bounds the connections that have not logged in
 	// yet, over every listener (default 1000); MaxUnauthenticatedPerHost
-	// those from one address (default 100). More are refused at once with
-	// error 1040.
+	// those from one address (default 100). At a bound, the oldest
+	// connection still in its handshake of the address holding the most
+	// (at the per-address bound: of that address) is closed to admit the
+	// new one; error 1040 only when none can be (docs/security.md,
+	// "Admission before login").
 	MaxUnauthenticated        int `yaml:"max_unauthenticated_connections"`
 	MaxUnauthenticatedPerHost int `yaml:"max_unauthenticated_per_host"`
 	// FailedLogins slows (and optionally blocks) repeated failed logins.

@@ -65,7 +65,7 @@ var (
 	descSemiNoTx     = prometheus.NewDesc("vigil_semi_sync_unacknowledged_commits", "The server's Rpl_semi_sync_master_no_tx as last seen (commits acknowledged without a replica since it started or since FLUSH STATUS); absent when semi-sync is not enabled there.", []string{"cluster", "server"}, nil)
 	descWriterKept   = prometheus.NewDesc("vigil_monitor_writer_kept_total", "Failed checks after which the writer stayed routed because no other server could take the writes (the lone writer rule).", []string{"cluster", "server"}, nil)
 	descUnauth       = prometheus.NewDesc("vigil_unauthenticated_connections", "Client connections that have not logged in yet (security.max_unauthenticated_connections).", nil, nil)
-	descLoginGuard   = prometheus.NewDesc("vigil_login_guard_total", "Logins the guard acted on: refused (too many unauthenticated connections), throttled (a failed login's error delayed), blocked (a user and address blocked).", []string{"action"}, nil)
+	descLoginGuard   = prometheus.NewDesc("vigil_login_guard_total", "Logins the guard acted on: refused (too many unauthenticated connections and none could make room), evicted (the oldest handshaking connection of the address holding the most, closed to admit a new one), throttled (a failed login's error delayed), blocked (a user and address blocked).", []string{"action"}, nil)
 	descQlogSink     = prometheus.NewDesc("vigil_query_log_sink_records_total", "Query log records per sink, by outcome (written, dropped, error).", []string{"sink", "outcome"}, nil)
 )
 
@@ -214,6 +214,7 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	if g := m.d.guard; g != nil {
 		gauge(descUnauth, float64(g.Unauthenticated()))
 		counter(descLoginGuard, g.Refused.Load(), "refused")
+		counter(descLoginGuard, g.Evicted.Load(), "evicted")
 		counter(descLoginGuard, g.Throttled.Load(), "throttled")
 		counter(descLoginGuard, g.Blocked.Load(), "blocked")
 	}

@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -40,25 +41,32 @@ type LoginGuard struct {
 	// is blocked (journal events); may be nil.
 	onEvent func(kind, host, user, msg string)
 
-	mu      sync.Mutex
-	unauth  int
-	perHost map[string]int
-	fails   map[failKey]*failRec
-	hosts   map[string]*failRec
+	mu sync.Mutex
+	// table: the connections that have not logged in (admission.go).
+	table *admitTable
+	fails map[failKey]*failRec
+	hosts map[string]*failRec
 	// lastSweep: a full table is swept at most once a second.
 	lastSweep time.Time
 
 	// Counters for metrics.
-	Refused, Throttled, Blocked atomic.Int64
-	// lastWarn rate-limits the log lines of refusals (an attack must not
-	// flood the log).
-	lastWarn atomic.Int64
+	Refused, Evicted, Throttled, Blocked atomic.Int64
+	// refuseWarn and evictWarn rate-limit the log lines of refusals and
+	// evictions (an attack must not flood the log).
+	refuseWarn, evictWarn rateWarn
 }
 
-// warn logs at most one line per second.
+// warn logs a refusal, at most one line per second.
 func (g *LoginGuard) warn(log *slog.Logger, msg string, args ...any) {
-	now := g.now().UnixNano()
-	if last := g.lastWarn.Load(); now-last < int64(time.Second) || !g.lastWarn.CompareAndSwap(last, now) {
+	g.refuseWarn.warn(g.now, log, msg, args...)
+}
+
+// rateWarn logs at most one line per second.
+type rateWarn struct{ last atomic.Int64 }
+
+func (w *rateWarn) warn(now func() time.Time, log *slog.Logger, msg string, args ...any) {
+	t := now().UnixNano()
+	if last := w.last.Load(); t-last < int64(time.Second) || !w.last.CompareAndSwap(last, t) {
 		return
 	}
 	log.Warn(msg+" (at most one such line per second; see vigil_login_guard_total)", args...)
@@ -74,7 +82,7 @@ type failRec struct {
 
 // NewGuard makes a guard; onEvent may be nil.
 func NewGuard(o GuardOptions, onEvent func(kind, host, user, msg string)) *LoginGuard {
-	g := &LoginGuard{now: time.Now, onEvent: onEvent, perHost: map[string]int{}, fails: map[failKey]*failRec{}, hosts: map[string]*failRec{}}
+	g := &LoginGuard{now: time.Now, onEvent: onEvent, table: newAdmitTable(), fails: map[failKey]*failRec{}, hosts: map[string]*failRec{}}
 	g.SetOptions(o)
 	return g
 }
@@ -93,38 +101,60 @@ func (g *LoginGuard) o() *GuardOptions { return g.opts.Load() }
 func (g *LoginGuard) Unauthenticated() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.unauth
+	return g.table.live
 }
 
-// admit counts a new connection from host until release; it refuses one
-// over max_unauthenticated_connections or max_unauthenticated_per_host.
-func (g *LoginGuard) admit(host string) (release func(), refused *mysqlproto.SQLError) {
+// admit enters a new connection from host, closed by conn, in the
+// admission table until its ticket is released. When the table (or the
+// address's share) is full, the oldest handshaking connection of the
+// address holding the most makes room and is closed (admission.go;
+// logged to log at most once a second); it refuses only when nothing can
+// make room.
+func (g *LoginGuard) admit(log *slog.Logger, host string, conn io.Closer) (*admitTicket, *mysqlproto.SQLError) {
 	o := g.o()
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	switch {
-	case o.MaxUnauthenticated > 0 && g.unauth >= o.MaxUnauthenticated:
+	a, victim, why := g.table.admit(host, conn, o.MaxUnauthenticated, o.MaxPerHost)
+	live, charged := g.table.live, g.table.charged(host)
+	g.mu.Unlock()
+	switch why {
+	case refusedTotal:
 		g.Refused.Add(1)
 		return nil, mysqlproto.NewError(mysqlproto.ERConCount, "08004",
-			"Too many connections: %d connections have not logged in yet (security.max_unauthenticated_connections)", g.unauth)
-	case o.MaxPerHost > 0 && g.perHost[host] >= o.MaxPerHost:
+			"Too many connections: %d connections have not logged in yet (security.max_unauthenticated_connections)", live)
+	case refusedPerHost:
 		g.Refused.Add(1)
 		return nil, mysqlproto.NewError(mysqlproto.ERConCount, "08004",
-			"Too many connections: %d connections from this address have not logged in yet (security.max_unauthenticated_per_host)", g.perHost[host])
+			"Too many connections: %d connections from this address have not logged in yet (security.max_unauthenticated_per_host)", charged)
 	}
-	g.unauth++
-	g.perHost[host]++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			g.mu.Lock()
-			g.unauth--
-			if g.perHost[host]--; g.perHost[host] <= 0 {
-				delete(g.perHost, host)
-			}
-			g.mu.Unlock()
-		})
-	}, nil
+	if victim != nil {
+		g.Evicted.Add(1)
+		_ = victim.conn.Close()
+		g.evictWarn.warn(g.now, log, "closed the oldest connection that had not logged in to admit a new one",
+			"evicted_from", victim.host.name, "admitted_from", host)
+	}
+	return &admitTicket{g: g, a: a}, nil
+}
+
+// admitTicket is a connection's place in the admission table.
+type admitTicket struct {
+	g *LoginGuard
+	a *admission
+}
+
+// release takes the connection out of the table (twice is once).
+func (k *admitTicket) release() {
+	k.g.mu.Lock()
+	k.g.table.release(k.a)
+	k.g.mu.Unlock()
+}
+
+// stage says where the login stands: stageWait during a throttle delay,
+// stageCheck while the servers check a right password. false: the
+// connection was evicted (closed) already.
+func (k *admitTicket) stage(s admitStage) bool {
+	k.g.mu.Lock()
+	defer k.g.mu.Unlock()
+	return k.g.table.setStage(k.a, s)
 }
 
 // blocked reports whether user from host is blocked now.

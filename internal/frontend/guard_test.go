@@ -2,40 +2,62 @@ package frontend
 
 import (
 	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
 func TestGuardAdmission(t *testing.T) {
 	g := NewGuard(GuardOptions{MaxUnauthenticated: 3, MaxPerHost: 2}, nil)
-	r1, e1 := g.admit("10.0.0.1")
-	_, e2 := g.admit("10.0.0.1")
+	log := slog.New(slog.DiscardHandler)
+	c1, c2, c3 := &closer{}, &closer{}, &closer{}
+	k1, e1 := g.admit(log, "10.0.0.1", c1)
+	_, e2 := g.admit(log, "10.0.0.1", c2)
 	if e1 != nil || e2 != nil {
 		t.Fatal(e1, e2)
 	}
-	if _, e := g.admit("10.0.0.1"); e == nil || e.Code != 1040 {
-		t.Fatalf("third from one address: %v", e)
+	// A third from one address makes room among its own: the oldest goes.
+	k3, e3 := g.admit(log, "10.0.0.1", c3)
+	if e3 != nil || !c1.closed.Load() || c2.closed.Load() {
+		t.Fatalf("third from one address: %v, closed %v %v", e3, c1.closed.Load(), c2.closed.Load())
 	}
-	r4, e4 := g.admit("10.0.0.2")
-	if e4 != nil {
-		t.Fatal(e4)
+	k1.release() // the evicted one's session ends: nothing more to release
+	k4, e4 := g.admit(log, "10.0.0.2", &closer{})
+	if e4 != nil || g.Unauthenticated() != 3 {
+		t.Fatal(e4, g.Unauthenticated())
 	}
-	if _, e := g.admit("10.0.0.3"); e == nil {
-		t.Fatal("over the total")
+	// Full: 10.0.0.1 holds the most, its oldest (c2) makes room.
+	if _, e := g.admit(log, "10.0.0.3", &closer{}); e != nil || !c2.closed.Load() {
+		t.Fatal("full table did not evict the biggest address's oldest:", e)
 	}
-	r1()
-	r1() // twice is once
+	// Nothing evictable: every connection is checking with the servers.
+	k3.stage(stageCheck)
+	k4.stage(stageCheck)
+	k6, e := g.admit(log, "10.0.0.4", &closer{}) // evicts 10.0.0.3's
+	if e != nil {
+		t.Fatal(e)
+	}
+	k6.stage(stageCheck)
+	if _, e := g.admit(log, "10.0.0.5", &closer{}); e == nil || e.Code != 1040 {
+		t.Fatalf("nothing evictable: %v", e)
+	}
+	k3.release()
+	k3.release() // twice is once
 	if g.Unauthenticated() != 2 {
 		t.Fatalf("%d unauthenticated", g.Unauthenticated())
 	}
-	if _, e := g.admit("10.0.0.1"); e != nil {
-		t.Fatal("released slot not reused:", e)
-	}
-	r4()
-	if g.Refused.Load() != 2 {
-		t.Fatalf("refused %d", g.Refused.Load())
+	k4.release()
+	k6.release()
+	if g.Refused.Load() != 1 || g.Evicted.Load() != 3 || g.Unauthenticated() != 0 || len(g.table.hosts) != 0 {
+		t.Fatalf("refused %d evicted %d", g.Refused.Load(), g.Evicted.Load())
 	}
 }
+
+type closer struct{ closed atomic.Bool }
+
+func (c *closer) Close() error { c.closed.Store(true); return nil }
 
 func TestGuardThrottle(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -89,5 +111,39 @@ func TestGuardBounded(t *testing.T) {
 	}
 	if len(g.fails) > maxTracked {
 		t.Fatalf("%d records", len(g.fails))
+	}
+}
+
+// Admissions, stage changes and releases from many goroutines (run with
+// -race): every slot comes back, and the bounds hold throughout.
+func TestGuardAdmissionConcurrent(t *testing.T) {
+	g := NewGuard(GuardOptions{MaxUnauthenticated: 40, MaxPerHost: 10}, nil)
+	log := slog.New(slog.DiscardHandler)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				k, e := g.admit(log, fmt.Sprintf("10.0.0.%d", (w+i)%7), &closer{})
+				if n := g.Unauthenticated(); n > 40 {
+					t.Errorf("%d unauthenticated over 40", n)
+				}
+				if e != nil {
+					continue
+				}
+				switch i % 3 {
+				case 1:
+					k.stage(stageWait)
+				case 2:
+					k.stage(stageCheck)
+				}
+				k.release()
+			}
+		}()
+	}
+	wg.Wait()
+	if n := g.Unauthenticated(); n != 0 || len(g.table.hosts) != 0 {
+		t.Fatalf("after every release: %d unauthenticated, %d addresses", n, len(g.table.hosts))
 	}
 }

@@ -234,8 +234,9 @@ func (s *Session) run(ctx context.Context) {
 	g := s.srv.guard.Load()
 	release := func() {}
 	timeout := 10 * time.Second
+	var ticket *admitTicket
 	if g != nil {
-		rel, refused := g.admit(s.remoteIP())
+		tk, refused := g.admit(s.srv.log, s.remoteIP(), s.client.NetConn())
 		if refused != nil {
 			// Refused before the greeting, as a server refuses a
 			// connection over max_connections.
@@ -244,7 +245,7 @@ func (s *Session) run(ctx context.Context) {
 			g.warn(s.srv.log, "connection refused before login", "client", s.remote, "err", refused.Message)
 			return
 		}
-		release, timeout = rel, g.o().HandshakeTimeout
+		ticket, release, timeout = tk, tk.release, g.o().HandshakeTimeout
 	}
 	defer release()
 	hctx, cancel := context.WithTimeout(ctx, timeout)
@@ -253,7 +254,25 @@ func (s *Session) run(ctx context.Context) {
 		ShaCache: &s.srv.sha, Lookup: s.lookupUser, MariaDBCaps: s.opts().MariaDBCaps, Collation: s.opts().Collation,
 	}
 	s.guardAuth(ctx, cfg)
+	if ticket != nil {
+		// A throttle wait stays evictable (its address stays charged); a
+		// right password checked with the servers is not.
+		denied := cfg.Denied
+		cfg.Denied = func(ctx context.Context, user string) {
+			if ticket.stage(stageWait) {
+				denied(ctx, user)
+				return
+			}
+			// Evicted while its password was judged: the failure counts,
+			// but nobody is left to make wait (the client saw its
+			// connection closed, which says nothing of the password).
+			g.failed(user, s.remoteIP())
+		}
+	}
 	cfg.Check = func(ctx context.Context, h *mysqlproto.Hello) error {
+		if ticket != nil && !ticket.stage(stageCheck) {
+			return errEvicted // closed already: no need to ask the servers
+		}
 		s.setup(h)
 		// The servers must accept the account, and the schema must exist
 		// and be allowed, as a server would check.
@@ -326,6 +345,10 @@ func (s *Session) run(ctx context.Context) {
 }
 
 var errQuit = errors.New("client quit")
+
+// errEvicted ends a login whose connection was closed to admit a newer
+// one (admission.go).
+var errEvicted = errors.New("closed before login to admit a newer connection")
 
 // clientHost is the client's host as a server names it in an access
 // denied message: its address, and localhost for a local client (MariaDB
