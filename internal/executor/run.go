@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vigil-db/vigil/internal/flavor"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/vigil-db/vigil/internal/coord"
 	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/vigil-db/vigil/internal/flavor"
 	"io"
 	"log/slog"
 	"maps"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/flavor"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/scenarios/*.txt with what the executor does now")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vigil-db/vigil/internal/flavor"
 	"maps"
 	"net"
 	"regexp"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/topology"
 )

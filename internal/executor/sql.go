@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"fmt"
-	"github.com/vigil-db/vigil/internal/flavor"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 )
 

@@ -3,10 +3,10 @@ package failover
 import (
 	"cmp"
 	"fmt"
-	"github.com/vigil-db/vigil/internal/flavor"
 	"slices"
 	"time"
 
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 

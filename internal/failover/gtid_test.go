@@ -1,12 +1,12 @@
 package failover
 
 import (
-	"github.com/vigil-db/vigil/internal/flavor"
 	"strings"
 	"testing"
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 

@@ -2,9 +2,10 @@ package failover
 
 import (
 	"fmt"
-	"github.com/vigil-db/vigil/internal/flavor"
 	"strings"
 	"time"
+
+	"github.com/vigil-db/vigil/internal/flavor"
 )
 
 // A replication primary that answers checks but is read-only, with no

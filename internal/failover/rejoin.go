@@ -2,8 +2,8 @@ package failover
 
 import (
 	"fmt"
-	"github.com/vigil-db/vigil/internal/flavor"
 
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 

@@ -2,11 +2,11 @@ package failover
 
 import (
 	"fmt"
-	"github.com/vigil-db/vigil/internal/flavor"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 

@@ -15,7 +15,10 @@ import (
 
 // Flavor is a server family and version range that speaks one SQL
 // dialect. The zero value (Unknown) speaks MariaDB's, as Vigil did before
-// it knew a server.
+// it knew a server. Plans carry it and the journal keeps it as a number:
+// the values 1 and 2 are topology.FlavorMariaDB and FlavorMySQL's, so a
+// plan journaled before flavours had versions reads back the same; new
+// flavours get new numbers.
 type Flavor uint8
 
 const (

@@ -3,11 +3,11 @@ package frontend
 import (
 	"context"
 	"errors"
-	"github.com/vigil-db/vigil/internal/flavor"
 	"strings"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/router"
 	"github.com/vigil-db/vigil/internal/topology"

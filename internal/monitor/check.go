@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vigil-db/vigil/internal/flavor"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/topology"
 )

@@ -1,11 +1,11 @@
 package monitor
 
 import (
-	"github.com/vigil-db/vigil/internal/flavor"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 
