@@ -17,6 +17,7 @@ import (
 
 	"github.com/vigil-db/vigil/internal/coord"
 	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 
@@ -544,7 +545,7 @@ func (e *Executor) keepFencedReadOnly(ctx context.Context) {
 		e.mu.Lock()
 		setAt := e.roSetAt[h.Name]
 		e.mu.Unlock()
-		pl := &failover.Plan{Kind: failover.KindRejoin, Cluster: e.o().Cluster, Flavor: h.Last.Flavor}
+		pl := &failover.Plan{Kind: failover.KindRejoin, Cluster: e.o().Cluster, Flavor: flavor.OfObservation(h.Last)}
 		setRO := false
 		for _, st := range failover.GuardFenced(*in, h.Name) {
 			if st.Kind != failover.KillPreFence && !h.Last.Time.After(setAt) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/topology"
 )
@@ -211,31 +212,12 @@ func (e *Executor) freshObs(ctx context.Context, server string, base *topology.O
 	}
 	o := *base
 	o.Time = e.now()
-	mysql := base.Flavor == topology.FlavorMySQL
-	q := "SELECT @@global.gtid_current_pos, @@global.gtid_binlog_pos, @@global.gtid_slave_pos, @@global.gtid_binlog_state, @@global.read_only"
-	if mysql {
-		q = "SELECT @@global.gtid_executed, @@global.read_only"
-	}
-	rows, err := e.exec(ctx, server, 2*time.Second, q)
-	if err != nil || len(rows) != 1 {
+	fl := flavor.OfObservation(base)
+	rows, err := e.exec(ctx, server, 2*time.Second, fl.ReadPositions())
+	if err != nil || len(rows) != 1 || !fl.ParsePositions(rows[0], &o) {
 		return nil, fmt.Errorf("reading the positions of %s: %v", server, err)
 	}
-	r := rows[0]
-	if mysql {
-		o.GTID.Executed = strings.ReplaceAll(r[0], "\n", "")
-		o.ReadOnly = topology.ParseBool(r[1])
-	} else {
-		o.GTID.Current, _ = topology.ParseGTIDPos(r[0])
-		o.GTID.Binlog, _ = topology.ParseGTIDPos(r[1])
-		o.GTID.Slave, _ = topology.ParseGTIDPos(r[2])
-		o.GTID.BinlogState, _ = topology.ParseGTIDList(r[3])
-		o.ReadOnly = topology.ParseBool(r[4])
-	}
-	stmt := "SHOW SLAVE STATUS"
-	if mysql && topology.VersionAtLeast(o.Version, 8, 0, 22) {
-		stmt = "SHOW REPLICA STATUS"
-	}
-	cols, rows, err := e.run(ctx, server, 2*time.Second, stmt)
+	cols, rows, err := e.run(ctx, server, 2*time.Second, fl.ReplicaStatus())
 	if err != nil {
 		return nil, fmt.Errorf("reading the replica status of %s: %w", server, err)
 	}
@@ -335,7 +317,8 @@ func (e *Executor) enforceRoles(ctx context.Context) {
 			restartIO = restartIO || strings.HasSuffix(s.Name, "slave_enabled") || strings.HasSuffix(s.Name, "replica_enabled")
 		}
 		if restartIO && o.Replica != nil && o.Replica.IORunning == topology.IOYes {
-			q = append(q, "STOP SLAVE IO_THREAD", "START SLAVE IO_THREAD")
+			fl := flavor.OfObservation(o)
+			q = append(q, fl.StopIOThread(), fl.StartIOThread())
 		}
 		if _, err := e.exec(ctx, o.Server, 3*time.Second, q...); err != nil {
 			e.event(o.Server, "role_settings_failed", fmt.Sprintf("%s restarted and Vigil could not give it its role's settings (%v): check its my.cnf", o.Server, err))
@@ -516,7 +499,7 @@ func (e *Executor) sampleHeartbeats(ctx context.Context) {
 	}
 	var names []string
 	for name, o := range obs {
-		if name != primary && o != nil && o.OK && o.Replica != nil && !o.Replica.HeartbeatsRead && o.Flavor != topology.FlavorMySQL {
+		if name != primary && o != nil && o.OK && o.Replica != nil && !o.Replica.HeartbeatsRead && flavor.OfObservation(o).ReadReceivedHeartbeats() != "" {
 			names = append(names, name)
 		}
 	}
@@ -524,7 +507,7 @@ func (e *Executor) sampleHeartbeats(ctx context.Context) {
 	for _, name := range names {
 		go func() {
 			r := result{name: name, count: -1}
-			if rows, err := e.exec(ctx, name, 500*time.Millisecond, "SHOW GLOBAL STATUS LIKE 'Slave_received_heartbeats'"); err == nil && len(rows) == 1 && len(rows[0]) == 2 {
+			if rows, err := e.exec(ctx, name, 500*time.Millisecond, flavor.OfObservation(obs[name]).ReadReceivedHeartbeats()); err == nil && len(rows) == 1 && len(rows[0]) == 2 {
 				r.count, _ = strconv.ParseInt(rows[0][1], 10, 64)
 			}
 			rs := obs[name].Replica

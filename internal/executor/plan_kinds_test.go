@@ -11,12 +11,14 @@ import (
 )
 
 // Every plan kind — failover, switchover, Galera writer move, rejoin,
-// restore-writer — in both flavours, run against the simulated cluster:
+// restore-writer — in every flavour, run against the simulated cluster:
 // the statements that ran on each server are, in order, exactly the
 // statements of the displayed plan's steps that succeeded, and the
 // displayed text shows each of them (the replication account masked).
+// Every statement sent, reads included, is its flavour's
+// (checkFlavorSQL): nothing says SLAVE or MASTER to MySQL 8.4.
 func TestEveryPlanKindRunsWhatItShows(t *testing.T) {
-	for _, flavor := range []string{"mariadb", "mysql"} {
+	for _, flavor := range simFlavors {
 		for _, kind := range []failover.PlanKind{failover.KindFailover, failover.KindSwitchover, failover.KindGaleraWriterMove, failover.KindRejoin, failover.KindRestoreWriter} {
 			t.Run(flavor+"/"+kind.String(), func(t *testing.T) {
 				sc := &scenario{t: t, dir: t.TempDir(), ctx: context.Background()}
@@ -79,6 +81,7 @@ func TestEveryPlanKindRunsWhatItShows(t *testing.T) {
 				// A failover's second phase is planned after the cut.
 				shown += "\n" + res.Decision.String()
 				sc.checkRanWhatShown(res, shown)
+				sc.checkFlavorSQL()
 			})
 		}
 	}

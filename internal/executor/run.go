@@ -13,6 +13,7 @@ import (
 
 	"github.com/vigil-db/vigil/internal/coord"
 	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 
@@ -429,7 +430,6 @@ func timeoutOr(d, def time.Duration) time.Duration {
 
 // step runs one plan step.
 func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step, st *runState) error {
-	mysql := pl.Flavor == topology.FlavorMySQL
 	switch s.Kind {
 	case failover.FenceRouter:
 		idx := e.serverIndex(s.Server)
@@ -458,7 +458,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 	case failover.StartSQLThread:
 		return e.runSQL(ctx, pl, s, 5*time.Second)
 	case failover.WaitRelayApplied:
-		return e.waitGTID(ctx, s.Server, s.Position, timeoutOr(s.Timeout, 30*time.Second), mysql)
+		return e.waitGTID(ctx, s.Server, s.Position, timeoutOr(s.Timeout, 30*time.Second), pl.Flavor)
 	case failover.StopReplication, failover.ResetReplica:
 		return e.runSQL(ctx, pl, s, 10*time.Second)
 	case failover.SetWritable:
@@ -495,7 +495,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 	case failover.Repoint:
 		return e.repoint(ctx, s, pl.Flavor)
 	case failover.VerifyReplicating:
-		return e.verifyReplicating(ctx, s.Server, timeoutOr(s.Timeout, 30*time.Second))
+		return e.verifyReplicating(ctx, s.Server, timeoutOr(s.Timeout, 30*time.Second), pl.Flavor)
 	case failover.Hold:
 		e.router.Hold(fmt.Sprintf("%s in progress (%s → %s)", recordKind(pl.Kind), pl.OldPrimary, pl.NewPrimary), timeoutOr(s.Timeout, 10*time.Second))
 		st.held, st.holdStart = true, e.now()
@@ -528,10 +528,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 	case failover.WaitGTID:
 		pos := s.Position
 		if pos == "" {
-			rows, err := e.exec(ctx, s.Source, 3*time.Second, "SELECT @@gtid_binlog_pos")
-			if mysql {
-				rows, err = e.exec(ctx, s.Source, 3*time.Second, "SELECT @@gtid_executed")
-			}
+			rows, err := e.exec(ctx, s.Source, 3*time.Second, pl.Flavor.ReadBinlogPos())
 			if err != nil {
 				return err
 			}
@@ -539,7 +536,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 				pos = rows[0][0]
 			}
 		}
-		return e.waitGTID(ctx, s.Server, pos, timeoutOr(s.Timeout, 30*time.Second), mysql)
+		return e.waitGTID(ctx, s.Server, pos, timeoutOr(s.Timeout, 30*time.Second), pl.Flavor)
 	case failover.VerifyNoErrant:
 		return e.verifyNoErrant(ctx, s.Server, s.Source, pl.Flavor)
 	case failover.Release:
@@ -585,15 +582,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (e *Executor) waitGTID(ctx context.Context, server, pos string, timeout time.Duration, mysql bool) error {
+func (e *Executor) waitGTID(ctx context.Context, server, pos string, timeout time.Duration, f flavor.Flavor) error {
 	if pos == "" {
 		return nil
 	}
-	q := fmt.Sprintf("SELECT MASTER_GTID_WAIT('%s', %.3f)", pos, timeout.Seconds())
-	if mysql {
-		q = fmt.Sprintf("SELECT WAIT_FOR_EXECUTED_GTID_SET('%s', %.3f)", pos, timeout.Seconds())
-	}
-	rows, err := e.exec(ctx, server, timeout+5*time.Second, q)
+	rows, err := e.exec(ctx, server, timeout+5*time.Second, f.WaitGTID(pos, timeout))
 	if err != nil {
 		return err
 	}
@@ -620,13 +613,13 @@ func (e *Executor) waitWriter(ctx context.Context, server string, timeout time.D
 	}
 }
 
-func (e *Executor) repoint(ctx context.Context, s failover.Step, flavor topology.Flavor) error {
+func (e *Executor) repoint(ctx context.Context, s failover.Step, f flavor.Flavor) error {
 	addr := e.addr(s.Source)
 	if addr == "" {
 		return fmt.Errorf("no address for %s", s.Source)
 	}
 	o := e.o()
-	_, err := e.exec(ctx, s.Server, 10*time.Second, failover.RepointSQL(flavor, addr, o.ReplUser, o.ReplPass, s.Mode)...)
+	_, err := e.exec(ctx, s.Server, 10*time.Second, failover.RepointSQL(f, addr, o.ReplUser, o.ReplPass, s.Mode)...)
 	return err
 }
 
@@ -634,12 +627,12 @@ func (e *Executor) repoint(ctx context.Context, s failover.Step, flavor topology
 // reach for this long, rather than waiting for its whole timeout.
 const verifyUnreachable = 2 * time.Second
 
-func (e *Executor) verifyReplicating(ctx context.Context, server string, timeout time.Duration) error {
+func (e *Executor) verifyReplicating(ctx context.Context, server string, timeout time.Duration, f flavor.Flavor) error {
 	deadline := time.Now().Add(timeout)
 	var last string
 	var unreachableSince time.Time
 	for {
-		cols, rows, err := e.run(ctx, server, 2*time.Second, "SHOW SLAVE STATUS")
+		cols, rows, err := e.run(ctx, server, 2*time.Second, f.ReplicaStatus())
 		if err == nil {
 			unreachableSince = time.Time{}
 		}
@@ -672,11 +665,8 @@ func (e *Executor) verifyReplicating(ctx context.Context, server string, timeout
 	}
 }
 
-func (e *Executor) verifyNoErrant(ctx context.Context, server, source string, flavor topology.Flavor) error {
-	q := "SELECT @@gtid_current_pos"
-	if flavor == topology.FlavorMySQL {
-		q = "SELECT @@gtid_executed"
-	}
+func (e *Executor) verifyNoErrant(ctx context.Context, server, source string, f flavor.Flavor) error {
+	q := f.ReadCurrentPos()
 	a, err := e.exec(ctx, server, 3*time.Second, q)
 	if err != nil {
 		return err
@@ -688,7 +678,7 @@ func (e *Executor) verifyNoErrant(ctx context.Context, server, source string, fl
 	if len(a) != 1 || len(b) != 1 {
 		return fmt.Errorf("cannot read the GTID positions of %s and %s", server, source)
 	}
-	x, err := failover.Extra(flavor, strings.ReplaceAll(a[0][0], "\n", ""), strings.ReplaceAll(b[0][0], "\n", ""))
+	x, err := failover.Extra(f.Family(), strings.ReplaceAll(a[0][0], "\n", ""), strings.ReplaceAll(b[0][0], "\n", ""))
 	if err != nil {
 		return fmt.Errorf("cannot compare GTID positions %q and %q: %v", a[0][0], b[0][0], err)
 	}

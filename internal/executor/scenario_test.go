@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/vigil-db/vigil/internal/failover"
-	"github.com/vigil-db/vigil/internal/topology"
+	"github.com/vigil-db/vigil/internal/flavor"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/scenarios/*.txt with what the executor does now")
@@ -30,7 +30,7 @@ var update = flag.Bool("update", false, "rewrite testdata/scenarios/*.txt with w
 // is a sequence of commands, each followed by "----" and what the
 // executor did, up to a blank line:
 //
-//	cluster [name=c] [flavor=mariadb|mysql] [semisync=on] [writer=NAME] ENGINE-OPTIONS
+//	cluster [name=c] [flavor=mariadb|mysql|mysql84|mysql-legacy] [semisync=on] [writer=NAME] ENGINE-OPTIONS
 //	NAME primary|replica|galera [gtid=N|NAME:N,...] [received=...] [source=NAME] [io=no] [sql=no]
 //	     [apply=no] [ro=yes|no] [wsrep=synced|donor|nonprimary] [weight=N] [index=N]
 //	     [down=dead|paused] [sessions=N] [conns=ID,...]
@@ -302,12 +302,17 @@ func (sc *scenario) run(c *scenarioCase) []string {
 }
 
 func (sc *scenario) cluster(kv map[string]string, lines []string) error {
-	w := &simWorld{clock: &simClock{t: simT0}, cluster: "c", typ: failover.TypeReplication, flavor: topology.FlavorMariaDB, term: 1}
+	w := &simWorld{clock: &simClock{t: simT0}, cluster: "c", typ: failover.TypeReplication, flavor: flavor.MariaDB, term: 1}
 	if v := kv["name"]; v != "" {
 		w.cluster = v
 	}
-	if kv["flavor"] == "mysql" {
-		w.flavor = topology.FlavorMySQL
+	switch kv["flavor"] {
+	case "mysql":
+		w.flavor = flavor.MySQL80
+	case "mysql84":
+		w.flavor = flavor.MySQL84
+	case "mysql-legacy":
+		w.flavor = flavor.MySQLLegacy
 	}
 	w.semiSync = kv["semisync"] == "on"
 	sc.w = w
@@ -342,7 +347,7 @@ func (sc *scenario) cluster(kv map[string]string, lines []string) error {
 	}
 	src, rep := w.semiSyncNames()
 	wait := src + "_wait_no_slave"
-	if w.flavor == topology.FlavorMySQL {
+	if strings.HasSuffix(src, "_source") {
 		wait = src + "_wait_no_replica"
 	}
 	for i, l := range ls {

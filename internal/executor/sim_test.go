@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/topology"
 )
@@ -25,6 +26,10 @@ import (
 // it keeps a trace of everything the executor did, in order. Time is a
 // fake clock that only moves when a scenario says so: statements take no
 // time, and a timed-out statement fails at once.
+
+// simVersion is what the simulated servers of a flavour report as
+// @@version.
+var simVersion = map[flavor.Flavor]string{flavor.MariaDB: "10.11.6-MariaDB", flavor.MySQL80: "8.0.36", flavor.MySQL84: "8.4.3", flavor.MySQLLegacy: "8.0.21"}
 
 // simT0 is the scenarios' time zero.
 var simT0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -92,7 +97,7 @@ func simUUID(id uint32) string { return fmt.Sprintf("00000000-0000-0000-0000-%01
 // pos is the server's GTID position: MariaDB gtid_current_pos (one
 // domain), MySQL gtid_executed.
 func (w *simWorld) pos(g gtids) string {
-	if w.flavor == topology.FlavorMySQL {
+	if w.flavor.MySQL() {
 		var parts []string
 		for _, id := range slices.Sorted(maps.Keys(g)) {
 			if g[id] > 0 {
@@ -122,7 +127,7 @@ func (w *simWorld) binlogState(g gtids) string {
 // reached reports whether a server holding g has applied the position
 // text of a wait statement.
 func (w *simWorld) reached(g gtids, text string) bool {
-	if w.flavor == topology.FlavorMySQL {
+	if w.flavor.MySQL() {
 		ok, err := topology.MySQLGTIDSetContains(w.pos(g), text)
 		return err == nil && ok
 	}
@@ -188,7 +193,7 @@ type simWorld struct {
 	clock   *simClock
 	cluster string
 	typ     string
-	flavor  topology.Flavor
+	flavor  flavor.Flavor
 	servers []*simServer
 	// designated is the server the monitor routes writes to (when it
 	// answers and, for replication, is writable).
@@ -201,6 +206,7 @@ type simWorld struct {
 	trace      []traceEntry
 	semiSync   bool
 	unknown    []string    // statements the simulation does not know
+	sent       [][2]string // server and statement of everything sent, reads too
 	ran        [][2]string // server and statement of every change that ran
 }
 
@@ -254,7 +260,7 @@ func (w *simWorld) takeTrace() []string {
 // parallelSQL are the statements of the steps parallelRun runs at once.
 var parallelSQL = func() map[string]bool {
 	m := map[string]bool{}
-	for _, f := range []topology.Flavor{topology.FlavorMariaDB, topology.FlavorMySQL} {
+	for _, f := range flavor.All {
 		for _, k := range []failover.StepKind{failover.SetReadOnly, failover.StopIOThread} {
 			for _, q := range failover.StepSQL(f, failover.Step{Kind: k}) {
 				m[q] = true
@@ -285,6 +291,7 @@ func (w *simWorld) Run(_ context.Context, server, _ string, _ time.Duration, stm
 	var err error
 	parallel := true
 	for _, q := range stmts {
+		w.sent = append(w.sent, [2]string{server, q})
 		if r := w.rule(server, q); r != nil {
 			if r.mode == "block" {
 				w.mu.Unlock()
@@ -377,7 +384,7 @@ func (w *simWorld) exec(s *simServer, q string) ([]string, [][]string, error) {
 	one := func(v ...string) ([]string, [][]string, error) { return nil, [][]string{v}, nil }
 	running := s.io || s.sql
 	switch q {
-	case "SELECT @@log_bin, @@log_slave_updates":
+	case "SELECT @@log_bin, @@log_slave_updates", "SELECT @@log_bin, @@log_replica_updates":
 		return one("1", "1")
 	case "SHOW GLOBAL STATUS LIKE 'Slave_heartbeat_period'":
 		return one("Slave_heartbeat_period", "1.000")
@@ -408,6 +415,9 @@ func (w *simWorld) exec(s *simServer, q string) ([]string, [][]string, error) {
 		return nil, nil, errors.New("the simulated servers keep no binary log files")
 	case "STOP SLAVE IO_THREAD", "STOP REPLICA IO_THREAD":
 		s.io = false
+		return nil, nil, nil
+	case "START SLAVE IO_THREAD", "START REPLICA IO_THREAD":
+		s.io = s.source != ""
 		return nil, nil, nil
 	case "START SLAVE SQL_THREAD", "START REPLICA SQL_THREAD":
 		s.sql = s.source != ""
@@ -525,7 +535,7 @@ func (w *simWorld) replicaStatus(s *simServer) *topology.ReplicaStatus {
 	rs := &topology.ReplicaStatus{SourceHost: host, IORunning: topology.IOYes, SQLRunning: s.sql, SecondsBehind: 0,
 		UsingGTID: "Slave_Pos", SQLRemainingDelay: -1, ReceivedHeartbeats: s.heartbeats}
 	// The monitor reads MariaDB's counter with every check.
-	rs.HeartbeatsRead = w.flavor != topology.FlavorMySQL
+	rs.HeartbeatsRead = !w.flavor.MySQL()
 	rs.SourcePort, _ = strconv.Atoi(port)
 	switch {
 	case !s.io:
@@ -540,7 +550,7 @@ func (w *simWorld) replicaStatus(s *simServer) *topology.ReplicaStatus {
 	case !s.applied.contains(s.received):
 		rs.SecondsBehind = 1
 	}
-	if w.flavor == topology.FlavorMySQL {
+	if w.flavor.MySQL() {
 		rs.UsingGTID, rs.RetrievedGTIDSet, rs.ExecutedGTIDSet = "Auto_Position", w.pos(s.received), w.pos(s.applied)
 	} else {
 		rs.GTIDIOPos = w.pos(s.received)
@@ -573,7 +583,7 @@ func (w *simWorld) write(name string, n uint64) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.server(name)
-	if w.flavor == topology.FlavorMySQL {
+	if w.flavor.MySQL() {
 		s.applied[s.id] += n
 	} else {
 		_, last := s.applied.last()
@@ -592,12 +602,10 @@ func (w *simWorld) write(name string, n uint64) string {
 }
 
 // semiSyncNames prefix the semi-sync variables: MariaDB's, and MySQL's
-// new plugins'.
+// new plugins' where the flavour has them.
 func (w *simWorld) semiSyncNames() (source, replica string) {
-	if w.flavor == topology.FlavorMySQL {
-		return "rpl_semi_sync_source", "rpl_semi_sync_replica"
-	}
-	return "rpl_semi_sync_master", "rpl_semi_sync_slave"
+	p := w.flavor.SemiSyncPlugins()
+	return p[len(p)-1][0], p[len(p)-1][1]
 }
 
 // observe is one monitor check of a server.
@@ -619,9 +627,8 @@ func (w *simWorld) observe(s *simServer) {
 		return
 	}
 	s.failingSince = time.Time{}
-	o.OK, o.Flavor, o.Version, o.ServerID = true, w.flavor, "10.11.6-MariaDB", s.id
-	if w.flavor == topology.FlavorMySQL {
-		o.Version = "8.0.36"
+	o.OK, o.Flavor, o.Version, o.ServerID = true, w.flavor.Family(), simVersion[w.flavor], s.id
+	if w.flavor.MySQL() {
 		o.GTID.Executed = w.pos(s.applied)
 		o.SuperReadOnly = s.on("super_read_only")
 	} else {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 )
 
@@ -119,19 +120,22 @@ const factsTimeout = time.Second
 
 func (e *Executor) readFacts(ctx context.Context, name string) (failover.ServerFacts, error) {
 	f := failover.ServerFacts{SecondsSinceSourceEvent: -1}
-	rows, err := e.exec(ctx, name, factsTimeout, "SELECT @@log_bin, @@log_slave_updates")
+	fl := e.flavorOf(name)
+	rows, err := e.exec(ctx, name, factsTimeout, fl.ReadLogBin())
 	if err != nil || len(rows) != 1 || len(rows[0]) != 2 {
 		return f, fmt.Errorf("facts of %s: %v", name, err)
 	}
 	f.LogBin = rows[0][0] == "1"
 	f.LogSlaveUpdates = rows[0][1] == "1"
-	if r, err := e.exec(ctx, name, factsTimeout, "SHOW GLOBAL STATUS LIKE 'Slave_heartbeat_period'"); err == nil && len(r) == 1 && len(r[0]) == 2 {
-		f.HeartbeatPeriod, _ = strconv.ParseFloat(r[0][1], 64)
+	if q := fl.ReadHeartbeatPeriod(); q != "" {
+		if r, err := e.exec(ctx, name, factsTimeout, q); err == nil && len(r) == 1 && len(r[0]) == 2 {
+			f.HeartbeatPeriod, _ = strconv.ParseFloat(r[0][1], 64)
+		}
 	}
-	if r, err := e.exec(ctx, name, factsTimeout, "SHOW GLOBAL VARIABLES LIKE 'rpl\\_semi\\_sync\\_%'"); err == nil {
+	if r, err := e.exec(ctx, name, factsTimeout, fl.ReadSemiSyncSettings()); err == nil {
 		f.SemiSync = parseSemiSyncSettings(r)
 	}
-	cols, rows, err := e.run(ctx, name, factsTimeout, "SHOW SLAVE STATUS")
+	cols, rows, err := e.run(ctx, name, factsTimeout, fl.ReplicaStatus())
 	if err == nil && len(rows) == 1 {
 		var parts []string
 		for i, col := range cols {
@@ -157,24 +161,25 @@ func parseSemiSyncSettings(rows [][]string) failover.SemiSyncSettings {
 		}
 		name, val := strings.ToLower(r[0]), r[1]
 		on := strings.EqualFold(val, "ON") || val == "1"
-		for _, side := range []struct{ src, rep string }{{"rpl_semi_sync_master", "rpl_semi_sync_slave"}, {"rpl_semi_sync_source", "rpl_semi_sync_replica"}} {
+		for _, side := range flavor.MySQL80.SemiSyncPlugins() { // both plugins' names
+			src, rep := side[0], side[1]
 			switch name {
-			case side.src + "_enabled":
+			case src + "_enabled":
 				ss.Known, ss.SourceEnabled = true, on
-				ss.SourceName, ss.ReplicaName = side.src, side.rep
-			case side.rep + "_enabled":
+				ss.SourceName, ss.ReplicaName = src, rep
+			case rep + "_enabled":
 				ss.Known, ss.ReplicaEnabled = true, on
-			case side.src + "_wait_no_slave", side.src + "_wait_no_replica":
+			case src + "_wait_no_slave", src + "_wait_no_replica":
 				ss.WaitNoReplica = on
-			case side.src + "_timeout":
+			case src + "_timeout":
 				if ms, err := strconv.ParseInt(val, 10, 64); err == nil {
 					ss.Timeout = time.Duration(ms) * time.Millisecond
 				}
 			}
 		}
 	}
-	if ss.SourceName == "rpl_semi_sync_master" {
-		ss.SourceName, ss.ReplicaName = "", "" // the default names
+	if src, _ := flavor.MariaDB.SemiSyncNames(); ss.SourceName == src {
+		ss.SourceName, ss.ReplicaName = "", "" // the default names (the flavour's)
 	}
 	return ss
 }
@@ -190,8 +195,7 @@ func (e *Executor) refreshRunning(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rows, err := e.exec(ctx, s.Name, factsTimeout,
-				"SELECT IFNULL(MAX(TIME),0) FROM information_schema.PROCESSLIST WHERE COMMAND NOT IN ('Sleep','Binlog Dump','Daemon','Slave_IO','Slave_SQL','Slave_worker') AND USER NOT IN ('system user','event_scheduler') AND ID <> CONNECTION_ID()")
+			rows, err := e.exec(ctx, s.Name, factsTimeout, e.flavorOf(s.Name).ReadLongestQuery())
 			if err != nil || len(rows) != 1 {
 				return
 			}
@@ -204,4 +208,25 @@ func (e *Executor) refreshRunning(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// flavorOf is the SQL flavour of a server, from the monitor's latest
+// check of it that read its version, else from another server of the
+// cluster's (a cluster is of one flavour); Unknown (MariaDB's SQL) before
+// any check answered.
+func (e *Executor) flavorOf(name string) flavor.Flavor {
+	other := flavor.Unknown
+	for _, h := range e.mon.Observations() {
+		o := h.Last
+		if o == nil || o.Version == "" {
+			continue
+		}
+		if h.Name == name {
+			return flavor.OfObservation(o)
+		}
+		if other == flavor.Unknown {
+			other = flavor.OfObservation(o)
+		}
+	}
+	return other
 }

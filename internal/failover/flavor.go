@@ -3,38 +3,21 @@ package failover
 import (
 	"strings"
 
-	"github.com/vigil-db/vigil/internal/topology"
+	"github.com/vigil-db/vigil/internal/flavor"
 )
 
-// The statements of the steps that run fixed SQL, per server flavour: one
-// table for the plan's text and for the executor, so that what a dry run
-// shows is what runs. (Repoint: RepointSQL; waits and reads of positions
-// are built at run time from what they read.)
+// The statements of the steps that run fixed SQL, in the server's flavour
+// (internal/flavor spells them): one table for the plan's text and for
+// the executor, so that what a dry run shows is what runs. (Repoint:
+// RepointSQL; waits and reads of positions are built at run time from
+// what they read.)
 
-// ReadOnlySQL makes a server read-only (on) or writable, in its flavour:
-// MySQL's super_read_only goes on after read_only and off before it.
-func ReadOnlySQL(f topology.Flavor, on bool) []string {
-	switch {
-	case f == topology.FlavorMySQL && on:
-		return []string{"SET GLOBAL read_only = 1", "SET GLOBAL super_read_only = 1"}
-	case f == topology.FlavorMySQL:
-		return []string{"SET GLOBAL super_read_only = 0", "SET GLOBAL read_only = 0"}
-	case on:
-		return []string{"SET GLOBAL read_only = 1"}
-	}
-	return []string{"SET GLOBAL read_only = 0"}
-}
+// ReadOnlySQL makes a server read-only (on) or writable, in its flavour.
+func ReadOnlySQL(f flavor.Flavor, on bool) []string { return f.ReadOnly(on) }
 
 // StepSQL is the statements step s runs on its server, nil for a step
 // that runs none of fixed text.
-func StepSQL(f topology.Flavor, s Step) []string {
-	my := f == topology.FlavorMySQL
-	pick := func(maria, mysql string) []string {
-		if my {
-			return []string{mysql}
-		}
-		return []string{maria}
-	}
+func StepSQL(f flavor.Flavor, s Step) []string {
 	switch s.Kind {
 	case SetReadOnly:
 		return ReadOnlySQL(f, true)
@@ -47,19 +30,19 @@ func StepSQL(f topology.Flavor, s Step) []string {
 		}
 		return out
 	case StartSQLThread:
-		return pick("START SLAVE SQL_THREAD", "START REPLICA SQL_THREAD")
+		return []string{f.StartSQLThread()}
 	case StopIOThread:
 		out := make([]string, 0, len(s.Settings)+1)
 		for _, st := range s.Settings {
 			out = append(out, st.SQL())
 		}
-		return append(out, pick("STOP SLAVE IO_THREAD", "STOP REPLICA IO_THREAD")...)
+		return append(out, f.StopIOThread())
 	case StopReplication:
-		return pick("STOP SLAVE", "STOP REPLICA")
+		return []string{f.StopReplica()}
 	case ResetReplica:
-		return pick("RESET SLAVE ALL", "RESET REPLICA ALL")
+		return []string{f.ResetReplicaAll()}
 	case StartReplication:
-		return pick("START SLAVE", "START REPLICA")
+		return []string{f.StartReplica()}
 	}
 	return nil
 }

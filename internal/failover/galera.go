@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 
@@ -185,7 +186,7 @@ func indexKey(i int) int {
 
 func (v *view) galeraPlan(t int, auto bool) *Plan {
 	name := v.name(t)
-	pl := &Plan{Kind: KindGaleraWriterMove, Cluster: v.snap.Cluster, Flavor: v.obs(t).Flavor, Auto: auto,
+	pl := &Plan{Kind: KindGaleraWriterMove, Cluster: v.snap.Cluster, Flavor: flavor.OfObservation(v.obs(t)), Auto: auto,
 		OldPrimary: v.nameOr(v.primary), NewPrimary: name, Term: v.snap.Term + 1}
 	pl.Steps = []Step{{Kind: SetRouterWriter, Server: name,
 		Detail: fmt.Sprintf("route writes to %s under term %d; no SQL: every Synced node holds the same data, and the old writer keeps the routing state the monitor gives it", name, pl.Term)}}

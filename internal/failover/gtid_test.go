@@ -6,6 +6,7 @@ import (
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 
@@ -146,15 +147,15 @@ func TestExtraBothFlavours(t *testing.T) {
 // The statements a repoint runs are the ones the plan shows, with the
 // account masked; quotes in a password cannot end the literal.
 func TestRepointSQL(t *testing.T) {
-	run := RepointSQL(topology.FlavorMariaDB, "127.0.0.1:3307", "repl", `p'w\`, ModeCurrentPos)
-	shown := RepointSQL(topology.FlavorMariaDB, "127.0.0.1:3307", "", "", ModeCurrentPos)
+	run := RepointSQL(flavor.MariaDB, "127.0.0.1:3307", "repl", `p'w\`, ModeCurrentPos)
+	shown := RepointSQL(flavor.MariaDB, "127.0.0.1:3307", "", "", ModeCurrentPos)
 	if run[1] != `CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=3307, MASTER_USER='repl', MASTER_PASSWORD='p\'w\\', MASTER_USE_GTID=current_pos, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1` {
 		t.Errorf("run: %s", run[1])
 	}
 	if !strings.Contains(shown[1], "MASTER_USER='…', MASTER_PASSWORD='…'") || strings.Replace(shown[1], "MASTER_USER='…', MASTER_PASSWORD='…'", "", 1) != strings.Replace(run[1], `MASTER_USER='repl', MASTER_PASSWORD='p\'w\\'`, "", 1) {
 		t.Errorf("shown %s\nrun   %s", shown[1], run[1])
 	}
-	my := RepointSQL(topology.FlavorMySQL, "db:3306", "repl", "pw", ModeSlavePos)
+	my := RepointSQL(flavor.MySQL80, "db:3306", "repl", "pw", ModeSlavePos)
 	if my[1] != "CHANGE REPLICATION SOURCE TO SOURCE_HOST='db', SOURCE_PORT=3306, SOURCE_USER='repl', SOURCE_PASSWORD='pw', SOURCE_AUTO_POSITION=1" || my[0] != "STOP REPLICA" {
 		t.Errorf("mysql: %q", my)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 
@@ -44,7 +45,7 @@ type Plan struct {
 	Kind    PlanKind
 	Cluster string
 	// Flavor decides the SQL the executor uses.
-	Flavor topology.Flavor
+	Flavor flavor.Flavor
 	// Auto: the engine started it, not an operator.
 	Auto       bool
 	OldPrimary string
@@ -223,13 +224,13 @@ type Step struct {
 func (v *view) failoverPlan(c int, auto bool) *Plan {
 	old, newName := v.name(v.primary), v.name(c)
 	co := v.obs(c)
-	pl := &Plan{Kind: KindFailover, Cluster: v.snap.Cluster, Flavor: co.Flavor, Auto: auto,
+	pl := &Plan{Kind: KindFailover, Cluster: v.snap.Cluster, Flavor: flavor.OfObservation(co), Auto: auto,
 		OldPrimary: old, NewPrimary: newName, Term: v.snap.Term + 1}
 	add := func(s Step) { pl.Steps = append(pl.Steps, s) }
 
 	add(Step{Kind: FenceRouter, Server: old,
 		Detail: fmt.Sprintf("stop routing to %s and close its sessions; writes wait for the new primary (term %d)", old, pl.Term)})
-	ro := sqlText(ReadOnlySQL(co.Flavor, true))
+	ro := sqlText(ReadOnlySQL(flavor.OfObservation(co), true))
 	if v.ok(v.primary) {
 		add(Step{Kind: SetReadOnly, Server: old, OnFail: Continue, Detail: ro + " (best effort)"})
 	} else {
@@ -243,7 +244,7 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 		// Before the cut: in GTID mode MariaDB forgets an unapplied relay
 		// log once both threads of a replica are stopped (a later START
 		// SLAVE SQL_THREAD finds "all relay log read").
-		add(Step{Kind: StartSQLThread, Server: newName, Detail: startSQLDetail(co.Flavor) + "; started before its IO thread is stopped, which would make MariaDB discard the relay log"})
+		add(Step{Kind: StartSQLThread, Server: newName, Detail: startSQLDetail(flavor.OfObservation(co)) + "; started before its IO thread is stopped, which would make MariaDB discard the relay log"})
 	}
 	// Cut replication from the old primary before anything else: a primary
 	// that resumes (SIGSTOP, a healed partition) runs what is queued in its
@@ -262,8 +263,8 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 			// repoint discards the relay log anyway.
 			continue
 		}
-		stop := Step{Kind: StopIOThread, Server: v.name(i), OnFail: Continue, Settings: stopIOSettings(co.Flavor, v.obs(i))}
-		stop.Detail = fmt.Sprintf("%s: nothing %s does from now on reaches %s (at the same time as the step before)", sqlText(StepSQL(co.Flavor, stop)), old, v.name(i))
+		stop := Step{Kind: StopIOThread, Server: v.name(i), OnFail: Continue, Settings: stopIOSettings(flavor.OfObservation(co), v.obs(i))}
+		stop.Detail = fmt.Sprintf("%s: nothing %s does from now on reaches %s (at the same time as the step before)", sqlText(StepSQL(flavor.OfObservation(co), stop)), old, v.name(i))
 		if len(stop.Settings) > 0 {
 			stop.Detail += "; a semi-sync replica's IO thread ends only after it tried to kill its dump thread on the source, which a paused or cut-off source never answers: the wait is bounded to 1 s (the least the server allows)"
 		}
@@ -276,7 +277,7 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 	pl.CutEnd = len(pl.Steps)
 	if sqlStopped && len(v.in.Cut) > 0 {
 		// Chosen after the cut: it was not cut (see above).
-		add(Step{Kind: StartSQLThread, Server: newName, Detail: startSQLDetail(co.Flavor)})
+		add(Step{Kind: StartSQLThread, Server: newName, Detail: startSQLDetail(flavor.OfObservation(co))})
 	}
 
 	pc := v.received(c)
@@ -308,14 +309,14 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 	if relayPending(co) {
 		add(Step{Kind: WaitRelayApplied, Server: newName, Position: pc.String(), Timeout: v.opts.ApplyTimeout,
 			Detail: fmt.Sprintf("wait until %s has applied its relay log up to %s (%s, at most apply_timeout %s); on timeout abort: never promote over an unapplied relay log",
-				newName, orNone(pc.String()), waitFunc(co.Flavor), v.opts.ApplyTimeout)})
+				newName, orNone(pc.String()), waitFunc(flavor.OfObservation(co)), v.opts.ApplyTimeout)})
 	}
-	add(Step{Kind: StopReplication, Server: newName, Detail: sqlText(StepSQL(co.Flavor, Step{Kind: StopReplication}))})
-	add(Step{Kind: ResetReplica, Server: newName, Detail: sqlText(StepSQL(co.Flavor, Step{Kind: ResetReplica})) + ": forget " + old + " as its source"})
+	add(Step{Kind: StopReplication, Server: newName, Detail: sqlText(StepSQL(flavor.OfObservation(co), Step{Kind: StopReplication}))})
+	add(Step{Kind: ResetReplica, Server: newName, Detail: sqlText(StepSQL(flavor.OfObservation(co), Step{Kind: ResetReplica})) + ": forget " + old + " as its source"})
 	if st, ok := v.semiSyncPrimaryStep(c); ok {
 		add(st)
 	}
-	add(Step{Kind: SetWritable, Server: newName, Detail: sqlText(ReadOnlySQL(co.Flavor, false))})
+	add(Step{Kind: SetWritable, Server: newName, Detail: sqlText(ReadOnlySQL(flavor.OfObservation(co), false))})
 	add(Step{Kind: SetRouterWriter, Server: newName, Detail: fmt.Sprintf("route writes to %s under term %d", newName, pl.Term)})
 
 	for _, i := range repoint {
@@ -339,7 +340,7 @@ func (v *view) repointSteps(i, src int, formerPrimary bool) []Step {
 	if formerPrimary {
 		mode = ModeCurrentPos
 	}
-	detail := changeMasterSQL(o.Flavor, v.snap.Servers[src].Addr, mode)
+	detail := changeMasterSQL(flavor.OfObservation(o), v.snap.Servers[src].Addr, mode)
 	if relayPending(o) {
 		detail += fmt.Sprintf("; its unapplied relay log (up to %s) is discarded: %s holds all of it and sends it again", orNone(v.received(i).String()), srcName)
 	}
@@ -379,14 +380,9 @@ func quarantineMessage(server, primary, extra string, f topology.Flavor) string 
 		server, primary, extra, server, repair, server)
 }
 
-func waitFunc(f topology.Flavor) string {
-	if f == topology.FlavorMySQL {
-		return "WAIT_FOR_EXECUTED_GTID_SET"
-	}
-	return "MASTER_GTID_WAIT"
-}
+func waitFunc(f flavor.Flavor) string { return f.WaitFunc() }
 
-func startSQLDetail(f topology.Flavor) string {
+func startSQLDetail(f flavor.Flavor) string {
 	return sqlText(StepSQL(f, Step{Kind: StartSQLThread})) + ": its SQL thread is stopped (without an error) and must apply the relay log"
 }
 
@@ -406,7 +402,7 @@ const maskedPassword = "'…'"
 // server at addr, in its flavour: the executor runs them, and plans show
 // them with the user and password masked (user and pass empty). mode is
 // ModeSlavePos or ModeCurrentPos (MariaDB; MySQL always auto-positions).
-func RepointSQL(f topology.Flavor, addr, user, pass, mode string) []string {
+func RepointSQL(f flavor.Flavor, addr, user, pass, mode string) []string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		host, port = addr, "3306"
@@ -417,22 +413,15 @@ func RepointSQL(f topology.Flavor, addr, user, pass, mode string) []string {
 		}
 		return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", `\'`) + "'"
 	}
-	if f == topology.FlavorMySQL {
-		return []string{"STOP REPLICA",
-			fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST='%s', SOURCE_PORT=%s, SOURCE_USER=%s, SOURCE_PASSWORD=%s, SOURCE_AUTO_POSITION=1", host, port, quote(user), quote(pass)),
-			"START REPLICA"}
-	}
 	if mode == "" {
 		mode = ModeSlavePos
 	}
-	return []string{"STOP SLAVE",
-		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s, MASTER_USE_GTID=%s, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1", host, port, quote(user), quote(pass), mode),
-		"START SLAVE"}
+	return []string{f.StopReplica(), f.ChangeSource(host, port, quote(user), quote(pass), mode), f.StartReplica()}
 }
 
-func changeMasterSQL(f topology.Flavor, addr, mode string) string {
+func changeMasterSQL(f flavor.Flavor, addr, mode string) string {
 	q := strings.Join(RepointSQL(f, addr, "", "", mode), "; ")
-	if mode == ModeCurrentPos && f != topology.FlavorMySQL {
+	if mode == ModeCurrentPos && !f.MySQL() {
 		q += " (current_pos: its own transactions are in gtid_binlog_pos, not gtid_slave_pos)"
 	}
 	return q

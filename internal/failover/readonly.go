@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/vigil-db/vigil/internal/flavor"
 )
 
 // A replication primary that answers checks but is read-only, with no
@@ -177,9 +179,9 @@ func (v *view) restoreBlockers(p int) []string {
 // its notes name the servers that answer but do not replicate from it.
 func (v *view) restoreWriterPlan(p int, auto bool) *Plan {
 	name, o := v.name(p), v.obs(p)
-	pl := &Plan{Kind: KindRestoreWriter, Cluster: v.snap.Cluster, Flavor: o.Flavor, Auto: auto, NewPrimary: name, Term: v.snap.Term + 1}
+	pl := &Plan{Kind: KindRestoreWriter, Cluster: v.snap.Cluster, Flavor: flavor.OfObservation(o), Auto: auto, NewPrimary: name, Term: v.snap.Term + 1}
 	pl.Steps = []Step{
-		{Kind: SetWritable, Server: name, Detail: sqlText(ReadOnlySQL(o.Flavor, false)) + ": " + name + " stays the primary and takes writes again"},
+		{Kind: SetWritable, Server: name, Detail: sqlText(ReadOnlySQL(flavor.OfObservation(o), false)) + ": " + name + " stays the primary and takes writes again"},
 		{Kind: SetRouterWriter, Server: name, Detail: fmt.Sprintf("route writes to %s under term %d", name, pl.Term)},
 	}
 	for i := range v.snap.Servers {

@@ -3,6 +3,7 @@ package failover
 import (
 	"fmt"
 
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 
@@ -45,7 +46,7 @@ func (v *view) rejoin(node string) Decision {
 		d.Situation, d.Reason = InvalidTarget, fmt.Sprintf("rejoin %s: it is %s and the primary %s is %s", node, no.Flavor, v.name(p), po.Flavor)
 		return d
 	}
-	pl := &Plan{Kind: KindRejoin, Cluster: v.snap.Cluster, Flavor: po.Flavor, OldPrimary: node, NewPrimary: v.name(p), Term: v.snap.Term}
+	pl := &Plan{Kind: KindRejoin, Cluster: v.snap.Cluster, Flavor: flavor.OfObservation(po), OldPrimary: node, NewPrimary: v.name(p), Term: v.snap.Term}
 	unfence := Step{Kind: Unfence, Server: node,
 		Detail: fmt.Sprintf("let the monitor route %s again as a replica (readable once it has caught up)", node)}
 	if v.replicatesFrom(n, p) && no.Replica.Running() && no.Replica.LastIOErrno == 0 && no.Replica.LastSQLErrno == 0 {
@@ -94,7 +95,7 @@ func (v *view) rejoin(node string) Decision {
 		pl.Steps = append(pl.Steps, rs[0])
 		rs = rs[1:]
 	}
-	pl.Steps = append(pl.Steps, Step{Kind: SetReadOnly, Server: node, Detail: sqlText(ReadOnlySQL(no.Flavor, true)) + ": a replica takes no direct writes"})
+	pl.Steps = append(pl.Steps, Step{Kind: SetReadOnly, Server: node, Detail: sqlText(ReadOnlySQL(flavor.OfObservation(no), true)) + ": a replica takes no direct writes"})
 	pl.Steps = append(pl.Steps, rs...)
 	for i := range pl.Steps {
 		pl.Steps[i].OnFail = Abort

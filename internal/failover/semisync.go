@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 
@@ -93,11 +94,11 @@ type Setting struct {
 // a paused or cut-off source, 1 s with 1; 0 is no bound at all). The
 // variable is read when the thread ends, and is harmless between
 // failovers (a live source answers the kill at once).
-func stopIOSettings(f topology.Flavor, o *topology.Observation) []Setting {
-	if f == topology.FlavorMySQL || o == nil || !o.SemiSync.ReplicaOn {
+func stopIOSettings(f flavor.Flavor, o *topology.Observation) []Setting {
+	if f.KillConnTimeoutVar() == "" || o == nil || !o.SemiSync.ReplicaOn {
 		return nil
 	}
-	return []Setting{{Name: "rpl_semi_sync_slave_kill_conn_timeout", Value: "1"}}
+	return []Setting{{Name: f.KillConnTimeoutVar(), Value: "1"}}
 }
 
 // SQL is the statement that applies it.
@@ -128,7 +129,7 @@ func (v *view) semiSyncInUse() bool {
 }
 
 func (v *view) semiSyncNames(i int) (source, replica string) {
-	source, replica = "rpl_semi_sync_master", "rpl_semi_sync_slave"
+	source, replica = flavor.OfObservation(v.obs(i)).SemiSyncNames()
 	if f, ok := v.facts(i); ok && f.SemiSync.SourceName != "" {
 		source, replica = f.SemiSync.SourceName, f.SemiSync.ReplicaName
 	}
@@ -165,7 +166,7 @@ func (v *view) semiSyncPrimaryStep(i int) (Step, bool) {
 		ss[1].Name = src + "_wait_no_replica" // MySQL's new plugin
 	}
 	return Step{Kind: SetSemiSync, Server: v.name(i), Settings: ss,
-		Detail: fmt.Sprintf("%s: semi-sync follows the primary role (timeout from %s; wait_no_slave=%s: it never acknowledges at once what no replica has)", settingsSQL(ss), from, wait)}, true
+		Detail: fmt.Sprintf("%s: semi-sync follows the primary role (timeout from %s; %s=%s: it never acknowledges at once what no replica has)", settingsSQL(ss), from, strings.TrimPrefix(ss[1].Name, src+"_"), wait)}, true
 }
 
 // semiSyncReplicaStep gives server i the replica's semi-sync settings.
@@ -299,5 +300,5 @@ func GuardFenced(in Input, server string) []Step {
 			Detail: settingsSQL(ss) + ": its commits may wait for acknowledgements no replica sends; what they commit was committed already (salvage reports it)"})
 	}
 	return append(steps, Step{Kind: SetReadOnly, Server: server, OnFail: Continue,
-		Detail: sqlText(ReadOnlySQL(o.Flavor, true)) + ": a fenced server takes no writes from anyone"})
+		Detail: sqlText(ReadOnlySQL(flavor.OfObservation(o), true)) + ": a fenced server takes no writes from anyone"})
 }

@@ -3,6 +3,7 @@ package failover
 import (
 	"fmt"
 
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 
@@ -83,7 +84,7 @@ func (v *view) errant(i, p int) string {
 func (v *view) switchoverPlan(c int) *Plan {
 	old, newName := v.name(v.primary), v.name(c)
 	oo, co := v.obs(v.primary), v.obs(c)
-	pl := &Plan{Kind: KindSwitchover, Cluster: v.snap.Cluster, Flavor: co.Flavor,
+	pl := &Plan{Kind: KindSwitchover, Cluster: v.snap.Cluster, Flavor: flavor.OfObservation(co),
 		OldPrimary: old, NewPrimary: newName, Term: v.snap.Term + 1}
 	add := func(s Step) { pl.Steps = append(pl.Steps, s) }
 
@@ -93,22 +94,19 @@ func (v *view) switchoverPlan(c int) *Plan {
 		Detail: fmt.Sprintf("wait for open transactions on %s to commit or roll back (at most drain_timeout %s)", old, v.opts.DrainTimeout)})
 	add(Step{Kind: KillTransactions, Server: old,
 		Detail: fmt.Sprintf("kill the client connections of %s still inside a transaction after the drain (they roll back)", old)})
-	add(Step{Kind: SetReadOnly, Server: old, Detail: sqlText(ReadOnlySQL(oo.Flavor, true)) + ": no more writes on " + old})
-	final := "@@gtid_binlog_pos"
-	if oo.Flavor == topology.FlavorMySQL {
-		final = "@@gtid_executed"
-	}
+	add(Step{Kind: SetReadOnly, Server: old, Detail: sqlText(ReadOnlySQL(flavor.OfObservation(oo), true)) + ": no more writes on " + old})
+	final := flavor.OfObservation(oo).BinlogPosVar()
 	add(Step{Kind: WaitGTID, Server: newName, Source: old, Timeout: v.opts.ApplyTimeout,
-		Detail: fmt.Sprintf("read %s's final %s and wait until %s has applied it (%s, at most apply_timeout %s)", old, final, newName, waitFunc(co.Flavor), v.opts.ApplyTimeout)})
+		Detail: fmt.Sprintf("read %s's final %s and wait until %s has applied it (%s, at most apply_timeout %s)", old, final, newName, waitFunc(flavor.OfObservation(co)), v.opts.ApplyTimeout)})
 	add(Step{Kind: VerifyNoErrant, Server: newName, Source: old,
 		Detail: fmt.Sprintf("%s holds no transaction %s lacks (now that %s is read-only the positions are final)", newName, old, old)})
-	add(Step{Kind: StopReplication, Server: newName, Detail: sqlText(StepSQL(co.Flavor, Step{Kind: StopReplication}))})
+	add(Step{Kind: StopReplication, Server: newName, Detail: sqlText(StepSQL(flavor.OfObservation(co), Step{Kind: StopReplication}))})
 	pl.NoReturn = len(pl.Steps)
-	add(Step{Kind: ResetReplica, Server: newName, Detail: sqlText(StepSQL(co.Flavor, Step{Kind: ResetReplica})) + ": forget " + old + " as its source"})
+	add(Step{Kind: ResetReplica, Server: newName, Detail: sqlText(StepSQL(flavor.OfObservation(co), Step{Kind: ResetReplica})) + ": forget " + old + " as its source"})
 	if st, ok := v.semiSyncPrimaryStep(c); ok {
 		add(st)
 	}
-	add(Step{Kind: SetWritable, Server: newName, Detail: sqlText(ReadOnlySQL(co.Flavor, false))})
+	add(Step{Kind: SetWritable, Server: newName, Detail: sqlText(ReadOnlySQL(flavor.OfObservation(co), false))})
 	add(Step{Kind: SetRouterWriter, Server: newName, Detail: fmt.Sprintf("route writes to %s under term %d", newName, pl.Term)})
 	add(Step{Kind: Release, Detail: "release the held statements to " + newName})
 
@@ -132,9 +130,9 @@ func (v *view) switchoverPlan(c int) *Plan {
 	}
 
 	pl.Rollback = []Step{
-		{Kind: SetWritable, Server: old, OnFail: Continue, Detail: sqlText(ReadOnlySQL(oo.Flavor, false)) + ": " + old + " stays the primary"},
+		{Kind: SetWritable, Server: old, OnFail: Continue, Detail: sqlText(ReadOnlySQL(flavor.OfObservation(oo), false)) + ": " + old + " stays the primary"},
 		{Kind: SetRouterWriter, Server: old, OnFail: Continue, Detail: "route writes to " + old + " again, before the held statements are released (skipped when it could not be made writable)"},
-		{Kind: StartReplication, Server: newName, OnFail: Continue, Detail: sqlText(StepSQL(co.Flavor, Step{Kind: StartReplication})) + ": " + newName + " still points at " + old},
+		{Kind: StartReplication, Server: newName, OnFail: Continue, Detail: sqlText(StepSQL(flavor.OfObservation(co), Step{Kind: StartReplication})) + ": " + newName + " still points at " + old},
 		{Kind: Release, OnFail: Continue, Detail: "release the held statements to " + old},
 	}
 	return pl

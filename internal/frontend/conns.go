@@ -3,11 +3,11 @@ package frontend
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/router"
 	"github.com/vigil-db/vigil/internal/topology"
@@ -307,11 +307,11 @@ func (s *Session) resetTxn() {
 // are domain-server-seq (MASTER_GTID_WAIT), MySQL's uuid:n
 // (WAIT_FOR_EXECUTED_GTID_SET).
 func gtidWaitSQL(gtid string, timeout time.Duration) string {
-	secs := strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64)
+	f := flavor.MariaDB
 	if strings.Contains(gtid, ":") {
-		return "SELECT WAIT_FOR_EXECUTED_GTID_SET('" + gtid + "', " + secs + ")"
+		f = flavor.MySQL80
 	}
-	return "SELECT MASTER_GTID_WAIT('" + gtid + "', " + secs + ")"
+	return f.WaitGTID(gtid, timeout)
 }
 
 func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn, error) {

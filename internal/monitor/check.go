@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/topology"
 )
@@ -16,19 +17,8 @@ import (
 // The SQL of one check. Every statement runs on the persistent monitor
 // connection; the whole check shares one deadline (Options.Timeout).
 
-// statusNames are the SHOW GLOBAL STATUS variables every check reads.
-var statusNames = []string{
-	"Threads_connected", "Connection_errors_max_connections", "Uptime",
-	"Rpl_semi_sync_master_status", "Rpl_semi_sync_master_clients", "Rpl_semi_sync_master_no_tx",
-	"Rpl_semi_sync_master_wait_sessions", "Rpl_semi_sync_slave_status",
-	"Rpl_semi_sync_source_status", "Rpl_semi_sync_source_clients", "Rpl_semi_sync_source_no_tx",
-	"Rpl_semi_sync_source_wait_sessions",
-	"Rpl_semi_sync_replica_status",
-	// MariaDB: grows with every heartbeat from an idle source; read at
-	// every check so that when the source goes silent is known from
-	// before its checks fail (ReplicaStatus.ReceivedHeartbeats).
-	"Slave_received_heartbeats",
-}
+// The flavour (internal/flavor) spells the replication reads: its
+// variables, the status names and the replica status statement.
 
 // wsrepStatusNames are added for Galera clusters.
 var wsrepStatusNames = []string{
@@ -41,15 +31,11 @@ var wsrepVariables = []string{"wsrep_on", "wsrep_desync", "wsrep_reject_queries"
 
 // variablesSQL is the SELECT of server variables for a flavour; the column
 // order is fixed, so Exec (no column names) is enough.
-func variablesSQL(f topology.Flavor, galera, semiSyncVar bool) (string, []string) {
+func variablesSQL(f flavor.Flavor, galera, semiSyncVar bool) (string, []string) {
 	vars := []string{"version", "server_id", "read_only", "max_connections", "max_allowed_packet", "net_buffer_length"}
-	if f == topology.FlavorMySQL {
-		vars = append(vars, "super_read_only", "gtid_executed")
-	} else {
-		vars = append(vars, "gtid_current_pos", "gtid_binlog_pos", "gtid_slave_pos", "gtid_binlog_state")
-		if semiSyncVar {
-			vars = append(vars, "rpl_semi_sync_master_enabled")
-		}
+	vars = append(vars, f.CheckVariables()...)
+	if semiSyncVar && f.SemiSyncEnabledVar() != "" {
+		vars = append(vars, f.SemiSyncEnabledVar())
 	}
 	if galera {
 		vars = append(vars, wsrepVariables...)
@@ -69,14 +55,12 @@ func variablesSQL(f topology.Flavor, galera, semiSyncVar bool) (string, []string
 // hasSemiSyncVar: a server of this version has
 // @@rpl_semi_sync_master_enabled whether or not a plugin is loaded
 // (MariaDB 10.3.3+, where semi-sync is built in).
-func hasSemiSyncVar(version string) bool {
-	return topology.FlavorOf(version) == topology.FlavorMariaDB && topology.VersionAtLeast(version, 10, 3, 3)
-}
+func hasSemiSyncVar(version string) bool { return flavor.SemiSyncVarBuiltIn(version) }
 
-func statusSQL(galera bool) string {
-	names := statusNames
+func statusSQL(f flavor.Flavor, galera bool) string {
+	names := f.CheckStatus()
 	if galera {
-		names = append(append([]string(nil), statusNames...), wsrepStatusNames...)
+		names = append(append([]string(nil), names...), wsrepStatusNames...)
 	}
 	var b strings.Builder
 	b.WriteString("SHOW GLOBAL STATUS WHERE Variable_name IN (")
@@ -88,15 +72,6 @@ func statusSQL(galera bool) string {
 	}
 	b.WriteString(")")
 	return b.String()
-}
-
-// replicaStatusSQL: MySQL 8.0.22 renamed the statement; MariaDB accepts
-// SHOW SLAVE STATUS in every version.
-func replicaStatusSQL(f topology.Flavor, version string) string {
-	if f == topology.FlavorMySQL && topology.VersionAtLeast(version, 8, 0, 22) {
-		return "SHOW REPLICA STATUS"
-	}
-	return "SHOW SLAVE STATUS"
 }
 
 // heartbeatReadSQL is the newest heartbeat row and its age in
@@ -121,9 +96,12 @@ func heartbeatWriteSQL(table string) string {
 //
 // semiSyncVar: the server has @@rpl_semi_sync_master_enabled whether or
 // not a plugin is loaded (MariaDB 10.3.3+, where semi-sync is built in).
-func collect(ctx context.Context, c *backend.Conn, flavor topology.Flavor, semiSyncVar bool, opts *Options, writeHeartbeat bool, o *topology.Observation) error {
+//
+// family is the server family from the handshake; the flavour of the
+// statements after the first comes from the @@version that one reads.
+func collect(ctx context.Context, c *backend.Conn, family topology.Flavor, semiSyncVar bool, opts *Options, writeHeartbeat bool, o *topology.Observation) error {
 	galera := opts.Type == TypeGalera
-	q, vars := variablesSQL(flavor, galera, semiSyncVar)
+	q, vars := variablesSQL(flavor.For(family, ""), galera, semiSyncVar)
 	res, err := c.Exec(ctx, q)
 	if err != nil {
 		return fmt.Errorf("reading variables: %w", err)
@@ -136,35 +114,26 @@ func collect(ctx context.Context, c *backend.Conn, flavor topology.Flavor, semiS
 		v[name] = res.Rows[0][i]
 	}
 	o.Version = v["version"]
+	fl := flavor.For(family, o.Version)
 	if id, err := strconv.ParseUint(v["server_id"], 10, 32); err == nil {
 		o.ServerID = uint32(id)
 	}
 	o.ReadOnly = topology.ParseBool(v["read_only"])
-	o.SuperReadOnly = topology.ParseBool(v["super_read_only"])
 	o.MaxPacket = maxPacket(v["max_allowed_packet"], v["net_buffer_length"])
 	maxConn, err := strconv.ParseInt(v["max_connections"], 10, 64)
 	if err != nil {
 		maxConn = -1
 	}
-	if flavor == topology.FlavorMySQL {
-		o.GTID.Executed = strings.ReplaceAll(v["gtid_executed"], "\n", "")
-	} else {
-		// A malformed position leaves the field empty rather than failing
-		// the check: positions inform failover, not health.
-		o.GTID.Current, _ = topology.ParseGTIDPos(v["gtid_current_pos"])
-		o.GTID.Binlog, _ = topology.ParseGTIDPos(v["gtid_binlog_pos"])
-		o.GTID.Slave, _ = topology.ParseGTIDPos(v["gtid_slave_pos"])
-		o.GTID.BinlogState, _ = topology.ParseGTIDList(v["gtid_binlog_state"])
-	}
+	fl.ParseCheckVariables(v, o)
 
-	res, err = c.Exec(ctx, statusSQL(galera))
+	res, err = c.Exec(ctx, statusSQL(fl, galera))
 	if err != nil {
 		return fmt.Errorf("reading status: %w", err)
 	}
 	st := topology.StatusMap(res.Rows)
 	o.SemiSync = topology.ParseSemiSyncStatus(st)
 	if semiSyncVar {
-		o.SemiSync.SourceEnabled = topology.ParseBool(v["rpl_semi_sync_master_enabled"])
+		o.SemiSync.SourceEnabled = topology.ParseBool(v[fl.SemiSyncEnabledVar()])
 	}
 	o.Uptime = -1
 	if v, err := strconv.ParseInt(st["uptime"], 10, 64); err == nil {
@@ -179,11 +148,14 @@ func collect(ctx context.Context, c *backend.Conn, flavor topology.Flavor, semiS
 		o.Wsrep = &w
 	}
 
-	cols, rows, err := c.ExecColumns(ctx, replicaStatusSQL(flavor, o.Version))
+	cols, rows, err := c.ExecColumns(ctx, fl.ReplicaStatus())
 	switch {
 	case err == nil && len(rows) > 0:
 		rs := topology.ParseReplicaStatus(cols, rows[0])
-		if n, err := strconv.ParseInt(st["slave_received_heartbeats"], 10, 64); err == nil && flavor != topology.FlavorMySQL {
+		// MariaDB's heartbeat counter grows with every heartbeat from an
+		// idle source; read at every check so that when the source goes
+		// silent is known from before its checks fail.
+		if n, err := strconv.ParseInt(st["slave_received_heartbeats"], 10, 64); err == nil && !fl.MySQL() {
 			rs.ReceivedHeartbeats, rs.HeartbeatsRead = n, true
 		}
 		o.Replica = &rs

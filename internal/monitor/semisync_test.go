@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 
@@ -96,7 +97,7 @@ func TestSemiSyncVariableByVersion(t *testing.T) {
 		{"5.5.5-10.2.44-MariaDB", false},
 		{"8.0.36", false},
 	} {
-		q, _ := variablesSQL(topology.FlavorOf(c.version), false, hasSemiSyncVar(c.version))
+		q, _ := variablesSQL(flavor.Of(c.version), false, hasSemiSyncVar(c.version))
 		if got := strings.Contains(q, "rpl_semi_sync_master_enabled"); got != c.want {
 			t.Errorf("%s: reads the variable %v, want %v (%s)", c.version, got, c.want, q)
 		}
