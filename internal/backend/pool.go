@@ -136,8 +136,7 @@ func (p *Pool) Get(ctx context.Context, key Key, want *State) (*Conn, error) {
 		// Full: close an idle connection that cannot serve to make room.
 		if victim := p.popAnyIdleLocked(); victim != nil {
 			p.mu.Unlock()
-			victim.Close()
-			p.release()
+			p.discard(victim)
 			continue
 		}
 		ch := p.notify

@@ -357,6 +357,24 @@ func TestGetSkipsExpired(t *testing.T) {
 	}
 }
 
+// A full pool closes an idle connection of another key to make room;
+// the closed connection leaves ConnIDs (what a returning fenced server's
+// connections are killed by) like any other.
+func TestGetFullClosesIdleOfOtherKey(t *testing.T) {
+	p, f := fakePool(t, Options{MaxOpen: 1})
+	a := get(t, p, Key{User: "a"})
+	p.Put(a)
+	b := get(t, p, Key{User: "b"})
+	if b == a || f.count() != 2 {
+		t.Fatal("no new connection for the other key")
+	}
+	wantStats(t, p, 1, 0)
+	if ids := p.ConnIDs(); !slices.Equal(ids, []uint32{b.ID}) {
+		t.Fatalf("ConnIDs %v, want only the open connection's [%d]", ids, b.ID)
+	}
+	p.Put(b)
+}
+
 func TestSweep(t *testing.T) {
 	p, f := fakePool(t, Options{IdleTimeout: time.Minute, MaxLifetime: time.Hour})
 	old, idle, fresh := get(t, p, Key{}), get(t, p, Key{}), get(t, p, Key{})
