@@ -150,7 +150,11 @@ func (p *Pool) Get(ctx context.Context, key Key, want *State) (*Conn, error) {
 		case <-ch:
 		case <-ctx.Done():
 			p.mu.Lock()
-			p.waiters--
+			if p.notify == ch {
+				// Not woken: still counted. (A wake-up uncounts every
+				// waiter and replaces notify.)
+				p.waiters--
+			}
 			p.mu.Unlock()
 			return nil, fmt.Errorf("%w: %d of %d connections to %s in use", ErrPoolExhausted, p.opts.MaxOpen, p.opts.MaxOpen, p.Name)
 		}

@@ -501,3 +501,49 @@ func TestConcurrentGetPut(t *testing.T) {
 		t.Fatalf("%d waiters counted with nobody waiting", w)
 	}
 }
+
+// A waiter whose context ends just as a connection is given back (both
+// ready when it wakes) must not be uncounted twice: the wake-up already
+// uncounted it. Counted below zero, the next waiter is not woken by a
+// Put and times out with a connection idle in the pool.
+func TestWaiterCancelledAsWokenKeepsCount(t *testing.T) {
+	p, _ := fakePool(t, Options{MaxOpen: 1})
+	c := get(t, p, Key{})
+	for i := 0; i < 200; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		got := make(chan *Conn)
+		go func() {
+			w, _ := p.Get(ctx, Key{}, nil)
+			got <- w
+		}()
+		waitWaiters(t, p, 1)
+		// Both ready before the waiter runs again.
+		p.mu.Lock()
+		cancel()
+		p.idle[c.key] = append(p.idle[c.key], c)
+		p.wakeLocked()
+		p.mu.Unlock()
+		if w := <-got; w != nil {
+			c = w // it took the connection: lend it again
+		} else if c = p.TryGet(Key{}, nil); c == nil {
+			t.Fatal("the connection left the pool")
+		}
+		p.mu.Lock()
+		n := p.waiters
+		p.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("round %d: %d waiters counted with nobody waiting", i, n)
+		}
+	}
+	// And a waiter is still woken by a Put.
+	got := make(chan *Conn)
+	go func() { got <- get(t, p, Key{}) }()
+	waitWaiters(t, p, 1)
+	p.Put(c)
+	select {
+	case w := <-got:
+		p.Put(w)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a Put did not wake the waiter")
+	}
+}
