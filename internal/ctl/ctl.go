@@ -413,7 +413,9 @@ func (c *ctlClient) op(ctx context.Context, path string, body any) int {
 		return 0
 	}
 	var r admin.OpResult
-	if err := json.Unmarshal(data, &r); err != nil {
+	if err := json.Unmarshal(data, &r); err != nil || status != 200 && r.Message == "" {
+		// Not an OpResult: an error from before the operation ran
+		// (authentication, the request), {"error": ...}.
 		return c.fail(status, data)
 	}
 	if r.Plan != "" {

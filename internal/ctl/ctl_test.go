@@ -475,3 +475,27 @@ func TestInstances(t *testing.T) {
 		t.Errorf("exit %d, cluster row in:\n%s", code, out)
 	}
 }
+
+// An operation refused before it reaches the daemon (authentication,
+// a body the API cannot read) answers {"error": ...}, not an OpResult:
+// its message is shown, never an empty "vigil ctl: ".
+func TestOperationHTTPError(t *testing.T) {
+	_, srv := serve(t, map[string]answer{
+		"POST /api/v1/switchover": {401, `{"error":"unauthorized: send Authorization: Bearer <token>"}`},
+		"POST /api/v1/ack":        {400, `{"error":"body must be JSON"}`},
+		"POST /api/v1/rejoin/db1": {502, "bad gateway"},
+	})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"switchover"}, "vigil ctl: unauthorized: send Authorization: Bearer <token> (HTTP 401)\n"},
+		{[]string{"ack"}, "vigil ctl: body must be JSON (HTTP 400)\n"},
+		{[]string{"rejoin", "db1"}, "vigil ctl: bad gateway (HTTP 502)\n"},
+	} {
+		code, out, errs := ctl(t, append([]string{"--admin", srv.URL}, tc.args...)...)
+		if code != 1 || out != "" || errs != tc.want {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+}
