@@ -269,10 +269,14 @@ func (d *daemon) ValidateConfig(data []byte) error {
 	}
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
-	if err := d.reloadable(cfg); err != nil {
+	// With the overlay first, as a reload does: the running config went
+	// through it, and reloadable compares like with like (a parsed
+	// coordination section and a re-marshalled one differ in nil
+	// versus empty lists).
+	if cfg, err = d.withOverlay(cfg); err != nil {
 		return err
 	}
-	if cfg, err = d.withOverlay(cfg); err != nil {
+	if err := d.reloadable(cfg); err != nil {
 		return err
 	}
 	plan, err := d.build(cfg)

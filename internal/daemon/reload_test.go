@@ -288,3 +288,23 @@ func TestValidateConfigChangesNothing(t *testing.T) {
 		t.Errorf("validation journaled %v", evs)
 	}
 }
+
+// The config file the daemon runs validates (as `vigil ctl` / the
+// dashboard's validate would be asked to), and a good config with a new
+// cluster leaves nothing open behind it.
+func TestValidateConfigAcceptsGoodConfig(t *testing.T) {
+	e := startDaemon(t)
+	before := e.state()
+	if err := e.d.ValidateConfig([]byte(e.yaml)); err != nil {
+		t.Fatalf("the running config file does not validate: %v", err)
+	}
+	extraListen := deadAddr(t)
+	good := e.yaml + fmt.Sprintf("  - name: extra\n    listen: %s\n    servers:\n      - {name: m1, address: %s, role: primary}\n", extraListen, deadAddr(t))
+	if err := e.d.ValidateConfig([]byte(good)); err != nil {
+		t.Fatal(err)
+	}
+	before.unchanged(t, e.state())
+	if !freePort(extraListen) {
+		t.Error("validation left the new cluster's listener open")
+	}
+}
