@@ -8,11 +8,15 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/vigil-db/vigil/internal/admin"
 	"github.com/vigil-db/vigil/internal/config"
+	"github.com/vigil-db/vigil/internal/mysqlproto"
 )
 
 // deadAddr is an address where nothing listens: the servers of the test
@@ -306,5 +310,88 @@ func TestValidateConfigAcceptsGoodConfig(t *testing.T) {
 	before.unchanged(t, e.state())
 	if !freePort(extraListen) {
 		t.Error("validation left the new cluster's listener open")
+	}
+}
+
+// greetRecorder fakes the servers' greetings and records whether any was
+// read while reloadMu was held.
+type greetRecorder struct {
+	d       *daemon
+	mu      sync.Mutex
+	dials   []string
+	underMu []string
+	version string
+}
+
+func (g *greetRecorder) greet(_ context.Context, addr string) *mysqlproto.Greeting {
+	locked := !g.d.reloadMu.TryLock()
+	if !locked {
+		g.d.reloadMu.Unlock()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dials = append(g.dials, addr)
+	if locked {
+		g.underMu = append(g.underMu, addr)
+	}
+	return &mysqlproto.Greeting{ServerVersion: g.version, Collation: 45}
+}
+
+func (g *greetRecorder) take() (dials, underMu []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	dials, underMu, g.dials, g.underMu = g.dials, g.underMu, nil, nil
+	return dials, underMu
+}
+
+// shownVersion is the server version a cluster's listener greets
+// clients with.
+func shownVersion(t *testing.T, rt *clusterRuntime) string {
+	t.Helper()
+	g := readGreeting(context.Background(), rt.ln.Addr().String())
+	if g == nil {
+		t.Fatal("the cluster's listener sent no greeting")
+	}
+	return g.ServerVersion
+}
+
+// A reload, a membership change and a validation read the servers'
+// greetings before reloadMu, never under it (nor during the swap), and
+// what clients are shown is what the servers said.
+func TestReloadDialsOutsideItsLock(t *testing.T) {
+	e := startDaemon(t)
+	g := &greetRecorder{d: e.d, version: "10.11.42-MariaDB"}
+	e.d.greet = g.greet
+	main := e.state().clusters["main"]
+
+	if err := e.d.reload(e.path); err != nil {
+		t.Fatal(err)
+	}
+	dials, under := g.take()
+	if len(dials) != 3 || len(under) != 0 {
+		t.Fatalf("reload greeted %v, %v of them under reloadMu", dials, under)
+	}
+	if v := shownVersion(t, main); v != "10.11.42-MariaDB-vigil" {
+		t.Fatalf("clients are shown %q", v)
+	}
+
+	newAddr := deadAddr(t)
+	g.version = "11.4.1-MariaDB"
+	if err := e.d.AddServer(context.Background(), "main", admin.ServerSpec{Name: "n9", Address: newAddr}); err != nil {
+		t.Fatal(err)
+	}
+	dials, under = g.take()
+	if len(dials) != 4 || !slices.Contains(dials, newAddr) || len(under) != 0 {
+		t.Fatalf("AddServer greeted %v, %v of them under reloadMu", dials, under)
+	}
+	if v := shownVersion(t, main); v != "11.4.1-MariaDB-vigil" {
+		t.Fatalf("clients are shown %q", v)
+	}
+
+	if err := e.d.ValidateConfig([]byte(e.yaml)); err != nil {
+		t.Fatal(err)
+	}
+	if dials, _ = g.take(); len(dials) != 0 {
+		t.Fatalf("validation dialled %v", dials)
 	}
 }
