@@ -294,6 +294,9 @@ func (d *daemon) applyLocked(base, cfg *config.Config, what string, gs greetings
 		return d.rejectReload(fmt.Errorf("log: %w", err))
 	}
 	defer oldLog.stop()
+	// Removed servers drain before the swap, not in the middle of it: the
+	// swap then sets values one after another with no wait between them.
+	d.drainRemoved(plan)
 	// Swap.
 	users := buildUsers(cfg)
 	creds := credentialsFunc(cfg)
@@ -337,8 +340,8 @@ func (d *daemon) applyLocked(base, cfg *config.Config, what string, gs greetings
 
 // swapCluster swaps a running cluster's new parts in: added servers get
 // their pools before the monitor publishes them (they join OFFLINE_SOFT),
-// removed ones are drained first (bounded), a new listen address starts
-// accepting before the old one stops.
+// removed ones (drained already: drainRemoved) leave, a new listen
+// address starts accepting before the old one stops.
 func (d *daemon) swapCluster(n reloadPart, cfg *config.Config, users []frontend.User, creds func(string) (string, string, bool)) error {
 	rt := n.rt
 	rt.digests.SetMaxEntries(cfg.Digests.MaxEntries)
@@ -348,9 +351,6 @@ func (d *daemon) swapCluster(n reloadPart, cfg *config.Config, users []frontend.
 		rt.addPool(i, p)
 		rt.fe.SetPool(i, p)
 		d.startPool(rt, i, p)
-	}
-	for _, i := range n.removed {
-		d.drain(rt, i, n.cc)
 	}
 	var err error
 	if e := rt.mon.SetOptions(n.mon); e != nil {
@@ -382,10 +382,25 @@ func (d *daemon) swapCluster(n reloadPart, cfg *config.Config, users []frontend.
 	return err
 }
 
+// drainRemoved drains every server plan removes, in every cluster at
+// once: the reload waits for the slowest, not for their sum.
+func (d *daemon) drainRemoved(plan *reloadPlan) {
+	var wg sync.WaitGroup
+	for _, n := range plan.parts {
+		for _, i := range n.removed {
+			wg.Go(func() { d.drain(n.rt, i, n.cc) })
+		}
+	}
+	wg.Wait()
+}
+
+// drainPoll is how often drain looks for the sessions still there.
+const drainPoll = 20 * time.Millisecond
+
 // drain takes server slot i out of routing before it is removed: no new
 // statements (OFFLINE_SOFT), then up to drain_timeout for the sessions
 // that hold a connection there (transactions) to finish; those still
-// there after it lose it.
+// there after it, or when the daemon stops, lose it.
 func (d *daemon) drain(rt *clusterRuntime, i int, cc config.Cluster) {
 	name := rt.slots[i].Name
 	_ = rt.mon.SetAdminState(name, topology.OfflineSoft, "being removed from the configuration")
@@ -393,9 +408,17 @@ func (d *daemon) drain(rt *clusterRuntime, i int, cc config.Cluster) {
 	if bound <= 0 {
 		bound = 10 * time.Second
 	}
-	deadline := time.Now().Add(bound)
-	for (rt.fe.BoundSessions(i) > 0 || rt.fe.Balancer().Outstanding(i) > 0) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(d.ctx, bound)
+	defer cancel()
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+drained:
+	for rt.fe.BoundSessions(i) > 0 || rt.fe.Balancer().Outstanding(i) > 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			break drained
+		}
 	}
 	if n := rt.fe.KillBound(i); n > 0 {
 		d.log.Warn("removed server still had sessions after the drain; their connections were closed", "cluster", rt.name, "server", name, "sessions", n, "drain", bound)

@@ -395,3 +395,65 @@ func TestReloadDialsOutsideItsLock(t *testing.T) {
 		t.Fatalf("validation dialled %v", dials)
 	}
 }
+
+// Servers a reload removes drain before the swap starts, all at once:
+// the reload waits for the slowest drain, not for their sum, and no part
+// of the new config is in force while they drain.
+func TestReloadDrainsBeforeTheSwap(t *testing.T) {
+	e := startDaemon(t)
+	main := e.state().clusters["main"]
+	// Statements in flight on n2 and n3 that never end: each drain
+	// lasts its whole drain_timeout.
+	main.fe.Balancer().Begin(1)
+	main.fe.Balancer().Begin(2)
+	defer main.fe.Balancer().End(1)
+	defer main.fe.Balancer().End(2)
+	const drain = 300 * time.Millisecond
+	yaml := strings.Replace(e.yaml, "listen: 127.0.0.1:0", "listen: 127.0.0.1:0\n    failover: {drain_timeout: 300ms}", 1)
+	yaml = strings.Replace(yaml, "      - {name: n2,", "      - {name: n5,", 1)
+	yaml = strings.Replace(yaml, "      - {name: n3,", "      - {name: n6,", 1)
+	yaml = strings.Replace(yaml, "  - {name: app, password: app}", "  - {name: app, password: app}\n  - {name: rep, password: rep}", 1)
+	e.write(t, yaml)
+	oldCfg := main.cfg.Load()
+	stale := make(chan bool, 1)
+	go func() {
+		time.Sleep(drain / 2) // in the middle of the drains
+		stale <- main.cfg.Load() == oldCfg && len(e.d.running.Load().Users) == 1
+	}()
+	start := time.Now()
+	if err := e.d.reload(e.path); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if took < drain || took > drain*3/2+time.Second/2 {
+		t.Errorf("the reload took %v with two drains of %v each", took, drain)
+	}
+	if !<-stale {
+		t.Error("part of the new config was in force during the drain")
+	}
+	if s := e.state().slots["main"]; len(s) != 5 || !s[1].Removed || !s[2].Removed {
+		t.Fatalf("slots %v", s)
+	}
+}
+
+// A daemon that stops ends a drain at once.
+func TestDrainEndsWhenTheDaemonStops(t *testing.T) {
+	e := startDaemon(t)
+	main := e.state().clusters["main"]
+	main.fe.Balancer().Begin(1)
+	defer main.fe.Balancer().End(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &daemon{log: e.d.log, ctx: ctx} // the daemon as drain sees it
+	done := make(chan struct{})
+	go func() {
+		d.drain(main, 1, config.Cluster{}) // drain_timeout unset: 10 s
+		close(done)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the drain went on after the daemon stopped")
+	}
+}
