@@ -117,6 +117,10 @@ type daemon struct {
 	coord *coord.Coordinator
 	// greet reads a server's greeting (nil: readGreeting); tests fake it.
 	greet func(ctx context.Context, addr string) *mysqlproto.Greeting
+	// setMonitorOptions gives a cluster's monitor its new options, the
+	// one step of a swap that can still fail (nil: rt.mon.SetOptions);
+	// tests make it fail.
+	setMonitorOptions func(rt *clusterRuntime, o monitor.Options) error
 }
 
 // clusterMap is the running clusters by name.
@@ -309,6 +313,9 @@ func (d *daemon) applyLocked(base, cfg *config.Config, what string, gs greetings
 	for _, n := range plan.parts {
 		if err := d.swapCluster(n, cfg, users, creds); err != nil {
 			errs = append(errs, err)
+			// The cluster runs its old config: the running config says so.
+			i := slices.IndexFunc(cfg.Clusters, func(c config.Cluster) bool { return c.Name == n.cc.Name })
+			cfg.Clusters[i] = *n.rt.cfg.Load()
 		}
 	}
 	clusters := map[string]*clusterRuntime{}
@@ -341,7 +348,11 @@ func (d *daemon) applyLocked(base, cfg *config.Config, what string, gs greetings
 // swapCluster swaps a running cluster's new parts in: added servers get
 // their pools before the monitor publishes them (they join OFFLINE_SOFT),
 // removed ones (drained already: drainRemoved) leave, a new listen
-// address starts accepting before the old one stops.
+// address starts accepting before the old one stops. The monitor's new
+// options go first, the one step that can still fail after the build (a
+// failover may have made a removed server the writer since): when it
+// does, the cluster keeps everything of its old config but the users,
+// which are not the cluster's.
 func (d *daemon) swapCluster(n reloadPart, cfg *config.Config, users []frontend.User, creds func(string) (string, string, bool)) error {
 	rt := n.rt
 	rt.digests.SetMaxEntries(cfg.Digests.MaxEntries)
@@ -352,18 +363,29 @@ func (d *daemon) swapCluster(n reloadPart, cfg *config.Config, users []frontend.
 		rt.fe.SetPool(i, p)
 		d.startPool(rt, i, p)
 	}
-	var err error
-	if e := rt.mon.SetOptions(n.mon); e != nil {
-		err = fmt.Errorf("cluster %s: servers: %w", n.cc.Name, e)
+	setMon := d.setMonitorOptions
+	if setMon == nil {
+		setMon = func(rt *clusterRuntime, o monitor.Options) error { return rt.mon.SetOptions(o) }
+	}
+	if err := setMon(rt, n.mon); err != nil {
+		// Nothing of the cluster's new config goes in: the servers it
+		// would remove serve again, those it would add are closed (no
+		// snapshot has them), and so is a new listener.
 		for _, i := range n.removed {
 			_ = rt.mon.SetAdminState(n.slots[i].Name, topology.Online, "")
 		}
-	} else {
-		for _, i := range n.removed {
+		for _, i := range n.added {
 			rt.stopPool(i)
 		}
-		rt.slots = n.slots
+		if n.ln != nil {
+			n.ln.Close()
+		}
+		return fmt.Errorf("cluster %s: servers: %w", n.cc.Name, err)
 	}
+	for _, i := range n.removed {
+		rt.stopPool(i)
+	}
+	rt.slots = n.slots
 	rt.fe.SetProcessing(n.proc)
 	rt.fe.SetOptions(n.fe)
 	for _, p := range rt.poolList() {
@@ -379,7 +401,7 @@ func (d *daemon) swapCluster(n reloadPart, cfg *config.Config, users []frontend.
 	}
 	cc := n.cc
 	rt.cfg.Store(&cc)
-	return err
+	return nil
 }
 
 // drainRemoved drains every server plan removes, in every cluster at

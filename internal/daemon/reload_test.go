@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/vigil-db/vigil/internal/admin"
 	"github.com/vigil-db/vigil/internal/config"
+	"github.com/vigil-db/vigil/internal/monitor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 )
 
@@ -455,5 +457,57 @@ func TestDrainEndsWhenTheDaemonStops(t *testing.T) {
 	case <-done:
 	case <-time.After(2 * time.Second):
 		t.Fatal("the drain went on after the daemon stopped")
+	}
+}
+
+// The one step of a swap that can still fail after the build (the
+// monitor refuses the new servers: a failover made a removed server the
+// writer meanwhile) leaves that cluster wholly as it was — servers,
+// rules, options, listener, its config — and the running config says so;
+// the reload reports it as applied with errors.
+func TestReloadSwapFailureKeepsTheClusterWhole(t *testing.T) {
+	e := startDaemon(t)
+	before := e.state()
+	main := before.clusters["main"]
+	e.d.setMonitorOptions = func(*clusterRuntime, monitor.Options) error {
+		return errors.New("n3 is the writer: switch over to another server before removing it")
+	}
+	newListen := deadAddr(t)
+	yaml := strings.Replace(e.yaml, "listen: 127.0.0.1:0", "listen: "+newListen+"\n    rules:\n      - {name: r1, match: {query: '^SELECT 1'}, route: writer}", 1)
+	yaml = strings.Replace(yaml, "      - {name: n3,", "      - {name: n4,", 1)
+	yaml = strings.Replace(yaml, "  - {name: app, password: app}", "  - {name: app, password: app}\n  - {name: rep, password: rep}", 1)
+	e.write(t, yaml)
+	err := e.d.reload(e.path)
+	if err == nil || !strings.Contains(err.Error(), "cluster main: servers: n3 is the writer") {
+		t.Fatalf("reload: %v", err)
+	}
+	now := e.state()
+	if now.cfgs["main"] != before.cfgs["main"] || now.rules["main"] != before.rules["main"] || now.lns["main"] != before.lns["main"] ||
+		fmt.Sprint(now.slots["main"]) != fmt.Sprint(before.slots["main"]) {
+		t.Error("the cluster whose swap failed runs part of the new config")
+	}
+	if !freePort(newListen) {
+		t.Error("the new listen address stayed open")
+	}
+	if st := main.mon.State(); len(st.Servers) != 3 || st.Servers[2].Name != "n3" {
+		t.Errorf("monitor servers %+v", st.Servers)
+	}
+	run := now.running.Clusters[0]
+	if len(run.Servers) != 3 || run.Servers[2].Name != "n3" || len(run.Rules) != 0 || run.Listen != "127.0.0.1:0" {
+		t.Errorf("the running config shows cluster main as %+v", run)
+	}
+	if len(now.running.Users) != 2 {
+		t.Error("the users (not the cluster's) were not applied")
+	}
+	if evs := e.events("config_rejected"); len(evs) != 1 || !strings.HasPrefix(evs[0], "applied except: ") {
+		t.Errorf("events %v", evs)
+	}
+	// The monitor takes it next time: the reload applies.
+	e.d.setMonitorOptions = nil
+	if err := e.d.reload(e.path); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.state().slots["main"]; len(s) != 4 || !s[2].Removed || s[3].Name != "n4" {
+		t.Fatalf("slots %v", s)
 	}
 }
