@@ -547,3 +547,36 @@ func TestWaiterCancelledAsWokenKeepsCount(t *testing.T) {
 		t.Fatal("a Put did not wake the waiter")
 	}
 }
+
+// Kill dials a fresh connection (through Options.Dial) as the session's
+// server user; a thread that already ended is not an error.
+func TestKill(t *testing.T) {
+	p, f := fakePool(t, Options{})
+	if err := p.Kill(context.Background(), "app", 5, true); err != nil {
+		t.Fatal(err)
+	}
+	if f.count() != 1 || f.users[0] != "srv_app" {
+		t.Fatalf("dials %d as %v", f.count(), f.users)
+	}
+	f.set(func(f *fakeDialer) {
+		f.initErr = mysqlproto.AppendErr(nil, mysqlproto.NewError(1094, "HY000", "Unknown thread id: %d", 5))
+	})
+	if err := p.Kill(context.Background(), "app", 5, false); err != nil {
+		t.Fatalf("killing a thread that ended: %v", err)
+	}
+	f.set(func(f *fakeDialer) { f.initErr = errPayload(1095) }) // not your thread
+	var se *mysqlproto.SQLError
+	if err := p.Kill(context.Background(), "app", 5, false); !errors.As(err, &se) || se.Code != 1095 {
+		t.Fatalf("Kill = %v, want the server's 1095", err)
+	}
+	refused := errors.New("refused")
+	f.set(func(f *fakeDialer) { f.fail = refused })
+	if err := p.Kill(context.Background(), "app", 5, false); !errors.Is(err, refused) {
+		t.Fatalf("Kill with the server down = %v", err)
+	}
+	q, g := fakePool(t, Options{Credentials: func(string) (string, string, bool) { return "", "", false }})
+	if err := q.Kill(context.Background(), "nobody", 5, false); err == nil || g.count() != 0 {
+		t.Fatalf("Kill without credentials = %v after %d dials", err, g.count())
+	}
+	wantStats(t, p, 0, 0) // Kill's connections are not the pool's
+}
