@@ -24,6 +24,9 @@ type Options struct {
 	TLS          *tls.Config
 	// Credentials returns the server login for a client user.
 	Credentials func(user string) (backendUser, password string, ok bool)
+	// Dial opens and authenticates a server connection; nil is
+	// mysqlproto.Dial. Tests give the pool a fake server this way.
+	Dial func(ctx context.Context, cfg *mysqlproto.DialConfig) (*mysqlproto.Conn, *mysqlproto.Greeting, error)
 }
 
 func (o *Options) defaults() {
@@ -38,6 +41,9 @@ func (o *Options) defaults() {
 	}
 	if o.ValidateIdle <= 0 {
 		o.ValidateIdle = 10 * time.Second
+	}
+	if o.Dial == nil {
+		o.Dial = mysqlproto.Dial
 	}
 }
 
@@ -130,8 +136,7 @@ func (p *Pool) Get(ctx context.Context, key Key, want *State) (*Conn, error) {
 		// Full: close an idle connection that cannot serve to make room.
 		if victim := p.popAnyIdleLocked(); victim != nil {
 			p.mu.Unlock()
-			victim.Close()
-			p.release()
+			p.discard(victim)
 			continue
 		}
 		ch := p.notify
@@ -145,7 +150,11 @@ func (p *Pool) Get(ctx context.Context, key Key, want *State) (*Conn, error) {
 		case <-ch:
 		case <-ctx.Done():
 			p.mu.Lock()
-			p.waiters--
+			if p.notify == ch {
+				// Not woken: still counted. (A wake-up uncounts every
+				// waiter and replaces notify.)
+				p.waiters--
+			}
 			p.mu.Unlock()
 			return nil, fmt.Errorf("%w: %d of %d connections to %s in use", ErrPoolExhausted, p.opts.MaxOpen, p.opts.MaxOpen, p.Name)
 		}
@@ -393,7 +402,7 @@ func (p *Pool) dial(ctx context.Context, key Key) (*Conn, error) {
 		p.dialErrors.Add(1)
 		return nil, fmt.Errorf("no server credentials for user %q", key.User)
 	}
-	mc, g, err := mysqlproto.Dial(ctx, &mysqlproto.DialConfig{
+	mc, g, err := opts.Dial(ctx, &mysqlproto.DialConfig{
 		Addr: p.Addr, User: user, Password: pass, Flavour: key.Flavour, Collation: key.Collation, TLS: opts.TLS,
 		Attrs: map[string]string{"program_name": "vigil"},
 	})
@@ -580,7 +589,7 @@ func (p *Pool) Kill(ctx context.Context, user string, id uint32, query bool) err
 	if !ok {
 		return fmt.Errorf("no server credentials for user %q", user)
 	}
-	mc, g, err := mysqlproto.Dial(ctx, &mysqlproto.DialConfig{Addr: p.Addr, User: u, Password: pass, TLS: opts.TLS})
+	mc, g, err := opts.Dial(ctx, &mysqlproto.DialConfig{Addr: p.Addr, User: u, Password: pass, TLS: opts.TLS})
 	if err != nil {
 		return err
 	}

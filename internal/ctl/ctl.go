@@ -69,8 +69,13 @@ CA (or --insecure to skip verification).
 
 // Command is `vigil ctl ARGS`.
 func Command(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("ctl", flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(os.Stderr, ctlUsage) }
+	return run(ctx, args, os.Stdout, os.Stderr)
+}
+
+// run is Command printing to stdout and stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("ctl", stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, ctlUsage) }
 	addr := fs.String("admin", os.Getenv("VIGIL_ADMIN"), "admin URL")
 	token := fs.String("token", os.Getenv("VIGIL_ADMIN_TOKEN"), "admin token")
 	tokenFile := fs.String("token-file", os.Getenv("VIGIL_ADMIN_TOKEN_FILE"), "file holding the admin token (STATE_DIR/admin-token, which Vigil generates when the config sets none)")
@@ -86,12 +91,12 @@ func Command(ctx context.Context, args []string) int {
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
-		fmt.Fprint(os.Stderr, ctlUsage)
+		fmt.Fprint(stderr, ctlUsage)
 		return 2
 	}
 	base, err := adminURL(*addr, *sbDir)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		fmt.Fprintf(stderr, "vigil ctl: %v\n", err)
 		return 1
 	}
 	if *tokenFile == "" && *token == "" && *user == "" && *sbDir != "" && *addr == "" {
@@ -100,7 +105,7 @@ func Command(ctx context.Context, args []string) int {
 	if *tokenFile != "" && *token == "" {
 		data, err := os.ReadFile(*tokenFile)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "vigil ctl: admin token: %v\n", err)
+			fmt.Fprintf(stderr, "vigil ctl: admin token: %v\n", err)
 			return 1
 		}
 		*token = strings.TrimSpace(string(data))
@@ -111,18 +116,18 @@ func Command(ctx context.Context, args []string) int {
 		if *cacert != "" {
 			pem, err := os.ReadFile(*cacert)
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+				fmt.Fprintf(stderr, "vigil ctl: %v\n", err)
 				return 1
 			}
 			tc.RootCAs = x509.NewCertPool()
 			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				fmt.Fprintf(os.Stderr, "vigil ctl: %s holds no PEM certificate\n", *cacert)
+				fmt.Fprintf(stderr, "vigil ctl: %s holds no PEM certificate\n", *cacert)
 				return 1
 			}
 		}
 		tr.TLSClientConfig = tc
 	}
-	c := &ctlClient{base: base, token: *token, user: *user, password: *password, json: *asJSON,
+	c := &ctlClient{out: stdout, errw: stderr, base: base, token: *token, user: *user, password: *password, json: *asJSON,
 		http: &http.Client{Timeout: 5 * time.Minute, Transport: tr}}
 	cmd, cargs := rest[0], rest[1:]
 	switch cmd {
@@ -133,7 +138,7 @@ func Command(ctx context.Context, args []string) int {
 	case "sessions":
 		return c.get(ctx, "/api/v1/sessions", nil)
 	case "events":
-		efs := flag.NewFlagSet("events", flag.ContinueOnError)
+		efs := newFlags("events", stderr)
 		server := efs.String("server", "", "only this server")
 		kind := efs.String("kind", "", "only this kind")
 		limit := efs.Int("limit", 50, "at most this many (newest)")
@@ -143,7 +148,7 @@ func Command(ctx context.Context, args []string) int {
 		q := fmt.Sprintf("/api/v1/events?cluster=%s&server=%s&kind=%s&limit=%d", *cluster, *server, *kind, *limit)
 		return c.events(ctx, q)
 	case "switchover", "failover":
-		ofs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+		ofs := newFlags(cmd, stderr)
 		to := ofs.String("to", "", "the replica to promote (default: the best one)")
 		dry := ofs.Bool("dry-run", false, "print the plan and the reasons, do nothing")
 		force := ofs.Bool("force", false, "failover even though the primary still answers checks")
@@ -156,13 +161,13 @@ func Command(ctx context.Context, args []string) int {
 		return c.op(ctx, "/api/v1/ack", admin.OpRequest{Cluster: *cluster})
 	case "rejoin":
 		if len(cargs) != 1 {
-			fmt.Fprintln(os.Stderr, "vigil ctl rejoin NODE")
+			fmt.Fprintln(stderr, "vigil ctl rejoin NODE")
 			return 2
 		}
 		return c.op(ctx, "/api/v1/rejoin/"+cargs[0]+"?cluster="+*cluster, nil)
 	case "set-state":
 		if len(cargs) != 2 {
-			fmt.Fprintln(os.Stderr, "vigil ctl set-state NODE ONLINE|OFFLINE_SOFT|OFFLINE_HARD|STANDBY")
+			fmt.Fprintln(stderr, "vigil ctl set-state NODE ONLINE|OFFLINE_SOFT|OFFLINE_HARD|STANDBY")
 			return 2
 		}
 		return c.post(ctx, "/api/v1/servers/"+cargs[0]+"/state", map[string]string{"cluster": *cluster, "state": strings.ToUpper(cargs[1])})
@@ -173,19 +178,19 @@ func Command(ctx context.Context, args []string) int {
 	case "set-weight":
 		var w int
 		if len(cargs) != 2 {
-			fmt.Fprintln(os.Stderr, "vigil ctl set-weight NODE N")
+			fmt.Fprintln(stderr, "vigil ctl set-weight NODE N")
 			return 2
 		}
 		if _, err := fmt.Sscan(cargs[1], &w); err != nil {
-			fmt.Fprintln(os.Stderr, "vigil ctl set-weight NODE N: N must be a number (0: no reads)")
+			fmt.Fprintln(stderr, "vigil ctl set-weight NODE N: N must be a number (0: no reads)")
 			return 2
 		}
 		return c.post(ctx, "/api/v1/servers/"+cargs[0]+"/weight", map[string]any{"cluster": *cluster, "weight": w})
 	case "kill":
-		kfs := flag.NewFlagSet("kill", flag.ContinueOnError)
+		kfs := newFlags("kill", stderr)
 		query := kfs.Bool("query", false, "kill only the running statement")
 		if len(cargs) < 1 {
-			fmt.Fprintln(os.Stderr, "vigil ctl kill ID [--query]")
+			fmt.Fprintln(stderr, "vigil ctl kill ID [--query]")
 			return 2
 		}
 		if err := kfs.Parse(cargs[1:]); err != nil {
@@ -193,7 +198,7 @@ func Command(ctx context.Context, args []string) int {
 		}
 		return c.send(ctx, "DELETE", fmt.Sprintf("/api/v1/sessions/%s?cluster=%s&query=%t", cargs[0], *cluster, *query))
 	case "digests":
-		dfs := flag.NewFlagSet("digests", flag.ContinueOnError)
+		dfs := newFlags("digests", stderr)
 		by := dfs.String("by", "digest", "digest (one row per digest) or key (per digest, user, schema, hostgroup)")
 		sort := dfs.String("sort", "total", "total, count, errors, rows, max or p99")
 		limit := dfs.Int("limit", 20, "at most this many rows")
@@ -208,7 +213,7 @@ func Command(ctx context.Context, args []string) int {
 	case "rules":
 		return c.rules(ctx)
 	case "cache":
-		cfs := flag.NewFlagSet("cache", flag.ContinueOnError)
+		cfs := newFlags("cache", stderr)
 		purge := cfs.Bool("purge", false, "empty the cache")
 		if err := cfs.Parse(cargs); err != nil {
 			return 2
@@ -222,7 +227,7 @@ func Command(ctx context.Context, args []string) int {
 	case "instances":
 		return c.instances(ctx)
 	default:
-		fmt.Fprintf(os.Stderr, "vigil ctl: unknown command %q\n\n%s", cmd, ctlUsage)
+		fmt.Fprintf(stderr, "vigil ctl: unknown command %q\n\n%s", cmd, ctlUsage)
 		return 2
 	}
 }
@@ -254,7 +259,15 @@ func adminURL(flagAddr, sbDir string) (string, error) {
 	return strings.TrimRight(a, "/"), nil
 }
 
+// newFlags is a flag set that reports its errors to stderr.
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
 type ctlClient struct {
+	out, errw      io.Writer // stdout, stderr
 	base, token    string
 	user, password string
 	json           bool
@@ -299,7 +312,7 @@ func (c *ctlClient) fail(status int, data []byte) int {
 	if msg == "" {
 		msg = strings.TrimSpace(string(data))
 	}
-	fmt.Fprintf(os.Stderr, "vigil ctl: %s (HTTP %d)\n", msg, status)
+	fmt.Fprintf(c.errw, "vigil ctl: %s (HTTP %d)\n", msg, status)
 	return 1
 }
 
@@ -308,17 +321,17 @@ func (c *ctlClient) get(ctx context.Context, path string, _ any) int { return c.
 func (c *ctlClient) post(ctx context.Context, path string, body any) int {
 	status, data, err := c.do(ctx, "POST", path, body)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		fmt.Fprintf(c.errw, "vigil ctl: %v\n", err)
 		return 1
 	}
 	if status != 200 {
 		if c.json {
-			os.Stdout.Write(data)
+			c.out.Write(data)
 			return 1
 		}
 		return c.fail(status, data)
 	}
-	os.Stdout.Write(data)
+	c.out.Write(data)
 	return 0
 }
 
@@ -327,18 +340,18 @@ func (c *ctlClient) post(ctx context.Context, path string, body any) int {
 func (c *ctlClient) fetch(ctx context.Context, path string, v any) (exit int, done bool) {
 	status, data, err := c.do(ctx, "GET", path, nil)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		fmt.Fprintf(c.errw, "vigil ctl: %v\n", err)
 		return 1, true
 	}
 	if status != 200 {
 		return c.fail(status, data), true
 	}
 	if c.json {
-		os.Stdout.Write(data)
+		c.out.Write(data)
 		return 0, true
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		fmt.Fprintf(c.errw, "vigil ctl: %v\n", err)
 		return 1, true
 	}
 	return 0, false
@@ -349,7 +362,7 @@ func (c *ctlClient) servers(ctx context.Context) int {
 	if exit, done := c.fetch(ctx, "/api/v1/servers", &list); done {
 		return exit
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLUSTER\tSERVER\tADDRESS\tROLE\tSTATE\tR/W\tWEIGHT\tLAG\tPOOL\tGTID\tREASON")
 	for _, s := range list {
 		rw := map[bool]string{true: "r", false: "-"}[s.Readable] + map[bool]string{true: "w", false: "-"}[s.Writable]
@@ -381,7 +394,7 @@ func (c *ctlClient) events(ctx context.Context, path string) int {
 		if e.Server != "" {
 			where += "/" + e.Server
 		}
-		fmt.Printf("%s  %-14s %-18s %s\n", e.Time.Local().Format("2006-01-02 15:04:05.000"), where, e.Kind, e.Message)
+		fmt.Fprintf(c.out, "%s  %-14s %-18s %s\n", e.Time.Local().Format("2006-01-02 15:04:05.000"), where, e.Kind, e.Message)
 	}
 	return 0
 }
@@ -389,33 +402,35 @@ func (c *ctlClient) events(ctx context.Context, path string) int {
 func (c *ctlClient) op(ctx context.Context, path string, body any) int {
 	status, data, err := c.do(ctx, "POST", path, body)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		fmt.Fprintf(c.errw, "vigil ctl: %v\n", err)
 		return 1
 	}
 	if c.json {
-		os.Stdout.Write(data)
+		c.out.Write(data)
 		if status != 200 {
 			return 1
 		}
 		return 0
 	}
 	var r admin.OpResult
-	if err := json.Unmarshal(data, &r); err != nil {
+	if err := json.Unmarshal(data, &r); err != nil || status != 200 && r.Message == "" {
+		// Not an OpResult: an error from before the operation ran
+		// (authentication, the request), {"error": ...}.
 		return c.fail(status, data)
 	}
 	if r.Plan != "" {
-		fmt.Println(r.Plan)
+		fmt.Fprintln(c.out, r.Plan)
 	}
 	for _, s := range r.Steps {
-		fmt.Println("  " + s)
+		fmt.Fprintln(c.out, "  "+s)
 	}
 	if status != 200 || !r.OK {
-		fmt.Fprintf(os.Stderr, "vigil ctl: %s\n", r.Message)
+		fmt.Fprintf(c.errw, "vigil ctl: %s\n", r.Message)
 		return 1
 	}
-	fmt.Println(r.Message)
+	fmt.Fprintln(c.out, r.Message)
 	if r.PauseMs > 0 {
-		fmt.Printf("write pause: %.0f ms\n", r.PauseMs)
+		fmt.Fprintf(c.out, "write pause: %.0f ms\n", r.PauseMs)
 	}
 	return 0
 }
@@ -424,13 +439,13 @@ func (c *ctlClient) op(ctx context.Context, path string, body any) int {
 func (c *ctlClient) send(ctx context.Context, method, path string) int {
 	status, data, err := c.do(ctx, method, path, nil)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "vigil ctl: %v\n", err)
+		fmt.Fprintf(c.errw, "vigil ctl: %v\n", err)
 		return 1
 	}
 	if status != 200 {
 		return c.fail(status, data)
 	}
-	os.Stdout.Write(data)
+	c.out.Write(data)
 	return 0
 }
 
@@ -453,7 +468,7 @@ func (c *ctlClient) digests(ctx context.Context, path string) int {
 	if exit, done := c.fetch(ctx, path, &rows); done {
 		return exit
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "DIGEST\tCOUNT\tERRORS\tROWS\tTOTAL\tAVG\tP99\tMAX\tUSER\tHOSTGROUP\tTEXT")
 	for _, r := range rows {
 		text := r.Text
@@ -485,7 +500,7 @@ func (c *ctlClient) rules(ctx context.Context) int {
 	if exit, done := c.fetch(ctx, "/api/v1/rules", &list); done {
 		return exit
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLUSTER\t#\tRULE\tHITS\tACTIONS")
 	for _, r := range list {
 		var acts []string
@@ -518,7 +533,7 @@ func (c *ctlClient) clusters(ctx context.Context) int {
 	if exit, done := c.fetch(ctx, "/api/v1/clusters", &list); done {
 		return exit
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLUSTER\tTYPE\tLISTEN\tWRITER\tTERM\tSERVERS\tSESSIONS\tSTATEMENTS\tOPERATION")
 	for _, cl := range list {
 		w := cl.Writer
@@ -563,18 +578,18 @@ func (c *ctlClient) instances(ctx context.Context) int {
 		return exit
 	}
 	if !st.Enabled || st.Lease == nil {
-		fmt.Println("coordination is off: this Vigil acts alone (docs/ha.md)")
+		fmt.Fprintln(c.out, "coordination is off: this Vigil acts alone (docs/ha.md)")
 		return 0
 	}
-	fmt.Printf("this instance: %s, lease %s (sure for %.1fs)\n\n", st.Lease.Instance, st.Lease.Lease, st.Lease.ValidFor/1e9)
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(c.out, "this instance: %s, lease %s (sure for %.1fs)\n\n", st.Lease.Instance, st.Lease.Lease, st.Lease.ValidFor/1e9)
+	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "INSTANCE\tADMIN\tPROXIES")
 	for _, in := range st.Lease.Instances {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", in.Name, in.Admin, strings.Join(in.Proxies, ","))
 	}
 	tw.Flush()
-	fmt.Println()
-	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(c.out)
+	tw = tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLUSTER\tACTING\tTERM\tWRITER\tPHASE\tFENCED\tWRITES HERE")
 	for name, cl := range st.Clusters {
 		term, writer, phase, fenced := "-", "-", "-", ""
@@ -590,16 +605,16 @@ func (c *ctlClient) instances(ctx context.Context) int {
 	tw.Flush()
 	for _, name := range slices.Sorted(maps.Keys(st.Clusters)) {
 		if vs := st.Clusters[name].Views; len(vs) > 0 {
-			fmt.Printf("\nwhat each instance sees of cluster %s (an automatic failover needs every one to lose the primary):\n", name)
-			printViews(vs, time.Now())
+			fmt.Fprintf(c.out, "\nwhat each instance sees of cluster %s (an automatic failover needs every one to lose the primary):\n", name)
+			printViews(c.out, vs, time.Now())
 		}
 	}
 	return 0
 }
 
 // printViews shows each instance's published view of each server.
-func printViews(vs []coord.InstanceView, now time.Time) {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+func printViews(w io.Writer, vs []coord.InstanceView, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "INSTANCE\tSERVER\tSEES\tVIEW AGE")
 	for _, v := range vs {
 		for _, srv := range slices.Sorted(maps.Keys(v.Servers)) {
@@ -621,16 +636,16 @@ func printViews(vs []coord.InstanceView, now time.Time) {
 func (c *ctlClient) server(ctx context.Context, cluster string, args []string) int {
 	const usage = "vigil ctl server add NAME HOST:PORT [--weight N] [--role replica|primary]\nvigil ctl server remove NAME"
 	if len(args) < 2 {
-		fmt.Fprintln(os.Stderr, usage)
+		fmt.Fprintln(c.errw, usage)
 		return 2
 	}
 	switch args[0] {
 	case "add":
 		if len(args) < 3 {
-			fmt.Fprintln(os.Stderr, usage)
+			fmt.Fprintln(c.errw, usage)
 			return 2
 		}
-		fs := flag.NewFlagSet("server add", flag.ContinueOnError)
+		fs := newFlags("server add", c.errw)
 		weight := fs.Int("weight", 1, "read weight")
 		role := fs.String("role", "", "configured role (replication clusters): replica or primary")
 		if err := fs.Parse(args[3:]); err != nil {
@@ -640,7 +655,7 @@ func (c *ctlClient) server(ctx context.Context, cluster string, args []string) i
 	case "remove":
 		return c.send(ctx, "DELETE", "/api/v1/servers/"+args[1]+"?cluster="+cluster)
 	}
-	fmt.Fprintln(os.Stderr, usage)
+	fmt.Fprintln(c.errw, usage)
 	return 2
 }
 

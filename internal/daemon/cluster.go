@@ -95,7 +95,8 @@ func (rt *clusterRuntime) isPrimary(i int) bool {
 // newCluster builds a cluster's runtime from cc — pools, monitor,
 // frontend with its rules, executor, and its listener — without running
 // anything: runCluster starts it, stop releases it.
-func (d *daemon) newCluster(parent context.Context, cfg *config.Config, cc config.Cluster) (*clusterRuntime, error) {
+// What clients are shown of the servers comes from gs.
+func (d *daemon) newCluster(parent context.Context, cfg *config.Config, cc config.Cluster, gs greetings) (*clusterRuntime, error) {
 	log := d.log.With("cluster", cc.Name)
 	rt := &clusterRuntime{name: cc.Name, log: log, topo: &topology.Holder{}, poolStops: map[int]context.CancelFunc{}}
 	rt.ctx, rt.cancel = context.WithCancel(parent)
@@ -124,11 +125,7 @@ func (d *daemon) newCluster(parent context.Context, cfg *config.Config, cc confi
 	if err != nil {
 		return fail(err)
 	}
-	version, mariadbCaps, collation := discoverServers(parent, cc)
-	if opts.ServerVersion == "" {
-		opts.ServerVersion = version
-	}
-	opts.MariaDBCaps, opts.Collation = mariadbCaps, collation
+	gs.show(cc, &opts)
 	rt.fe = frontend.New(opts, buildUsers(cfg), rt.topo, pools, log)
 	rt.fe.OnServerLost(mon.CheckNow)
 	rt.fe.SetGuard(d.guard)

@@ -115,6 +115,12 @@ type daemon struct {
 	base *config.Config
 	// coord: coordination with other Vigil instances (nil: alone).
 	coord *coord.Coordinator
+	// greet reads a server's greeting (nil: readGreeting); tests fake it.
+	greet func(ctx context.Context, addr string) *mysqlproto.Greeting
+	// setMonitorOptions gives a cluster's monitor its new options, the
+	// one step of a swap that can still fail (nil: rt.mon.SetOptions);
+	// tests make it fail.
+	setMonitorOptions func(rt *clusterRuntime, o monitor.Options) error
 }
 
 // clusterMap is the running clusters by name.
@@ -161,9 +167,10 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 	if err := d.startCoordination(ctx, cfg); err != nil {
 		return err
 	}
+	gs := d.readGreetings(ctx, serverAddrs(cfg))
 	clusters := map[string]*clusterRuntime{}
 	for i, cc := range cfg.Clusters {
-		rt, err := d.newCluster(ctx, cfg, cc)
+		rt, err := d.newCluster(ctx, cfg, cc, gs)
 		if err != nil {
 			for _, rt := range clusters {
 				rt.stop()
@@ -223,19 +230,26 @@ func (d *daemon) stop() {
 // validated first (build), then swapped in; a config that does not build
 // changes nothing.
 func (d *daemon) reload(path string) error {
-	// One at a time: SIGHUP, the API and membership changes may ask
-	// together.
-	d.reloadMu.Lock()
-	defer d.reloadMu.Unlock()
 	base, err := config.Load(path)
 	if err != nil {
 		return d.rejectReload(err)
 	}
+	// The servers' greetings are read before the lock is taken: a reload
+	// dials nothing while it holds it (greetings).
+	addrs := serverAddrs(base)
+	if cfg, err := d.withOverlay(base); err == nil {
+		addrs = append(addrs, serverAddrs(cfg)...)
+	}
+	gs := d.readGreetings(d.ctx, addrs)
+	// One at a time: SIGHUP, the API and membership changes may ask
+	// together.
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
 	cfg, err := d.withOverlay(base)
 	if err != nil {
 		return d.rejectReload(fmt.Errorf("config %s: %w", path, err))
 	}
-	return d.applyLocked(base, cfg, "configuration reloaded from "+path)
+	return d.applyLocked(base, cfg, "configuration reloaded from "+path, gs)
 }
 
 // withOverlay is base with state_dir's overlay applied.
@@ -257,12 +271,13 @@ func (d *daemon) rejectReload(err error) error {
 // provision (build every part, new listeners and pools included,
 // validated by their owners), then swap, then clean up what the old
 // runtime held. Anything that fails before the swap changes nothing. The
-// caller holds reloadMu.
-func (d *daemon) applyLocked(base, cfg *config.Config, what string) error {
+// caller holds reloadMu and has read the servers' greetings (gs) before
+// it took it.
+func (d *daemon) applyLocked(base, cfg *config.Config, what string, gs greetings) error {
 	if err := d.reloadable(cfg); err != nil {
 		return d.rejectReload(err)
 	}
-	plan, err := d.build(cfg)
+	plan, err := d.build(cfg, gs)
 	if err != nil {
 		return d.rejectReload(err)
 	}
@@ -283,6 +298,9 @@ func (d *daemon) applyLocked(base, cfg *config.Config, what string) error {
 		return d.rejectReload(fmt.Errorf("log: %w", err))
 	}
 	defer oldLog.stop()
+	// Removed servers drain before the swap, not in the middle of it: the
+	// swap then sets values one after another with no wait between them.
+	d.drainRemoved(plan)
 	// Swap.
 	users := buildUsers(cfg)
 	creds := credentialsFunc(cfg)
@@ -295,6 +313,9 @@ func (d *daemon) applyLocked(base, cfg *config.Config, what string) error {
 	for _, n := range plan.parts {
 		if err := d.swapCluster(n, cfg, users, creds); err != nil {
 			errs = append(errs, err)
+			// The cluster runs its old config: the running config says so.
+			i := slices.IndexFunc(cfg.Clusters, func(c config.Cluster) bool { return c.Name == n.cc.Name })
+			cfg.Clusters[i] = *n.rt.cfg.Load()
 		}
 	}
 	clusters := map[string]*clusterRuntime{}
@@ -326,8 +347,12 @@ func (d *daemon) applyLocked(base, cfg *config.Config, what string) error {
 
 // swapCluster swaps a running cluster's new parts in: added servers get
 // their pools before the monitor publishes them (they join OFFLINE_SOFT),
-// removed ones are drained first (bounded), a new listen address starts
-// accepting before the old one stops.
+// removed ones (drained already: drainRemoved) leave, a new listen
+// address starts accepting before the old one stops. The monitor's new
+// options go first, the one step that can still fail after the build (a
+// failover may have made a removed server the writer since): when it
+// does, the cluster keeps everything of its old config but the users,
+// which are not the cluster's.
 func (d *daemon) swapCluster(n reloadPart, cfg *config.Config, users []frontend.User, creds func(string) (string, string, bool)) error {
 	rt := n.rt
 	rt.digests.SetMaxEntries(cfg.Digests.MaxEntries)
@@ -338,28 +363,30 @@ func (d *daemon) swapCluster(n reloadPart, cfg *config.Config, users []frontend.
 		rt.fe.SetPool(i, p)
 		d.startPool(rt, i, p)
 	}
-	for _, i := range n.removed {
-		d.drain(rt, i, n.cc)
+	setMon := d.setMonitorOptions
+	if setMon == nil {
+		setMon = func(rt *clusterRuntime, o monitor.Options) error { return rt.mon.SetOptions(o) }
 	}
-	var err error
-	if e := rt.mon.SetOptions(n.mon); e != nil {
-		err = fmt.Errorf("cluster %s: servers: %w", n.cc.Name, e)
+	if err := setMon(rt, n.mon); err != nil {
+		// Nothing of the cluster's new config goes in: the servers it
+		// would remove serve again, those it would add are closed (no
+		// snapshot has them), and so is a new listener.
 		for _, i := range n.removed {
 			_ = rt.mon.SetAdminState(n.slots[i].Name, topology.Online, "")
 		}
-	} else {
-		for _, i := range n.removed {
+		for _, i := range n.added {
 			rt.stopPool(i)
 		}
-		rt.slots = n.slots
+		if n.ln != nil {
+			n.ln.Close()
+		}
+		return fmt.Errorf("cluster %s: servers: %w", n.cc.Name, err)
 	}
+	for _, i := range n.removed {
+		rt.stopPool(i)
+	}
+	rt.slots = n.slots
 	rt.fe.SetProcessing(n.proc)
-	version, mariadbCaps, collation := discoverServers(context.Background(), n.cc)
-	n.fe.ServerVersion = n.cc.ServerVersion
-	if n.fe.ServerVersion == "" {
-		n.fe.ServerVersion = version
-	}
-	n.fe.MariaDBCaps, n.fe.Collation = mariadbCaps, collation
 	rt.fe.SetOptions(n.fe)
 	for _, p := range rt.poolList() {
 		p.SetOptions(poolOptions(n.cc, creds))
@@ -374,13 +401,28 @@ func (d *daemon) swapCluster(n reloadPart, cfg *config.Config, users []frontend.
 	}
 	cc := n.cc
 	rt.cfg.Store(&cc)
-	return err
+	return nil
 }
+
+// drainRemoved drains every server plan removes, in every cluster at
+// once: the reload waits for the slowest, not for their sum.
+func (d *daemon) drainRemoved(plan *reloadPlan) {
+	var wg sync.WaitGroup
+	for _, n := range plan.parts {
+		for _, i := range n.removed {
+			wg.Go(func() { d.drain(n.rt, i, n.cc) })
+		}
+	}
+	wg.Wait()
+}
+
+// drainPoll is how often drain looks for the sessions still there.
+const drainPoll = 20 * time.Millisecond
 
 // drain takes server slot i out of routing before it is removed: no new
 // statements (OFFLINE_SOFT), then up to drain_timeout for the sessions
 // that hold a connection there (transactions) to finish; those still
-// there after it lose it.
+// there after it, or when the daemon stops, lose it.
 func (d *daemon) drain(rt *clusterRuntime, i int, cc config.Cluster) {
 	name := rt.slots[i].Name
 	_ = rt.mon.SetAdminState(name, topology.OfflineSoft, "being removed from the configuration")
@@ -388,9 +430,17 @@ func (d *daemon) drain(rt *clusterRuntime, i int, cc config.Cluster) {
 	if bound <= 0 {
 		bound = 10 * time.Second
 	}
-	deadline := time.Now().Add(bound)
-	for (rt.fe.BoundSessions(i) > 0 || rt.fe.Balancer().Outstanding(i) > 0) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(d.ctx, bound)
+	defer cancel()
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+drained:
+	for rt.fe.BoundSessions(i) > 0 || rt.fe.Balancer().Outstanding(i) > 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			break drained
+		}
 	}
 	if n := rt.fe.KillBound(i); n > 0 {
 		d.log.Warn("removed server still had sessions after the drain; their connections were closed", "cluster", rt.name, "server", name, "sessions", n, "drain", bound)
@@ -433,8 +483,9 @@ func (p *reloadPlan) discard() {
 // build makes every cluster's runtime parts from cfg and validates them
 // the way the running components would, changing nothing: a reload swaps
 // them in, `config validate` (API) stops here. New clusters are built
-// whole (their listeners open) but not run.
-func (d *daemon) build(cfg *config.Config) (*reloadPlan, error) {
+// whole (their listeners open) but not run. What clients are shown of the
+// servers comes from gs: build dials nothing.
+func (d *daemon) build(cfg *config.Config, gs greetings) (*reloadPlan, error) {
 	plan := &reloadPlan{}
 	fail := func(err error) (*reloadPlan, error) {
 		plan.discard()
@@ -445,7 +496,7 @@ func (d *daemon) build(cfg *config.Config) (*reloadPlan, error) {
 		key := fmt.Sprintf("clusters[%d]", i)
 		rt := running[cc.Name]
 		if rt == nil {
-			nrt, err := d.newCluster(d.ctx, cfg, cc)
+			nrt, err := d.newCluster(d.ctx, cfg, cc, gs)
 			if err != nil {
 				return fail(fmt.Errorf("%s (new cluster %s): %w", key, cc.Name, err))
 			}
@@ -469,6 +520,7 @@ func (d *daemon) build(cfg *config.Config) (*reloadPlan, error) {
 		if err != nil {
 			return fail(fmt.Errorf("%s: %w", key, err))
 		}
+		gs.show(cc, &feOpts)
 		monOpts := monitorOptions(cc, slots, rt.activity)
 		if err := monOpts.Validate(); err != nil {
 			return fail(fmt.Errorf("%s.monitor: %w", key, err))
@@ -634,66 +686,6 @@ func executorOptions(cfg *config.Config, cc config.Cluster, slots []slot) execut
 		}
 	}
 	return o
-}
-
-// discoverServers reads every server's greeting (it needs no login), in
-// parallel: the version clients are shown is the first answering server's
-// (in configuration order), and the MariaDB extended capabilities Vigil
-// offers clients are those that every answering server offers, within
-// what Vigil supports (mysqlproto.MariaDBCapabilities); none when a server
-// is MySQL (CLIENT_MYSQL set) or no server answers. A server that is down
-// now cannot veto: if it later comes back without them, connections to it
-// for clients that negotiated them are refused with an error that says so
-// (mysqlproto.Dial), never opened in another shape.
-func discoverServers(ctx context.Context, cc config.Cluster) (version string, mariadbCaps uint32, collation byte) {
-	greetings := make([]*mysqlproto.Greeting, len(cc.Servers))
-	var wg sync.WaitGroup
-	for i, s := range cc.Servers {
-		wg.Go(func() { greetings[i] = readGreeting(ctx, s.Address) })
-	}
-	wg.Wait()
-	mariadbCaps = mysqlproto.MariaDBCapabilities
-	answered := false
-	for _, g := range greetings {
-		if g == nil {
-			continue
-		}
-		if !answered {
-			version = g.ServerVersion + "-vigil"
-			collation = g.Collation
-		}
-		answered = true
-		if g.Capabilities&mysqlproto.CapabilityClientLongPassword != 0 {
-			mariadbCaps = 0 // MySQL, or a MariaDB older than 10.2
-		}
-		mariadbCaps &= g.MariaDBCaps
-	}
-	if !answered {
-		return "5.5.5-10.11.0-MariaDB-vigil", 0, 0
-	}
-	return version, mariadbCaps, collation
-}
-
-// readGreeting returns a server's greeting, or nil.
-func readGreeting(ctx context.Context, addr string) *mysqlproto.Greeting {
-	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	var dl net.Dialer
-	nc, err := dl.DialContext(dctx, "tcp", addr)
-	if err != nil {
-		return nil
-	}
-	defer nc.Close()
-	_ = nc.SetDeadline(time.Now().Add(2 * time.Second))
-	p, err := mysqlproto.NewConn(nc).ReadPacket()
-	if err != nil {
-		return nil
-	}
-	g, err := mysqlproto.ParseGreeting(p)
-	if err != nil {
-		return nil
-	}
-	return g
 }
 
 // raiseOpenFiles lifts the soft open-file limit to the hard one: every

@@ -130,8 +130,15 @@ func (o overlayServer) server() config.Server {
 // change applies an operator's change to cluster's overlay: edit checks
 // it against the running cluster and changes a copy of the overlay; the
 // effective config is applied like a reload, and the overlay is saved
-// only once it is.
-func (d *daemon) change(cluster, what string, edit func(rt *clusterRuntime, cc config.Cluster, co *clusterOverlay) error) error {
+// only once it is. newAddr is the address of a server the change adds
+// ("" for none): its greeting is read, with the running servers', before
+// the lock is taken (greetings).
+func (d *daemon) change(cluster, what, newAddr string, edit func(rt *clusterRuntime, cc config.Cluster, co *clusterOverlay) error) error {
+	addrs := serverAddrs(d.running.Load())
+	if newAddr != "" {
+		addrs = append(addrs, newAddr)
+	}
+	gs := d.readGreetings(d.ctx, addrs)
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
 	rt, err := d.cluster(cluster)
@@ -160,7 +167,7 @@ func (d *daemon) change(cluster, what string, edit func(rt *clusterRuntime, cc c
 	if err != nil {
 		return &admin.Error{Status: http.StatusBadRequest, Message: err.Error()}
 	}
-	if err := d.applyLocked(d.base, cfg, what); err != nil {
+	if err := d.applyLocked(d.base, cfg, what, gs); err != nil {
 		return &admin.Error{Status: http.StatusConflict, Message: err.Error()}
 	}
 	if err := writeOverlay(d.base.StateDir, ov); err != nil {
@@ -179,7 +186,7 @@ func (d *daemon) AddServer(_ context.Context, cluster string, s admin.ServerSpec
 	if s.Name == "" || s.Address == "" {
 		return &admin.Error{Status: http.StatusBadRequest, Message: "a server needs a name and an address (host:port)"}
 	}
-	return d.change(cluster, fmt.Sprintf("server %s (%s) added by an operator", s.Name, s.Address), func(_ *clusterRuntime, cc config.Cluster, co *clusterOverlay) error {
+	return d.change(cluster, fmt.Sprintf("server %s (%s) added by an operator", s.Name, s.Address), s.Address, func(_ *clusterRuntime, cc config.Cluster, co *clusterOverlay) error {
 		if hasServer(cc, s.Name) {
 			return fmt.Errorf("cluster %s already has a server named %s", cc.Name, s.Name)
 		}
@@ -194,7 +201,7 @@ func (d *daemon) AddServer(_ context.Context, cluster string, s admin.ServerSpec
 // drained (bounded by failover.drain_timeout) and leaves the running
 // cluster; the writer cannot be removed.
 func (d *daemon) RemoveServer(_ context.Context, cluster, server string) error {
-	return d.change(cluster, fmt.Sprintf("server %s removed by an operator", server), func(_ *clusterRuntime, cc config.Cluster, co *clusterOverlay) error {
+	return d.change(cluster, fmt.Sprintf("server %s removed by an operator", server), "", func(_ *clusterRuntime, cc config.Cluster, co *clusterOverlay) error {
 		if !hasServer(cc, server) {
 			return fmt.Errorf("cluster %s has no server named %s", cc.Name, server)
 		}
@@ -217,7 +224,7 @@ func (d *daemon) SetWeight(_ context.Context, cluster, server string, weight int
 	if weight < 0 {
 		return &admin.Error{Status: http.StatusBadRequest, Message: "the weight must be 0 or more"}
 	}
-	return d.change(cluster, fmt.Sprintf("server %s weight set to %d by an operator", server, weight), func(_ *clusterRuntime, cc config.Cluster, co *clusterOverlay) error {
+	return d.change(cluster, fmt.Sprintf("server %s weight set to %d by an operator", server, weight), "", func(_ *clusterRuntime, cc config.Cluster, co *clusterOverlay) error {
 		if !hasServer(cc, server) {
 			return fmt.Errorf("cluster %s has no server named %s", cc.Name, server)
 		}
@@ -232,7 +239,7 @@ func (d *daemon) setStandby(cluster, server string, on bool) error {
 	if !on {
 		what = fmt.Sprintf("server %s is no longer a standby (set by an operator)", server)
 	}
-	return d.change(cluster, what, func(rt *clusterRuntime, cc config.Cluster, co *clusterOverlay) error {
+	return d.change(cluster, what, "", func(rt *clusterRuntime, cc config.Cluster, co *clusterOverlay) error {
 		if !hasServer(cc, server) {
 			return fmt.Errorf("cluster %s has no server named %s", cc.Name, server)
 		}

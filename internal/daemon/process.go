@@ -269,13 +269,19 @@ func (d *daemon) ValidateConfig(data []byte) error {
 	}
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
-	if err := d.reloadable(cfg); err != nil {
-		return err
-	}
+	// With the overlay first, as a reload does: the running config went
+	// through it, and reloadable compares like with like (a parsed
+	// coordination section and a re-marshalled one differ in nil
+	// versus empty lists).
 	if cfg, err = d.withOverlay(cfg); err != nil {
 		return err
 	}
-	plan, err := d.build(cfg)
+	if err := d.reloadable(cfg); err != nil {
+		return err
+	}
+	// What the servers would be shown as does not decide validity: no
+	// greetings, no dials.
+	plan, err := d.build(cfg, nil)
 	if err != nil {
 		return err
 	}
