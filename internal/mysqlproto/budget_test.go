@@ -1,0 +1,139 @@
+package mysqlproto
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sendPackets writes each payload as a packet (sequence 0) from a.
+func sendPackets(t *testing.T, a *Conn, payloads ...[]byte) {
+	t.Helper()
+	go func() {
+		for _, p := range payloads {
+			a.Seq = 0
+			if err := a.WritePacket(p); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := a.Flush(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+}
+
+func TestBudgetPacketSizes(t *testing.T) {
+	a, b := pipe(t)
+	budget := NewBudget(256 << 20)
+	b.SetBudget(budget)
+	sizes := []int{0, 100, defaultReadBuf + 10, MaxPayload - 1, MaxPayload, MaxPayload + 5, 3*MaxPayload + 3, 4 * MaxPayload}
+	var payloads [][]byte
+	for _, n := range sizes {
+		payloads = append(payloads, bytes.Repeat([]byte{byte(n % 251)}, n))
+	}
+	sendPackets(t, a, payloads...)
+	for i, n := range sizes {
+		b.Seq = 0
+		p, err := b.ReadPacket()
+		if err != nil {
+			t.Fatalf("size %d: %v", n, err)
+		}
+		if !bytes.Equal(p, payloads[i]) {
+			t.Fatalf("size %d: got %d bytes, not the packet sent", n, len(p))
+		}
+		// One buffer, in whole 16 MiB steps for a packet of several frames.
+		if n > 2*MaxPayload && cap(p) != 4<<24 {
+			t.Errorf("size %d: buffer of %d bytes, want %d", n, cap(p), 4<<24)
+		}
+		if got := budget.InUse(); got != int64(cap(b.big)) || (n > defaultReadBuf && got < int64(n)) {
+			t.Errorf("size %d: %d bytes reserved for a buffer of %d", n, got, cap(b.big))
+		}
+		b.ReleaseBig()
+		if got := budget.InUse(); got != 0 {
+			t.Fatalf("size %d: %d bytes still reserved after ReleaseBig", n, got)
+		}
+	}
+}
+
+// A packet that cannot get budget in time is refused, its bytes are
+// read and dropped, and the next packet reads normally.
+func TestBudgetRefusesAndDiscards(t *testing.T) {
+	a, b := pipe(t)
+	budget := NewBudget(20 << 20)
+	budget.SetWait(50 * time.Millisecond)
+	b.SetBudget(budget)
+	// Another connection holds most of the budget.
+	other := &Conn{budget: budget}
+	if err := budget.reserve(other, 15<<20, 0); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte{'x'}, 2*MaxPayload+7)
+	sendPackets(t, a, big, []byte("\x03SELECT 1"))
+	if _, err := b.ReadPacket(); !errors.Is(err, ErrStatementMemory) {
+		t.Fatalf("want ErrStatementMemory, got %v", err)
+	}
+	if budget.Waited.Load() != 1 || budget.Refused.Load() != 1 {
+		t.Errorf("waited %d refused %d, want 1 1", budget.Waited.Load(), budget.Refused.Load())
+	}
+	b.Seq = 0
+	p, err := b.ReadPacket()
+	if err != nil || string(p) != "\x03SELECT 1" {
+		t.Fatalf("the next packet: %q %v", p, err)
+	}
+	if got := budget.InUse(); got != 15<<20 {
+		t.Fatalf("%d bytes reserved, want only the other connection's", got)
+	}
+}
+
+// Every reader holds part of the budget and wants more: one of them
+// overdraws, finishes and releases, so all finish (no deadlock).
+func TestBudgetOverdraftGuaranteesProgress(t *testing.T) {
+	budget := NewBudget(64 << 20)
+	budget.SetWait(5 * time.Second)
+	const readers = 4
+	conns := make([]*Conn, readers)
+	for i := range conns {
+		conns[i] = &Conn{budget: budget}
+		if err := budget.reserve(conns[i], 16<<20, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, readers)
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := budget.reserve(c, 32<<20, 16<<20); err != nil {
+				errs <- err
+				return
+			}
+			budget.release(c, 48<<20, 0)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if budget.InUse() != 0 || budget.Overdrafts.Load() == 0 {
+		t.Fatalf("in use %d, overdrafts %d", budget.InUse(), budget.Overdrafts.Load())
+	}
+}
+
+// A packet larger than the whole budget still passes when nothing else
+// is reserved.
+func TestBudgetSmallerThanPacket(t *testing.T) {
+	a, b := pipe(t)
+	b.SetBudget(NewBudget(1 << 20))
+	big := bytes.Repeat([]byte{'y'}, MaxPayload+100)
+	sendPackets(t, a, big)
+	p, err := b.ReadPacket()
+	if err != nil || !bytes.Equal(p, big) {
+		t.Fatalf("got %d bytes, %v", len(p), err)
+	}
+}
