@@ -25,17 +25,7 @@ func changeUserLibmariadb(t *testing.T, c *mysqlproto.Conn, nonce []byte, user, 
 	pkt = append(pkt, 0, collation, 0)
 	pkt = append(append(pkt, mysqlproto.AuthNativePassword...), 0)
 	pkt = mysqlproto.AppendLenEncString(pkt, mysqlproto.AppendLenEncString(mysqlproto.AppendLenEncString(nil, []byte("_client_name")), []byte("libmariadb")))
-	c.Seq = 0
-	if err := c.WritePacket(pkt); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	p, err := c.ReadPacket()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := command(t, c, pkt)
 	if p[0] != mysqlproto.AuthSwitchRequest {
 		return p
 	}
@@ -45,7 +35,8 @@ func changeUserLibmariadb(t *testing.T, c *mysqlproto.Conn, nonce []byte, user, 
 	if err := c.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if p, err = c.ReadPacket(); err != nil {
+	p, err := c.ReadPacket()
+	if err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -81,7 +81,7 @@ func (s *Session) noteOutcome(c *backend.Conn, out outcome) {
 // setCurrent records the statement in flight for session listings.
 func (s *Session) setCurrent(q []byte, start time.Time) {
 	s.curMu.Lock()
-	s.curText = append(s.curText[:0], q...)
+	s.curText = append(s.curText[:0], q[:min(len(q), curTextMax)]...)
 	s.curStart = start
 	s.curMu.Unlock()
 }
