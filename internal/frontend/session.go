@@ -499,7 +499,6 @@ func (s *Session) autoIsNullOn() bool {
 // string, which only costs a routing to the primary).
 func testsIsNull(q []byte) bool { return sqlscan.ContainsFold(q, "is null") }
 
-
 // bound reports whether the session must keep its server connection.
 func (s *Session) bound() bool {
 	if s.inTrx || s.autocommitOff || s.tempTables > 0 {

@@ -1,0 +1,62 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/config"
+	"github.com/vigil-db/vigil/internal/mysqlproto"
+)
+
+// The memory Vigil spends beside its statement budget (docs/security.md,
+// "Memory budget"): the one statement the budget lets overdraw (at most
+// 1.5 max_allowed_packet while its buffer doubles) and a base for
+// everything else (sessions, pools, caches, the runtime).
+const (
+	memOverdraft = 3 * mysqlproto.DefaultMaxAllowedBytes / 2
+	memBase      = 128 << 20
+	// trimEvery: how often an idle budget is checked for memory to give
+	// back; trimAfter: the large-statement bytes released since the last
+	// return that make one worth its full GC.
+	trimEvery = time.Second
+	trimAfter = 16 << 20
+)
+
+// startMemory makes the statement budget every listener shares, sets the
+// Go memory limit from it, and starts the loop that gives memory back to
+// the OS when large statements are done.
+func (d *daemon) startMemory(ctx context.Context, s config.Security) {
+	d.budget = mysqlproto.NewBudget(int64(s.StatementMemory))
+	d.applyMemory(s)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		t := time.NewTicker(trimEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if d.budget.TakeFreed() >= trimAfter {
+				// Idle after large statements: their buffers are garbage
+				// the GC would give back only slowly (the scavenger
+				// returns a few MB a second).
+				debug.FreeOSMemory()
+			}
+		}
+	}()
+}
+
+// applyMemory applies security.statement_memory (at start and reload).
+// The Go memory limit (a soft limit: the GC works harder near it) is the
+// budget plus what Vigil needs beside it, unless GOMEMLIMIT is set.
+func (d *daemon) applyMemory(s config.Security) {
+	d.budget.SetLimit(int64(s.StatementMemory))
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(s.StatementMemory) + memOverdraft + memBase)
+	}
+}
