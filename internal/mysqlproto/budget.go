@@ -39,7 +39,9 @@ type Budget struct {
 	used      int64
 	overdraft *Conn
 	wake      chan struct{} // closed and replaced when bytes are released
-	freed     int64         // bytes released since the last TakeFreed
+	// continuing: readers that hold budget and wait for more.
+	continuing int
+	freed      int64 // bytes released since the last TakeFreed
 
 	// Waited counts reservations that had to wait, Refused those that
 	// waited in vain (their packet got ErrStatementMemory), Overdrafts
@@ -85,16 +87,21 @@ func (b *Budget) wakeLocked() {
 }
 
 // reserve takes n bytes for c, which holds held bytes already.
+// Packets under way come first: a packet's first reservation waits while
+// one that holds budget waits for more, so that packets finish rather
+// than all start.
 func (b *Budget) reserve(c *Conn, n, held int64) error {
 	var timer *time.Timer
+	waiting := false
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for {
-		b.mu.Lock()
-		ok := b.limit <= 0 || b.used+n <= b.limit || b.used == 0
+		ok := b.limit <= 0 || b.used == 0 || (b.used+n <= b.limit && (held > 0 || b.continuing == 0))
 		if !ok && held > 0 && (b.overdraft == nil || b.overdraft == c) {
 			if b.overdraft == nil {
 				b.Overdrafts.Add(1)
@@ -102,20 +109,32 @@ func (b *Budget) reserve(c *Conn, n, held int64) error {
 			b.overdraft, ok = c, true
 		}
 		if ok {
+			if waiting && held > 0 {
+				b.continuing--
+			}
 			b.used += n
 			b.inUse.Store(b.used)
-			b.mu.Unlock()
 			return nil
 		}
-		wake := b.wake
-		if timer == nil {
+		if !waiting {
+			waiting = true
+			if held > 0 {
+				b.continuing++
+			}
 			b.Waited.Add(1)
 			timer = time.NewTimer(b.wait)
 		}
+		wake := b.wake
 		b.mu.Unlock()
 		select {
 		case <-wake:
+			b.mu.Lock()
 		case <-timer.C:
+			b.mu.Lock()
+			if held > 0 {
+				b.continuing--
+				b.wakeLocked() // first reservations may go now
+			}
 			b.Refused.Add(1)
 			return ErrStatementMemory
 		}
