@@ -11,11 +11,12 @@ import (
 )
 
 // The memory Vigil spends beside its statement budget (docs/security.md,
-// "Memory budget"): the one statement the budget lets overdraw (at most
-// 1.5 max_allowed_packet while its buffer doubles) and a base for
-// everything else (sessions, pools, caches, the runtime).
+// "Memory budget"): one frame the budget may let overdraw (a LOAD DATA
+// LOCAL file frame larger than the one before) and a base for everything
+// else (sessions, pools, caches, garbage of small statements, the
+// runtime).
 const (
-	memOverdraft = 3 * mysqlproto.DefaultMaxAllowedBytes / 2
+	memOverdraft = mysqlproto.MaxPayload + 1
 	memBase      = 128 << 20
 	// trimEvery: how often an idle budget is checked for memory to give
 	// back; trimAfter: the large-statement bytes released since the last

@@ -64,7 +64,7 @@ func bigInsert(n int) []byte {
 // goes on; small statements never wait.
 func TestStatementMemoryBudget(t *testing.T) {
 	tp := newTestProxy(t, nil)
-	budget := mysqlproto.NewBudget(24 << 20)
+	budget := mysqlproto.NewBudget(80 << 20)
 	budget.SetWait(300 * time.Millisecond)
 	tp.srv.SetBudget(budget)
 
@@ -80,8 +80,8 @@ func TestStatementMemoryBudget(t *testing.T) {
 		t.Fatalf("%d bytes still reserved after the statement", got)
 	}
 
-	// A client announces a 16 MiB frame and stalls after a few bytes: it
-	// holds a 16 MiB share.
+	// A client announces a 16 MiB frame and stalls after a few bytes: its
+	// statement holds a share of max_allowed_packet (it may be that long).
 	staller := dialProxy(t, tp)
 	nc := staller.NetConn()
 	if _, err := nc.Write([]byte{0xff, 0xff, 0xff, 0, mysqlproto.ComQuery, 'I', 'N'}); err != nil {
@@ -91,8 +91,8 @@ func TestStatementMemoryBudget(t *testing.T) {
 	for budget.InUse() == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if budget.InUse() != 1<<24 {
-		t.Fatalf("the stalled statement holds %d bytes, want 16 MiB", budget.InUse())
+	if budget.InUse() != mysqlproto.DefaultMaxAllowedBytes {
+		t.Fatalf("the stalled statement holds %d bytes, want max_allowed_packet", budget.InUse())
 	}
 	se := bigQuery(t, c, big)
 	if se == nil || se.Code != mysqlproto.EROutOfResources || !strings.Contains(se.Message, "security.statement_memory") {

@@ -20,18 +20,22 @@ const DefaultBudgetWait = 10 * time.Second
 // Budget bounds the bytes that the large packets of every connection
 // sharing it hold at once (packets that do not fit a connection's 16 KiB
 // read buffer: the buffers they are assembled in). A reader reserves
-// before it allocates, per frame (a packet over 16 MiB arrives as several
-// frames and its size is known only at its last one), and waits when the
-// budget is used up.
+// before it allocates and waits when the budget is used up; a reader
+// that waits longer than its wait gets ErrStatementMemory.
 //
-// Progress is guaranteed without a deadlock when every reader holds part
-// of the budget and wants more: a reader that already holds budget for a
-// packet and needs more may exceed the limit when no other reader does
-// (the overdraft, one packet at a time), and a reader is always served
-// when nothing is reserved. So the bytes held stay under Limit plus one
-// packet's buffer (at most 1.5 max_allowed_packet while it grows), and
-// the overdraft's packet always completes. A reader that waits longer
-// than Wait gets ErrStatementMemory.
+// A packet of one frame reserves its size. A packet of several frames
+// (over 16 MiB) is admitted whole at its first frame, for as much as it
+// may be (max_allowed_packet): its size is known only at its last frame,
+// and readers that each held part of the budget while waiting for more
+// could wait for each other forever. Buffers of finished packets are kept
+// for reuse while the limit has room (spares), so a steady stream of
+// large statements allocates nothing.
+//
+// Two rules guarantee progress whatever the sizes: a reader is always
+// served when nothing is reserved (a packet larger than the whole budget
+// passes alone), and a reader that holds budget and needs more (a LOAD
+// DATA LOCAL frame larger than the one before) may exceed the limit when
+// no other reader does (the overdraft, one at a time).
 type Budget struct {
 	mu        sync.Mutex
 	limit     int64
@@ -41,6 +45,9 @@ type Budget struct {
 	wake      chan struct{} // closed and replaced when bytes are released
 	// continuing: readers that hold budget and wait for more.
 	continuing int
+	// spare: buffers kept for reuse, by capacity (alloc, free).
+	spare      map[int][][]byte
+	spareBytes int64
 	freed      int64 // bytes released since the last TakeFreed
 
 	// Waited counts reservations that had to wait, Refused those that
@@ -141,12 +148,69 @@ func (b *Budget) reserve(c *Conn, n, held int64) error {
 	}
 }
 
+// spareStep: buffers whose size is a whole number of these (the ones of
+// packets over 16 MiB, ReadPacket) are kept for reuse.
+const spareStep = MaxPayload + 1
+
+// alloc reserves size bytes for c (holding held already) and returns an
+// empty buffer of that capacity: a spare one when there is one. Without
+// reuse every buffer of a 64 MiB statement (16, 32, then 64 MiB) would be
+// garbage once done with, and the heap would run ahead of the budget
+// until the GC caught up.
+func (b *Budget) alloc(c *Conn, size int, held int64) ([]byte, error) {
+	if err := b.reserve(c, int64(size), held); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if l := b.spare[size]; len(l) > 0 {
+		buf := l[len(l)-1]
+		l[len(l)-1] = nil
+		b.spare[size] = l[:len(l)-1]
+		b.spareBytes -= int64(size)
+		return buf, nil
+	}
+	// Spares and reservations together stay within the limit: drop
+	// spares (to the GC) to make room for the new buffer.
+	for sz, l := range b.spare {
+		for len(l) > 0 && b.used+b.spareBytes > b.limit {
+			l[len(l)-1] = nil
+			l = l[:len(l)-1]
+			b.spareBytes -= int64(sz)
+		}
+		b.spare[sz] = l
+	}
+	return make([]byte, 0, size), nil
+}
+
+// free gives back the reservation of buf, which c no longer uses (left:
+// what c still holds), and keeps buf as a spare when its size suits and
+// the limit has room for it.
+func (b *Budget) free(c *Conn, buf []byte, left int64) {
+	n := int64(cap(buf))
+	b.mu.Lock()
+	b.releaseLocked(c, n, left)
+	if n%spareStep == 0 && b.used+b.spareBytes+n <= b.limit {
+		if b.spare == nil {
+			b.spare = map[int][][]byte{}
+		}
+		b.spare[int(n)] = append(b.spare[int(n)], buf[:0])
+		b.spareBytes += n
+	}
+	b.mu.Unlock()
+}
+
 // release gives back n bytes of c; left is what c still holds after.
 func (b *Budget) release(c *Conn, n, left int64) {
 	if n == 0 {
 		return
 	}
 	b.mu.Lock()
+	b.releaseLocked(c, n, left)
+	b.mu.Unlock()
+}
+
+func (b *Budget) releaseLocked(c *Conn, n, left int64) {
 	b.used -= n
 	b.freed += n
 	b.inUse.Store(b.used)
@@ -154,17 +218,26 @@ func (b *Budget) release(c *Conn, n, left int64) {
 		b.overdraft = nil
 	}
 	b.wakeLocked()
-	b.mu.Unlock()
+}
+
+// Spare is the bytes of buffers kept for reuse.
+func (b *Budget) Spare() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.spareBytes
 }
 
 // TakeFreed returns the bytes released since the last call when nothing
-// is reserved now (the owner then gives memory back to the OS), else 0.
+// is reserved now, and drops the spare buffers (the owner then gives
+// memory back to the OS); else 0.
 func (b *Budget) TakeFreed() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.used != 0 {
 		return 0
 	}
+	clear(b.spare)
+	b.spareBytes = 0
 	f := b.freed
 	b.freed = 0
 	return f

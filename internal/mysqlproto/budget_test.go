@@ -30,6 +30,7 @@ func TestBudgetPacketSizes(t *testing.T) {
 	a, b := pipe(t)
 	budget := NewBudget(256 << 20)
 	b.SetBudget(budget)
+	b.MaxPacket = DefaultMaxAllowedBytes
 	sizes := []int{0, 100, defaultReadBuf + 10, MaxPayload - 1, MaxPayload, MaxPayload + 5, 3*MaxPayload + 3, 4 * MaxPayload}
 	var payloads [][]byte
 	for _, n := range sizes {
@@ -45,9 +46,9 @@ func TestBudgetPacketSizes(t *testing.T) {
 		if !bytes.Equal(p, payloads[i]) {
 			t.Fatalf("size %d: got %d bytes, not the packet sent", n, len(p))
 		}
-		// One buffer, in whole 16 MiB steps for a packet of several frames.
-		if n > 2*MaxPayload && cap(p) != 4<<24 {
-			t.Errorf("size %d: buffer of %d bytes, want %d", n, cap(p), 4<<24)
+		// One buffer of max_allowed_packet for a packet of several frames.
+		if n >= MaxPayload && cap(p) != DefaultMaxAllowedBytes {
+			t.Errorf("size %d: buffer of %d bytes, want %d", n, cap(p), DefaultMaxAllowedBytes)
 		}
 		if got := budget.InUse(); got != int64(cap(b.big)) || (n > defaultReadBuf && got < int64(n)) {
 			t.Errorf("size %d: %d bytes reserved for a buffer of %d", n, got, cap(b.big))
@@ -66,6 +67,7 @@ func TestBudgetRefusesAndDiscards(t *testing.T) {
 	budget := NewBudget(20 << 20)
 	budget.SetWait(50 * time.Millisecond)
 	b.SetBudget(budget)
+	b.MaxPacket = DefaultMaxAllowedBytes
 	// Another connection holds most of the budget.
 	other := &Conn{budget: budget}
 	if err := budget.reserve(other, 15<<20, 0); err != nil {
@@ -130,10 +132,56 @@ func TestBudgetOverdraftGuaranteesProgress(t *testing.T) {
 func TestBudgetSmallerThanPacket(t *testing.T) {
 	a, b := pipe(t)
 	b.SetBudget(NewBudget(1 << 20))
+	b.MaxPacket = DefaultMaxAllowedBytes
 	big := bytes.Repeat([]byte{'y'}, MaxPayload+100)
 	sendPackets(t, a, big)
 	p, err := b.ReadPacket()
 	if err != nil || !bytes.Equal(p, big) {
 		t.Fatalf("got %d bytes, %v", len(p), err)
+	}
+}
+
+// A large packet written keeps no reference to its payload afterwards.
+func TestWriteLargeKeepsNoPayload(t *testing.T) {
+	a, b := pipe(t)
+	go func() {
+		b.Seq = 0
+		_, _ = b.ReadPacket()
+	}()
+	if err := a.WritePacket(make([]byte, MaxPayload+10)); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range a.vec {
+		if v != nil {
+			t.Fatalf("vec[%d] still refers to %d bytes", i, len(v))
+		}
+	}
+}
+
+// Buffers of finished packets are reused: a second large packet
+// allocates nothing, and the spares go when the budget is idle.
+func TestBudgetReusesBuffers(t *testing.T) {
+	a, b := pipe(t)
+	budget := NewBudget(256 << 20)
+	b.SetBudget(budget)
+	b.MaxPacket = DefaultMaxAllowedBytes
+	big := bytes.Repeat([]byte{'z'}, 2*MaxPayload+9)
+	sendPackets(t, a, big, big)
+	p, err := b.ReadPacket()
+	if err != nil || !bytes.Equal(p, big) {
+		t.Fatalf("got %d bytes, %v", len(p), err)
+	}
+	first := &p[:1][0]
+	b.ReleaseBig()
+	if budget.Spare() != DefaultMaxAllowedBytes {
+		t.Fatalf("spare %d bytes, want the buffer's %d", budget.Spare(), DefaultMaxAllowedBytes)
+	}
+	b.Seq = 0
+	if p, err = b.ReadPacket(); err != nil || !bytes.Equal(p, big) || &p[:1][0] != first {
+		t.Fatalf("the second packet (%d bytes, %v) is not in the first one's buffer", len(p), err)
+	}
+	b.ReleaseBig()
+	if f := budget.TakeFreed(); f != 2*DefaultMaxAllowedBytes || budget.Spare() != 0 {
+		t.Fatalf("freed %d, spare %d after TakeFreed", f, budget.Spare())
 	}
 }

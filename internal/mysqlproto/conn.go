@@ -314,9 +314,9 @@ func (c *Conn) readBody(dst []byte, n, room int) ([]byte, error) {
 }
 
 // grow moves dst to a larger buffer for end bytes. With a budget the new
-// buffer (at least room, doubling up to MaxPacket) is reserved first, the
-// old one given back after the copy, and big holds it at once (held is
-// always cap(big)).
+// buffer (at least room, doubling up to MaxPacket) is reserved first (and
+// may be a spare one), the old one given back after the copy, and big
+// holds it at once (held is always cap(big)).
 func (c *Conn) grow(dst []byte, end, room int) ([]byte, error) {
 	b := c.budget
 	if b == nil {
@@ -329,14 +329,16 @@ func (c *Conn) grow(dst []byte, end, room int) ([]byte, error) {
 		limit = 1 << 30
 	}
 	size := max(end, room, min(2*cap(dst), limit+4))
-	if err := b.reserve(c, int64(size), c.held); err != nil {
+	g, err := b.alloc(c, size, c.held)
+	if err != nil {
 		return dst, err
 	}
-	g := make([]byte, len(dst), size)
+	g = g[:len(dst)]
 	copy(g, dst)
-	old := c.held
+	if c.held > 0 {
+		b.free(c, c.big, int64(size))
+	}
 	c.big, c.held = g, int64(size)
-	b.release(c, old, c.held)
 	return g, nil
 }
 
@@ -414,10 +416,15 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 			return nil, ErrPacketTooLarge
 		}
 		room := len(p) + n
-		if n == MaxPayload {
-			// More follows: whole 16 MiB steps, so that a packet of
-			// max_allowed_packet fits the last doubling exactly.
-			room = room / MaxPayload * (MaxPayload + 1)
+		if n == MaxPayload && c.budget != nil {
+			// More follows, how much is known only at the last frame:
+			// the packet is admitted whole, for as much as it may be
+			// (max_allowed_packet, in whole 16 MiB steps), in one
+			// buffer. Then a reader never holds part of the budget
+			// while it waits for more (no deadlock, no overdraft),
+			// nothing is copied as the packet grows, and all such
+			// buffers have one size, so they are reused (Budget.alloc).
+			room = (limit + spareStep - 1) / spareStep * spareStep
 		}
 		start := len(p)
 		if p, err = c.readBody(p, n, room); err != nil {
@@ -472,7 +479,11 @@ func (c *Conn) writeLarge(payload []byte) error {
 		c.hdr = [4]byte{byte(n), byte(n >> 8), byte(n >> 16), c.Seq}
 		c.vec = append(c.vec[:0], c.hdr[:], payload[:n])
 		bufs := net.Buffers(c.vec)
-		if _, err := bufs.WriteTo(c.nc); err != nil {
+		_, err := bufs.WriteTo(c.nc)
+		// vec must not keep the payload alive (a pooled server
+		// connection would hold a 64 MiB statement until its next one).
+		clear(c.vec)
+		if err != nil {
 			return err
 		}
 		c.Seq++
@@ -557,11 +568,11 @@ func (c *Conn) ReleaseBig() {
 
 // dropBig drops big and gives its reservation back.
 func (c *Conn) dropBig() {
-	c.big = nil
 	if c.held > 0 {
-		c.budget.release(c, c.held, 0)
+		c.budget.free(c, c.big, 0)
 		c.held = 0
 	}
+	c.big = nil
 }
 
 // SetBudget makes b bound the buffers of this connection's packets that
