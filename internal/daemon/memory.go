@@ -18,8 +18,9 @@ import (
 const (
 	memOverdraft = mysqlproto.MaxPayload + 1
 	memBase      = 128 << 20
-	// trimEvery: how often an idle budget is checked for memory to give
-	// back; trimAfter: the large-statement bytes released since the last
+	// trimEvery: how often the budget is checked for memory to give
+	// back (after two checks in a row without a large statement);
+	// trimAfter: the bytes of large buffers released since the last
 	// return that make one worth its full GC.
 	trimEvery = time.Second
 	trimAfter = 16 << 20
@@ -36,13 +37,20 @@ func (d *daemon) startMemory(ctx context.Context, s config.Security) {
 		defer d.wg.Done()
 		t := time.NewTicker(trimEvery)
 		defer t.Stop()
+		quiet := 0 // checks in a row that found no large statement
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			if d.budget.TakeFreed() >= trimAfter {
+			if d.budget.InUse() != 0 {
+				quiet = 0
+				continue
+			}
+			// Two quiet checks: a client sending large statements one
+			// after another is not idle between two of them.
+			if quiet++; quiet >= 2 && d.budget.TakeFreed() >= trimAfter {
 				// Idle after large statements: their buffers are garbage
 				// the GC would give back only slowly (the scavenger
 				// returns a few MB a second).

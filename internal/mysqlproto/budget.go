@@ -212,7 +212,10 @@ func (b *Budget) release(c *Conn, n, left int64) {
 
 func (b *Budget) releaseLocked(c *Conn, n, left int64) {
 	b.used -= n
-	b.freed += n
+	if n >= 1<<20 {
+		// Only large buffers make a return to the OS worth its GC.
+		b.freed += n
+	}
 	b.inUse.Store(b.used)
 	if left == 0 && b.overdraft == c {
 		b.overdraft = nil
@@ -227,8 +230,8 @@ func (b *Budget) Spare() int64 {
 	return b.spareBytes
 }
 
-// TakeFreed returns the bytes released since the last call when nothing
-// is reserved now, and drops the spare buffers (the owner then gives
+// TakeFreed returns the bytes of buffers over 1 MiB released since the
+// last call when nothing is reserved now, and drops the spare buffers (the owner then gives
 // memory back to the OS); else 0.
 func (b *Budget) TakeFreed() int64 {
 	b.mu.Lock()
