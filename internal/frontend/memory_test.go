@@ -3,11 +3,15 @@ package frontend
 import (
 	"bytes"
 	"context"
+	"io"
+	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/topology"
 )
 
 // dialProxy logs in to the test proxy as app with a raw protocol client.
@@ -116,5 +120,28 @@ func TestStatementMemoryBudget(t *testing.T) {
 	}
 	if se := bigQuery(t, c, big); se != nil {
 		t.Fatalf("a 20 MiB statement after the staller left: %v", se)
+	}
+}
+
+// Statements queued for mirrors are bounded in bytes, not only in count.
+func TestMirrorQueueBoundedInBytes(t *testing.T) {
+	srv := New(Options{Cluster: "c1"}, nil, &topology.Holder{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	s := newSession(srv, 1, c1)
+	// A mirrorer whose workers have not taken anything yet.
+	m := &mirrorer{srv: srv, jobs: make(chan mirrorJob, 1024)}
+	m.started.Store(true)
+	big := make([]byte, 40<<20)
+	small := []byte("INSERT INTO t VALUES (1)")
+	m.enqueue(s, []int{0}, big)
+	m.enqueue(s, []int{0}, big)
+	m.enqueue(s, []int{0}, small)
+	if got := srv.Stats.MirrorDrops.Load(); got != 1 {
+		t.Fatalf("%d mirrors dropped, want the second 40 MiB one", got)
+	}
+	if len(m.jobs) != 2 || m.queued.Load() != int64(len(big)+len(small)) {
+		t.Fatalf("%d jobs, %d bytes queued", len(m.jobs), m.queued.Load())
 	}
 }
