@@ -213,6 +213,9 @@ func (d *daemon) stop() {
 	if d.cancel != nil {
 		d.cancel()
 	}
+	if d.budget != nil {
+		d.budget.Close() // a session waiting for statement memory ends now
+	}
 	for _, rt := range d.clusterMap() {
 		rt.stop()
 	}

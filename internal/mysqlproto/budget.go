@@ -48,6 +48,7 @@ type Budget struct {
 	// spare: buffers kept for reuse, by capacity (alloc, free).
 	spare      map[int][][]byte
 	spareBytes int64
+	closed     bool  // Close: waiters and new waits are refused at once
 	freed      int64 // bytes released since the last TakeFreed
 
 	// Waited counts reservations that had to wait, Refused those that
@@ -75,6 +76,15 @@ func (b *Budget) SetLimit(limit int64) {
 func (b *Budget) SetWait(d time.Duration) {
 	b.mu.Lock()
 	b.wait = d
+	b.mu.Unlock()
+}
+
+// Close refuses every wait from now on, so that sessions waiting for
+// budget end at once when the daemon stops.
+func (b *Budget) Close() {
+	b.mu.Lock()
+	b.closed = true
+	b.wakeLocked()
 	b.mu.Unlock()
 }
 
@@ -130,6 +140,13 @@ func (b *Budget) reserve(c *Conn, n, held int64) error {
 			}
 			b.Waited.Add(1)
 			timer = time.NewTimer(b.wait)
+		}
+		if b.closed {
+			if waiting && held > 0 {
+				b.continuing--
+			}
+			b.Refused.Add(1)
+			return ErrStatementMemory
 		}
 		wake := b.wake
 		b.mu.Unlock()

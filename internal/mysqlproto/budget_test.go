@@ -185,3 +185,27 @@ func TestBudgetReusesBuffers(t *testing.T) {
 		t.Fatalf("freed %d, spare %d after TakeFreed", f, budget.Spare())
 	}
 }
+
+// Close ends waits at once (the daemon stops).
+func TestBudgetCloseEndsWaits(t *testing.T) {
+	budget := NewBudget(16 << 20)
+	budget.SetWait(time.Minute)
+	holder, waiter := &Conn{}, &Conn{}
+	if err := budget.reserve(holder, 16<<20, 0); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- budget.reserve(waiter, 1<<20, 0) }()
+	for budget.Waited.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	budget.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrStatementMemory) {
+			t.Fatalf("got %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait did not end at Close")
+	}
+}
