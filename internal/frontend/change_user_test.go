@@ -29,17 +29,7 @@ func changeUserLibmariadb(t *testing.T, c *mysqlproto.Conn, nonce []byte, user, 
 	if p[0] != mysqlproto.AuthSwitchRequest {
 		return p
 	}
-	if err := c.WritePacket(scr); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	p, err := c.ReadPacket()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return exchange(t, c, scr)
 }
 
 // TestChangeUserLibmariadb: COM_CHANGE_USER as MariaDB Connector/C sends

@@ -32,6 +32,13 @@ func dialProxy(t *testing.T, tp *testProxy) *mysqlproto.Conn {
 func command(t *testing.T, c *mysqlproto.Conn, pkt []byte) []byte {
 	t.Helper()
 	c.Seq = 0
+	return exchange(t, c, pkt)
+}
+
+// exchange sends pkt with the connection's sequence id and reads the
+// next packet.
+func exchange(t *testing.T, c *mysqlproto.Conn, pkt []byte) []byte {
+	t.Helper()
 	if err := c.WritePacket(pkt); err != nil {
 		t.Fatal(err)
 	}
