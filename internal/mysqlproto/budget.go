@@ -2,6 +2,7 @@ package mysqlproto
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,7 +50,10 @@ type Budget struct {
 	spare      map[int][][]byte
 	spareBytes int64
 	closed     bool  // Close: waiters and new waits are refused at once
-	freed      int64 // bytes released since the last TakeFreed
+	freed      int64 // bytes of buffers over 1 MiB released since the last TakeFreed
+	// queue: tickets of first reservations waiting, oldest first.
+	queue   []uint64
+	tickets uint64
 
 	// Waited counts reservations that had to wait, Refused those that
 	// waited in vain (their packet got ErrStatementMemory), Overdrafts
@@ -105,48 +109,65 @@ func (b *Budget) wakeLocked() {
 
 // reserve takes n bytes for c, which holds held bytes already.
 // Packets under way come first: a packet's first reservation waits while
-// one that holds budget waits for more, so that packets finish rather
-// than all start.
+// one that holds budget waits for more. First reservations are served in
+// the order they came (a queue of tickets), so that under a flood each
+// waits its turn instead of some losing every race until their wait ends.
 func (b *Budget) reserve(c *Conn, n, held int64) error {
 	var timer *time.Timer
+	var ticket uint64 // in b.queue while waiting (first reservations)
 	waiting := false
-	defer func() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	leave := func() {
 		if timer != nil {
 			timer.Stop()
 		}
-	}()
-	b.mu.Lock()
-	defer b.mu.Unlock()
+		if !waiting {
+			return
+		}
+		if held > 0 {
+			b.continuing--
+		} else {
+			b.queue = slices.DeleteFunc(b.queue, func(t uint64) bool { return t == ticket })
+		}
+		b.wakeLocked() // the next in line may go now
+	}
 	for {
-		ok := b.limit <= 0 || b.used == 0 || (b.used+n <= b.limit && (held > 0 || b.continuing == 0))
-		if !ok && held > 0 && (b.overdraft == nil || b.overdraft == c) {
-			if b.overdraft == nil {
-				b.Overdrafts.Add(1)
+		var ok bool
+		if held > 0 {
+			ok = b.limit <= 0 || b.used+n <= b.limit
+			if !ok && (b.overdraft == nil || b.overdraft == c) {
+				if b.overdraft == nil {
+					b.Overdrafts.Add(1)
+				}
+				b.overdraft, ok = c, true
 			}
-			b.overdraft, ok = c, true
+		} else {
+			first := len(b.queue) == 0 || (waiting && b.queue[0] == ticket)
+			ok = first && (b.limit <= 0 || b.used == 0 || (b.used+n <= b.limit && b.continuing == 0))
 		}
 		if ok {
-			if waiting && held > 0 {
-				b.continuing--
-			}
+			leave()
 			b.used += n
 			b.inUse.Store(b.used)
 			return nil
+		}
+		if b.closed {
+			leave()
+			b.Refused.Add(1)
+			return ErrStatementMemory
 		}
 		if !waiting {
 			waiting = true
 			if held > 0 {
 				b.continuing++
+			} else {
+				b.tickets++
+				ticket = b.tickets
+				b.queue = append(b.queue, ticket)
 			}
 			b.Waited.Add(1)
 			timer = time.NewTimer(b.wait)
-		}
-		if b.closed {
-			if waiting && held > 0 {
-				b.continuing--
-			}
-			b.Refused.Add(1)
-			return ErrStatementMemory
 		}
 		wake := b.wake
 		b.mu.Unlock()
@@ -155,10 +176,7 @@ func (b *Budget) reserve(c *Conn, n, held int64) error {
 			b.mu.Lock()
 		case <-timer.C:
 			b.mu.Lock()
-			if held > 0 {
-				b.continuing--
-				b.wakeLocked() // first reservations may go now
-			}
+			leave()
 			b.Refused.Add(1)
 			return ErrStatementMemory
 		}

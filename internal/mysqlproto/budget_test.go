@@ -209,3 +209,39 @@ func TestBudgetCloseEndsWaits(t *testing.T) {
 		t.Fatal("the wait did not end at Close")
 	}
 }
+
+// First reservations are served in the order they came.
+func TestBudgetServesInOrder(t *testing.T) {
+	budget := NewBudget(64 << 20)
+	budget.SetWait(time.Minute)
+	holder := &Conn{}
+	if err := budget.reserve(holder, 64<<20, 0); err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan int, 3)
+	conns := []*Conn{{}, {}, {}}
+	for i, c := range conns {
+		go func() {
+			if err := budget.reserve(c, 64<<20, 0); err != nil {
+				t.Error(err)
+				return
+			}
+			order <- i
+		}()
+		for budget.Waited.Load() != int64(i+1) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	budget.release(holder, 64<<20, 0)
+	for want := range 3 {
+		select {
+		case got := <-order:
+			if got != want {
+				t.Fatalf("reader %d served before reader %d", got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("reader %d not served", want)
+		}
+		budget.release(conns[want], 64<<20, 0)
+	}
+}
