@@ -32,9 +32,10 @@ const DefaultBudgetWait = 10 * time.Second
 // for reuse while the limit has room (spares), so a steady stream of
 // large statements allocates nothing.
 //
-// Two rules guarantee progress whatever the sizes: a reader is always
-// served when nothing is reserved (a packet larger than the whole budget
-// passes alone), and a reader that holds budget and needs more (a LOAD
+// Waiting readers are served in the order they came. Two rules guarantee
+// progress whatever the sizes: the first in line is always served when
+// nothing is reserved (a packet larger than the whole budget passes
+// alone), and a reader that holds budget and needs more (a LOAD
 // DATA LOCAL frame larger than the one before) may exceed the limit when
 // no other reader does (the overdraft, one at a time).
 type Budget struct {
