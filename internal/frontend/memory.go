@@ -11,7 +11,8 @@ import (
 const curTextMax = 64 << 10
 
 // keepBuf is the largest per-session scratch buffer (rewritten
-// statements, SET rewrites, cache keys) kept between statements.
+// statements, SET rewrites, cache keys, a COM_STMT_EXECUTE re-sent with
+// its parameter types) kept between statements.
 const keepBuf = 64 << 10
 
 // dropLarge gives back what a large statement left in the session once
@@ -19,7 +20,7 @@ const keepBuf = 64 << 10
 // share of security.statement_memory) and scratch buffers grown for it.
 func (s *Session) dropLarge() {
 	s.client.ReleaseBig()
-	for _, b := range []*[]byte{&s.rewriteBuf, &s.setBuf, &s.cacheKeyBuf} {
+	for _, b := range []*[]byte{&s.rewriteBuf, &s.setBuf, &s.cacheKeyBuf, &s.scratch} {
 		if cap(*b) > keepBuf {
 			*b = nil
 		}
