@@ -95,6 +95,7 @@ func TestParseErrors(t *testing.T) {
 		{"standby primary", strings.Replace(good, "role: primary}", "role: primary, standby: true}", 1), "servers[0].standby: the configured primary cannot be a standby"},
 		{"negative security", good + "security: {max_unauthenticated_connections: -1}\n", "security.max_unauthenticated_connections: must not be negative"},
 		{"max_delay below delay", good + "security: {failed_logins: {delay: 5s, max_delay: 1s}}\n", "security.failed_logins.max_delay"},
+		{"tiny statement memory", good + "security: {statement_memory: 64KiB}\n", "security.statement_memory: 65536 bytes is less than 1MiB"},
 		{"lease too short for an etcd election", good + "coordination: {lease_ttl: 2s, etcd: {endpoints: ['127.0.0.1:2379']}}\n",
 			"coordination.lease_ttl: 2s is too short to ride over an etcd leader election: with election_timeout 1s"},
 		{"lease too short for a given election timeout", good + "coordination: {lease_ttl: 4s, etcd: {endpoints: ['127.0.0.1:2379'], election_timeout: 2s}}\n",

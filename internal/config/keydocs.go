@@ -143,6 +143,7 @@ var keyDocs = map[string]string{
 	"security.handshake_timeout": "A client's whole login must end within this (default 10s).",
 	"security.max_unauthenticated_connections": "Connections not logged in yet, all listeners together (default 1000); when full, the oldest handshake of the address holding the most is closed for a new one (error 1040 only when none can be).",
 	"security.max_unauthenticated_per_host":    "Connections not logged in yet from one address (default 100); at this bound the address's oldest handshake is closed for its new one.",
+	"security.statement_memory":                "Buffers of logged-in clients' large statements, all clients together (default 256MiB); over it a statement waits up to 10s, then gets error 1041; Vigil's Go memory limit follows it (docs/security.md).",
 	"security.failed_logins":                   "Slow down password guessing, as MySQL's connection_control.",
 	"security.failed_logins.free":              "Failed logins of one user from one address before delays start (default 5).",
 	"security.failed_logins.free_per_host":     "Failed logins of any users from one address before delays start (default 50).",

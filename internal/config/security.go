@@ -21,7 +21,15 @@ type Security struct {
 	MaxUnauthenticatedPerHost int `yaml:"max_unauthenticated_per_host"`
 	// FailedLogins slows (and optionally blocks) repeated failed logins.
 	FailedLogins FailedLogins `yaml:"failed_logins"`
+	// StatementMemory bounds the buffers of logged-in clients' large
+	// statements (those over 16 KiB), all clients together (default
+	// 256MiB); a statement that cannot get its share within 10s gets
+	// error 1041. Vigil's Go memory limit follows it.
+	StatementMemory Size `yaml:"statement_memory"`
 }
+
+// DefaultStatementMemory is security.statement_memory's default.
+const DefaultStatementMemory = 256 << 20
 
 // FailedLogins: after Free failures of one user from one address (or
 // FreePerHost failures of any users from one address) within Window,
@@ -42,6 +50,9 @@ type FailedLogins struct {
 
 func (s *Security) applyDefaults() {
 	setDur(&s.HandshakeTimeout, 10*time.Second)
+	if s.StatementMemory == 0 {
+		s.StatementMemory = DefaultStatementMemory
+	}
 	if s.MaxUnauthenticated == 0 {
 		s.MaxUnauthenticated = 1000
 	}
@@ -71,6 +82,9 @@ func (s *Security) validate(add func(key, format string, args ...any)) {
 		if v < 0 {
 			add("security."+k, "must not be negative")
 		}
+	}
+	if s.StatementMemory < 1<<20 {
+		add("security.statement_memory", "%d bytes is less than 1MiB: every statement over 16 KiB would wait for the others", int64(s.StatementMemory))
 	}
 	f := s.FailedLogins
 	if f.Delay.Duration < 0 || f.MaxDelay.Duration < 0 || f.Window.Duration < 0 || f.BlockFor.Duration < 0 {

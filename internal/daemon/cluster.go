@@ -129,6 +129,7 @@ func (d *daemon) newCluster(parent context.Context, cfg *config.Config, cc confi
 	rt.fe = frontend.New(opts, buildUsers(cfg), rt.topo, pools, log)
 	rt.fe.OnServerLost(mon.CheckNow)
 	rt.fe.SetGuard(d.guard)
+	rt.fe.SetBudget(d.budget)
 	rt.digests = qstats.New(cfg.Digests.MaxEntries)
 	proc, err := d.processing(cfg, cc, slots, rt.digests, nil)
 	if err != nil {

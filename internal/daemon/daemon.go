@@ -110,6 +110,9 @@ type daemon struct {
 	// guard bounds unauthenticated clients and throttles failed logins,
 	// for every listener.
 	guard *frontend.LoginGuard
+	// budget bounds large statements' buffers, for every listener
+	// (security.statement_memory, memory.go).
+	budget *mysqlproto.Budget
 	// base is the config file as last applied, before state_dir's
 	// overlay (membership.go); guarded by reloadMu.
 	base *config.Config
@@ -158,6 +161,7 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 		}
 		d.journal.add(admin.Event{Kind: kind, Message: who + ": " + msg})
 	})
+	d.startMemory(ctx, cfg.Security)
 	d.cache = newCache(cfg)
 	ql, err := d.startQueryLog(ctx, cfg.Log)
 	if err != nil {
@@ -215,6 +219,9 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 func (d *daemon) stop() {
 	if d.cancel != nil {
 		d.cancel()
+	}
+	if d.budget != nil {
+		d.budget.Close() // a session waiting for statement memory ends now
 	}
 	for _, rt := range d.clusterMap() {
 		rt.stop()
@@ -306,6 +313,7 @@ func (d *daemon) applyLocked(base, cfg *config.Config, what string, gs greetings
 	creds := credentialsFunc(cfg)
 	d.cache.SetLimits(int64(cfg.QueryCache.MaxSize), int64(cfg.QueryCache.MaxEntrySize))
 	d.guard.SetOptions(guardOptions(cfg.Security))
+	d.applyMemory(cfg.Security)
 	if d.admin != nil {
 		d.admin.SetOptions(aopts)
 	}

@@ -66,6 +66,10 @@ var (
 	descWriterKept   = prometheus.NewDesc("vigil_monitor_writer_kept_total", "Failed checks after which the writer stayed routed because no other server could take the writes (the lone writer rule).", []string{"cluster", "server"}, nil)
 	descUnauth       = prometheus.NewDesc("vigil_unauthenticated_connections", "Client connections that have not logged in yet (security.max_unauthenticated_connections).", nil, nil)
 	descLoginGuard   = prometheus.NewDesc("vigil_login_guard_total", "Logins the guard acted on: refused (too many unauthenticated connections and none could make room), evicted (the oldest handshaking connection of the address holding the most, closed to admit a new one), throttled (a failed login's error delayed), blocked (a user and address blocked).", []string{"action"}, nil)
+	descStmtMem      = prometheus.NewDesc("vigil_statement_memory_bytes", "Bytes that logged-in clients' large statements (over 16 KiB) hold now, all listeners together (security.statement_memory).", nil, nil)
+	descStmtMemSpare = prometheus.NewDesc("vigil_statement_memory_spare_bytes", "Buffers of finished large statements kept for the next ones (within security.statement_memory together with vigil_statement_memory_bytes; dropped when no large statement is under way).", nil, nil)
+	descStmtMemLimit = prometheus.NewDesc("vigil_statement_memory_limit_bytes", "security.statement_memory.", nil, nil)
+	descStmtMemEvent = prometheus.NewDesc("vigil_statement_memory_total", "Large statements that waited for statement memory, were refused with error 1041 after waiting, or were let over the limit (overdraft: one at a time, so that statements holding part of the budget cannot wait for each other forever).", []string{"event"}, nil)
 	descQlogSink     = prometheus.NewDesc("vigil_query_log_sink_records_total", "Query log records per sink, by outcome (written, dropped, error).", []string{"sink", "outcome"}, nil)
 )
 
@@ -76,6 +80,7 @@ func (m metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descRuleHits, descRuleActions, descDigests, descDigestEvict, descCacheBytes, descCacheEntries, descCacheOps,
 		descQlogEntries, descQlogDropped, descQlogSink, descLatency, descRouteErrors, descSrvQueries, descSrvErrors, descUserQueries, descUserErrors,
 		descOps, descOpDuration, descMonChecks, descWriterKept, descUnauth, descLoginGuard,
+		descStmtMem, descStmtMemSpare, descStmtMemLimit, descStmtMemEvent,
 		descCoordLease, descCoordValid, descCoordInstances, descCoordLeader, descCoordTerm, descCoordFenced} {
 		ch <- d
 	}
@@ -217,6 +222,14 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descLoginGuard, g.Evicted.Load(), "evicted")
 		counter(descLoginGuard, g.Throttled.Load(), "throttled")
 		counter(descLoginGuard, g.Blocked.Load(), "blocked")
+	}
+	if b := m.d.budget; b != nil {
+		gauge(descStmtMem, float64(b.InUse()))
+		gauge(descStmtMemSpare, float64(b.Spare()))
+		gauge(descStmtMemLimit, float64(b.Limit()))
+		counter(descStmtMemEvent, b.Waited.Load(), "waited")
+		counter(descStmtMemEvent, b.Refused.Load(), "refused")
+		counter(descStmtMemEvent, b.Overdrafts.Load(), "overdraft")
 	}
 	if c := m.d.cache; c != nil {
 		cs := c.Stats()

@@ -25,30 +25,11 @@ func changeUserLibmariadb(t *testing.T, c *mysqlproto.Conn, nonce []byte, user, 
 	pkt = append(pkt, 0, collation, 0)
 	pkt = append(append(pkt, mysqlproto.AuthNativePassword...), 0)
 	pkt = mysqlproto.AppendLenEncString(pkt, mysqlproto.AppendLenEncString(mysqlproto.AppendLenEncString(nil, []byte("_client_name")), []byte("libmariadb")))
-	c.Seq = 0
-	if err := c.WritePacket(pkt); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	p, err := c.ReadPacket()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := command(t, c, pkt)
 	if p[0] != mysqlproto.AuthSwitchRequest {
 		return p
 	}
-	if err := c.WritePacket(scr); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if p, err = c.ReadPacket(); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return exchange(t, c, scr)
 }
 
 // TestChangeUserLibmariadb: COM_CHANGE_USER as MariaDB Connector/C sends

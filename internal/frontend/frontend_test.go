@@ -172,7 +172,7 @@ func (f *fakeBackend) serve(id uint32, fc *fakeConn) {
 		if err != nil {
 			return
 		}
-		c.Seq = 1
+		// The reply follows the request's last frame (Seq is past it).
 		switch p[0] {
 		case mysqlproto.ComQuit:
 			return

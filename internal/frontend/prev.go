@@ -1,7 +1,6 @@
 package frontend
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"time"
@@ -188,7 +187,7 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 	// server connection (information_schema.PROCESSLIST WHERE ID =
 	// CONNECTION_ID()).
 	rw := info.Flags & sqlscan.FlagConnectionID
-	if rw != 0 && bytes.Contains(bytes.ToLower(q), []byte("processlist")) {
+	if rw != 0 && sqlscan.ContainsFold(q, "processlist") {
 		rw = 0
 	}
 	if info.Class != sqlscan.ClassSet {

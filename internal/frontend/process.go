@@ -82,7 +82,7 @@ func (s *Session) noteOutcome(c *backend.Conn, out outcome) {
 // setCurrent records the statement in flight for session listings.
 func (s *Session) setCurrent(q []byte, start time.Time) {
 	s.curMu.Lock()
-	s.curText = append(s.curText[:0], q...)
+	s.curText = append(s.curText[:0], q[:min(len(q), curTextMax)]...)
 	s.curStart = start
 	s.curMu.Unlock()
 }
@@ -323,7 +323,14 @@ type mirrorer struct {
 	srv     *Server
 	jobs    chan mirrorJob
 	started atomic.Bool
+	// queued: bytes of statement text waiting in jobs (at most
+	// mirrorMaxBytes: 1024 queued copies of 64 MiB statements would be
+	// 64 GiB).
+	queued atomic.Int64
 }
+
+// mirrorMaxBytes bounds the statement text queued for mirrors.
+const mirrorMaxBytes = 64 << 20
 
 type mirrorJob struct {
 	members []int
@@ -338,9 +345,16 @@ func (m *mirrorer) enqueue(s *Session, members []int, q []byte) {
 	if len(members) == 0 || !m.started.Load() {
 		return
 	}
+	n := int64(len(q))
+	if m.queued.Add(n) > mirrorMaxBytes {
+		m.queued.Add(-n)
+		m.srv.Stats.MirrorDrops.Add(1)
+		return
+	}
 	select {
 	case m.jobs <- mirrorJob{members: members, key: s.key, schema: s.state.Schema, query: string(q)}:
 	default:
+		m.queued.Add(-n)
 		m.srv.Stats.MirrorDrops.Add(1)
 	}
 }
@@ -359,6 +373,7 @@ func (m *mirrorer) run(ctx context.Context) {
 				case <-ctx.Done():
 					return
 				case j := <-m.jobs:
+					m.queued.Add(-int64(len(j.query)))
 					m.do(ctx, j)
 				}
 			}

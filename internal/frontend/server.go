@@ -103,6 +103,9 @@ type Server struct {
 	// guard bounds unauthenticated clients and throttles failed logins
 	// (nil: no limits).
 	guard atomic.Pointer[LoginGuard]
+	// budget bounds the buffers of logged-in clients' large statements,
+	// shared by every listener (nil: unbounded).
+	budget atomic.Pointer[mysqlproto.Budget]
 	// retired holds listeners RetireListener closed on purpose.
 	retired sync.Map
 
@@ -163,6 +166,11 @@ func (s *Server) Balancer() *router.Balancer { return s.bal }
 
 // SetGuard makes g (shared by every listener) guard this one's logins.
 func (s *Server) SetGuard(g *LoginGuard) { s.guard.Store(g) }
+
+// SetBudget makes b (shared by every listener) bound the memory of the
+// large statements of this listener's clients; sessions that log in
+// afterwards use it.
+func (s *Server) SetBudget(b *mysqlproto.Budget) { s.budget.Store(b) }
 
 // SetPool gives server slot i its pool: a server added to the running
 // cluster. Call it before the monitor publishes a snapshot with the

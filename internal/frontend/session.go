@@ -283,6 +283,9 @@ func (s *Session) run(ctx context.Context) {
 	release()
 	if err == nil {
 		s.client.MaxPacket = s.opts().MaxPacket
+		if b := s.srv.budget.Load(); b != nil {
+			s.client.SetBudget(b)
+		}
 		if g != nil {
 			g.succeeded(hello.User, s.remoteIP())
 		}
@@ -317,6 +320,14 @@ func (s *Session) run(ctx context.Context) {
 		// Waiting for the next command the client holds no buffers
 		// (10,000 idle clients would otherwise pin 320 MiB of them).
 		pkt, err := s.client.ReadCommand()
+		if errors.Is(err, mysqlproto.ErrStatementMemory) {
+			// Its bytes were read and dropped: the session goes on.
+			s.refuseForMemory()
+			if s.client.Flush() != nil {
+				return
+			}
+			continue
+		}
 		if err != nil {
 			if errors.Is(err, mysqlproto.ErrPacketTooLarge) {
 				s.refuseUnread()
@@ -331,7 +342,9 @@ func (s *Session) run(ctx context.Context) {
 			_ = s.client.Flush()
 			return
 		}
-		if err := s.dispatch(ctx, pkt); err != nil {
+		err = s.dispatch(ctx, pkt)
+		s.dropLarge()
+		if err != nil {
 			var ec errClient
 			if !errors.As(err, &ec) && !errors.Is(err, errQuit) {
 				s.srv.log.Debug("session ended", "session", s.id, "err", err)
@@ -507,7 +520,7 @@ func (s *Session) autoIsNullOn() bool {
 
 // testsIsNull reports whether q contains IS NULL (roughly: also in a
 // string, which only costs a routing to the primary).
-func testsIsNull(q []byte) bool { return bytes.Contains(bytes.ToLower(q), []byte("is null")) }
+func testsIsNull(q []byte) bool { return sqlscan.ContainsFold(q, "is null") }
 
 // bound reports whether the session must keep its server connection.
 func (s *Session) bound() bool {
@@ -847,7 +860,7 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 	if (s.trackTouched || (info.Flags&sqlscan.FlagSessionTrack != 0 && info.Class == sqlscan.ClassSet)) && !c.Broken {
 		s.restoreTracking(c, s.stmtText)
 	}
-	if info.Flags&sqlscan.FlagGlobalSet != 0 && out.err == nil && bytes.Contains(bytes.ToLower(s.stmtText), []byte("session_track_")) {
+	if info.Flags&sqlscan.FlagGlobalSet != 0 && out.err == nil && sqlscan.ContainsFold(s.stmtText, "session_track_") {
 		s.refreshTrackDefaults(c)
 	}
 	if out.insertID != 0 {

@@ -63,6 +63,10 @@ type Conn struct {
 	r, w int // unread bytes are rbuf[r:w]
 
 	wbuf []byte
+	// hdr and vec: a large packet's frame header and write vector
+	// (writeLarge), kept to allocate nothing per frame.
+	hdr [4]byte
+	vec [][]byte
 
 	// big holds a logical packet assembled from several frames, or a frame
 	// that does not fit rbuf; reused between calls.
@@ -70,6 +74,11 @@ type Conn struct {
 
 	// MaxPacket bounds an assembled logical packet (0 = 1 GiB).
 	MaxPacket int
+
+	// budget, when set, bounds big (SetBudget); held is what big has
+	// reserved from it (cap(big), or 0).
+	budget *Budget
+	held   int64
 
 	// forcePlugin overrides the server's auth plugin choice (tests).
 	forcePlugin string
@@ -143,7 +152,7 @@ func (c *Conn) putWrite() {
 func (c *Conn) Release() {
 	c.putRead()
 	c.putWrite()
-	c.big = nil
+	c.dropBig()
 }
 
 // ReadCommand is ReadPacket for a server reading its peer's next command:
@@ -225,23 +234,33 @@ func (c *Conn) fill(n int) error {
 	return nil
 }
 
-// ReadFrame returns one frame, header included (4 bytes length and
-// sequence id, then the payload). The slice is valid until the next read.
-// It checks and advances the sequence id.
-func (c *Conn) ReadFrame() ([]byte, error) {
+// frameHeader checks the header of the next frame (read into rbuf, not
+// consumed) and returns its payload length; it advances the sequence id.
+func (c *Conn) frameHeader() (int, error) {
 	if err := c.fill(4); err != nil {
-		return nil, err
+		return 0, err
 	}
 	h := c.rbuf[c.r : c.r+4]
 	n := int(h[0]) | int(h[1])<<8 | int(h[2])<<16
 	if h[3] != c.Seq {
-		return nil, fmt.Errorf("%w: sequence id %d, expected %d", ErrMalformed, h[3], c.Seq)
+		return 0, fmt.Errorf("%w: sequence id %d, expected %d", ErrMalformed, h[3], c.Seq)
 	}
 	if c.MaxPacket > 0 && n > c.MaxPacket {
 		// Refused from the header: nothing is read or allocated for it.
-		return nil, ErrPacketTooLarge
+		return 0, ErrPacketTooLarge
 	}
 	c.Seq++
+	return n, nil
+}
+
+// ReadFrame returns one frame, header included (4 bytes length and
+// sequence id, then the payload). The slice is valid until the next read.
+// It checks and advances the sequence id.
+func (c *Conn) ReadFrame() ([]byte, error) {
+	n, err := c.frameHeader()
+	if err != nil {
+		return nil, err
+	}
 	total := 4 + n
 	if total <= len(c.rbuf) {
 		if err := c.fill(total); err != nil {
@@ -251,58 +270,172 @@ func (c *Conn) ReadFrame() ([]byte, error) {
 		c.r += total
 		return f, nil
 	}
-	// Larger than the read buffer: assemble in big, grown as the bytes
-	// arrive (at most doubling what has arrived), never sized from the
-	// untrusted header alone: a peer that announces 16 MiB and sends 5
-	// bytes costs a read buffer, not 16 MiB.
-	f := append(c.big[:0], c.rbuf[c.r:c.w]...)
-	c.r = c.w
-	for len(f) < total {
-		if len(f) == cap(f) {
-			g := make([]byte, len(f), min(total, max(2*cap(f), 2*len(c.rbuf))))
-			copy(g, f)
-			f = g
-		}
-		m, err := c.read(f[len(f):min(cap(f), total)])
-		f = f[:len(f)+m]
-		if err != nil && len(f) < total {
-			if errors.Is(err, io.EOF) {
-				return nil, io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
+	// Larger than the read buffer: assembled in big (readBody).
+	f, err := c.readBody(c.big[:0], total, total)
+	if err != nil {
+		return nil, c.refused(err, total-len(f), false)
 	}
 	c.big = f
 	return f, nil
 }
 
-// ReadPacket returns the payload of one logical packet (frames joined).
-// The slice is valid until the next read.
-func (c *Conn) ReadPacket() ([]byte, error) {
-	f, err := c.ReadFrame()
-	if err != nil {
-		return nil, err
+// readBody appends the next n bytes of the stream (buffered ones first)
+// to dst. With a budget, dst first grows to hold at least room bytes,
+// reserved before it is allocated (see Budget). Without one it grows only
+// as bytes arrive (at most doubling what has arrived), never sized from
+// the untrusted header alone: a peer that announces 16 MiB and sends 5
+// bytes costs a read buffer, not 16 MiB.
+func (c *Conn) readBody(dst []byte, n, room int) ([]byte, error) {
+	end := len(dst) + n
+	for len(dst) < end {
+		if len(dst) == cap(dst) || (c.budget != nil && cap(dst) < end) {
+			var err error
+			if dst, err = c.grow(dst, end, room); err != nil {
+				return dst, err
+			}
+		}
+		lim := min(cap(dst), end)
+		if c.r < c.w {
+			m := copy(dst[len(dst):lim], c.rbuf[c.r:c.w])
+			c.r += m
+			dst = dst[:len(dst)+m]
+			continue
+		}
+		m, err := c.read(dst[len(dst):lim])
+		dst = dst[:len(dst)+m]
+		if err != nil && len(dst) < end {
+			if errors.Is(err, io.EOF) {
+				return dst, io.ErrUnexpectedEOF
+			}
+			return dst, err
+		}
 	}
-	if len(f)-4 < MaxPayload {
-		return f[4:], nil
+	return dst, nil
+}
+
+// grow moves dst to a larger buffer for end bytes. With a budget the new
+// buffer (at least room, doubling up to MaxPacket) is reserved first (and
+// may be a spare one), the old one given back after the copy, and big
+// holds it at once (held is always cap(big)).
+func (c *Conn) grow(dst []byte, end, room int) ([]byte, error) {
+	b := c.budget
+	if b == nil {
+		g := make([]byte, len(dst), min(end, max(2*cap(dst), 2*len(c.rbuf))))
+		copy(g, dst)
+		return g, nil
 	}
 	limit := c.MaxPacket
 	if limit <= 0 {
 		limit = 1 << 30
 	}
-	var acc []byte
-	acc = append(acc, f[4:]...)
-	for {
-		f, err = c.ReadFrame()
-		if err != nil {
+	size := max(end, room, min(2*cap(dst), limit+4))
+	g, err := b.alloc(c, size, c.held)
+	if err != nil {
+		return dst, err
+	}
+	g = g[:len(dst)]
+	copy(g, dst)
+	if c.held > 0 {
+		b.free(c, c.big, int64(size))
+	}
+	c.big, c.held = g, int64(size)
+	return g, nil
+}
+
+// refused finishes a packet whose read failed with err: when the budget
+// refused it, the rest of the frame (rest bytes) and, for a logical
+// packet (more: the frame was full), the frames after it are read and
+// dropped, so that the next read finds the next packet.
+func (c *Conn) refused(err error, rest int, more bool) error {
+	if !errors.Is(err, ErrStatementMemory) {
+		return err
+	}
+	c.dropBig()
+	if derr := c.discard(rest); derr != nil {
+		return derr
+	}
+	for more {
+		n, herr := c.frameHeader()
+		if herr != nil {
+			return herr
+		}
+		if derr := c.discard(4 + n); derr != nil {
+			return derr
+		}
+		more = n == MaxPayload
+	}
+	return err
+}
+
+// discard reads and drops n bytes through the read buffer.
+func (c *Conn) discard(n int) error {
+	for n > 0 {
+		if c.r == c.w {
+			c.r, c.w = 0, 0
+			m, err := c.read(c.rbuf)
+			c.w = m
+			if m == 0 && err != nil {
+				if errors.Is(err, io.EOF) {
+					return io.ErrUnexpectedEOF
+				}
+				return err
+			}
+		}
+		k := min(n, c.w-c.r)
+		c.r += k
+		n -= k
+	}
+	return nil
+}
+
+// ReadPacket returns the payload of one logical packet (frames joined).
+// The slice is valid until the next read. A packet larger than the read
+// buffer is assembled in one buffer, frame by frame, without other copies.
+func (c *Conn) ReadPacket() ([]byte, error) {
+	n, err := c.frameHeader()
+	if err != nil {
+		return nil, err
+	}
+	if n < MaxPayload && 4+n <= len(c.rbuf) {
+		if err := c.fill(4 + n); err != nil {
 			return nil, err
 		}
-		acc = append(acc, f[4:]...)
-		if len(acc) > limit {
+		p := c.rbuf[c.r+4 : c.r+4+n]
+		c.r += 4 + n
+		return p, nil
+	}
+	limit := c.MaxPacket
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	p := c.big[:0]
+	for {
+		c.r += 4 // the header, checked by frameHeader (fill(4) buffered it)
+		if len(p)+n > limit {
+			c.big = p
 			return nil, ErrPacketTooLarge
 		}
-		if len(f)-4 < MaxPayload {
-			return acc, nil
+		room := len(p) + n
+		if n == MaxPayload && c.budget != nil {
+			// More follows, how much is known only at the last frame:
+			// the packet is admitted whole, for as much as it may be
+			// (max_allowed_packet, in whole 16 MiB steps), in one
+			// buffer. Then a reader never holds part of the budget
+			// while it waits for more (no deadlock, no overdraft),
+			// nothing is copied as the packet grows, and all such
+			// buffers have one size, so they are reused (Budget.alloc).
+			room = (limit + spareStep - 1) / spareStep * spareStep
+		}
+		start := len(p)
+		if p, err = c.readBody(p, n, room); err != nil {
+			return nil, c.refused(err, start+n-len(p), n == MaxPayload)
+		}
+		c.big = p
+		if n < MaxPayload {
+			return p, nil
+		}
+		if n, err = c.frameHeader(); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -310,6 +443,9 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 // WritePacket queues payload as one logical packet (split into frames as
 // needed) with the current sequence id. Call Flush to send.
 func (c *Conn) WritePacket(payload []byte) error {
+	if len(payload) > rawMax {
+		return c.writeLarge(payload)
+	}
 	c.takeWrite()
 	for {
 		n := len(payload)
@@ -325,6 +461,33 @@ func (c *Conn) WritePacket(payload []byte) error {
 				return err
 			}
 		}
+		if n < MaxPayload {
+			return nil
+		}
+	}
+}
+
+// writeLarge sends a large payload at once, after what is queued, each
+// frame's header and payload in one vectored write: the payload is not
+// copied into the write buffer (a 64 MiB statement would be held twice).
+func (c *Conn) writeLarge(payload []byte) error {
+	if err := c.Flush(); err != nil {
+		return err
+	}
+	for {
+		n := min(len(payload), MaxPayload)
+		c.hdr = [4]byte{byte(n), byte(n >> 8), byte(n >> 16), c.Seq}
+		c.vec = append(c.vec[:0], c.hdr[:], payload[:n])
+		bufs := net.Buffers(c.vec)
+		_, err := bufs.WriteTo(c.nc)
+		// vec must not keep the payload alive (a pooled server
+		// connection would hold a 64 MiB statement until its next one).
+		clear(c.vec)
+		if err != nil {
+			return err
+		}
+		c.Seq++
+		payload = payload[n:]
 		if n < MaxPayload {
 			return nil
 		}
@@ -391,11 +554,33 @@ func (c *Conn) Flush() error {
 }
 
 // ReleaseBig drops a large assembly buffer so an idle connection does not
-// keep megabytes alive.
+// keep megabytes alive. With a budget every assembly buffer is dropped and
+// its reservation given back (call it when the packet is done with).
 func (c *Conn) ReleaseBig() {
+	if c.budget != nil {
+		c.dropBig()
+		return
+	}
 	if cap(c.big) > 1<<20 {
 		c.big = nil
 	}
+}
+
+// dropBig drops big and gives its reservation back.
+func (c *Conn) dropBig() {
+	if c.held > 0 {
+		c.budget.free(c, c.big, 0)
+		c.held = 0
+	}
+	c.big = nil
+}
+
+// SetBudget makes b bound the buffers of this connection's packets that
+// do not fit its read buffer (nil: unbounded). Call it between packets.
+func (c *Conn) SetBudget(b *Budget) {
+	c.dropBig()
+	c.big = nil
+	c.budget = b
 }
 
 // handOver returns the transport with any bytes already buffered in front

@@ -36,20 +36,11 @@ func pipe(t testing.TB) (*Conn, *Conn) {
 func TestPacketRoundTrip(t *testing.T) {
 	a, b := pipe(t)
 	sizes := []int{0, 1, 100, defaultReadBuf - 4, defaultReadBuf, defaultReadBuf + 10, MaxPayload - 1, MaxPayload, MaxPayload + 5, 2*MaxPayload + 3}
-	go func() {
-		for _, n := range sizes {
-			p := bytes.Repeat([]byte{byte(n)}, n)
-			a.Seq = 0
-			if err := a.WritePacket(p); err != nil {
-				t.Error(err)
-				return
-			}
-			if err := a.Flush(); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
+	var payloads [][]byte
+	for _, n := range sizes {
+		payloads = append(payloads, bytes.Repeat([]byte{byte(n)}, n))
+	}
+	sendPackets(t, a, payloads...)
 	for _, n := range sizes {
 		b.Seq = 0
 		p, err := b.ReadPacket()

@@ -11,6 +11,7 @@ const (
 	ERNoDB               = 1046
 	ERUnknownComError    = 1047
 	ERConCount           = 1040
+	EROutOfResources     = 1041
 	ERUnknownError       = 1105
 	ERNetPacketTooLarge  = 1153
 	ERNetReadError       = 1158

@@ -106,6 +106,9 @@ func (s *Store) SetMaxEntries(n int) {
 	s.maxShard.Store(per)
 }
 
+// maxText bounds the statement text masked and kept per digest.
+const maxText = 64 << 10
+
 // Record adds one execution that ended with error code errCode (0 for
 // none). query is the statement's text, used only the first time a key is
 // seen (to keep its masked text: no literal, and no name if the server
@@ -123,7 +126,9 @@ func (s *Store) Record(k Key, query []byte, d time.Duration, rows int64, errCode
 			sh.evictLocked()
 			s.evictions.Add(1)
 		}
-		e = &entry{key: k, text: string(sqlscan.Mask(nil, query, sqlscan.ParseFailed(errCode))), min: d, first: now}
+		// The text of a shape is its first statement's, up to maxText
+		// bytes: a 64 MiB statement is not masked and kept whole.
+		e = &entry{key: k, text: string(sqlscan.Mask(nil, query[:min(len(query), maxText)], sqlscan.ParseFailed(errCode))), min: d, first: now}
 		sh.m[k] = e
 	}
 	e.count++
