@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 )
@@ -38,10 +39,13 @@ func (s *Session) refuseForMemory() {
 	se := mysqlproto.NewError(mysqlproto.EROutOfResources, "HY000",
 		"Vigil: out of statement memory: the large statements of all clients together may hold %s (security.statement_memory) and this one waited %s for its share; retry, send smaller statements, or raise the limit",
 		sizeText(limit), mysqlproto.DefaultBudgetWait)
-	s.srv.Stats.Errors.Add(1)
 	// Not sendError: the reply follows the statement's last frame (a
-	// statement over 16 MiB came in several), as a server's would.
-	_ = s.client.WritePacket(mysqlproto.AppendErr(s.scratch[:0], se))
+	// statement over 16 MiB came in several), as a server's would. Its
+	// query-log record has no text: the bytes were dropped unread.
+	s.beginStmt()
+	run := stmtRun{start: time.Now()}
+	_ = s.refuse(se)
+	s.logStmt(s.srv.proc.Load(), &run, time.Now())
 }
 
 func sizeText(n int64) string {

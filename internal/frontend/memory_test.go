@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/qlog"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 
@@ -105,9 +106,20 @@ func TestStatementMemoryBudget(t *testing.T) {
 	if budget.InUse() != mysqlproto.DefaultMaxAllowedBytes {
 		t.Fatalf("the stalled statement holds %d bytes, want max_allowed_packet", budget.InUse())
 	}
+	logged := len(tp.log.all())
 	se := bigQuery(t, c, big)
 	if se == nil || se.Code != mysqlproto.EROutOfResources || !strings.Contains(se.Message, "security.statement_memory") {
 		t.Fatalf("want 1041 naming security.statement_memory, got %v", se)
+	}
+	// The refusal has its query-log record, like every refused statement.
+	var recs []qlog.Entry
+	for _, e := range tp.log.all()[logged:] {
+		if e.Kind == qlog.KindQuery {
+			recs = append(recs, e)
+		}
+	}
+	if len(recs) != 1 || recs[0].ErrCode != mysqlproto.EROutOfResources || !recs[0].Refused {
+		t.Fatalf("query-log records of the refusal: %+v, want one refused 1041", recs)
 	}
 	if budget.Refused.Load() != 1 {
 		t.Fatalf("refused %d, want 1", budget.Refused.Load())

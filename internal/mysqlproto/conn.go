@@ -477,6 +477,11 @@ func (c *Conn) writeLarge(payload []byte) error {
 	for {
 		n := min(len(payload), MaxPayload)
 		c.hdr = [4]byte{byte(n), byte(n >> 8), byte(n >> 16), c.Seq}
+		// Counted before the write, as WritePacket counts a queued frame:
+		// a peer that answers the frame and closes while it is still
+		// being written (a server refusing it over max_allowed_packet)
+		// numbers its answer after it.
+		c.Seq++
 		c.vec = append(c.vec[:0], c.hdr[:], payload[:n])
 		bufs := net.Buffers(c.vec)
 		_, err := bufs.WriteTo(c.nc)
@@ -486,7 +491,6 @@ func (c *Conn) writeLarge(payload []byte) error {
 		if err != nil {
 			return err
 		}
-		c.Seq++
 		payload = payload[n:]
 		if n < MaxPayload {
 			return nil
