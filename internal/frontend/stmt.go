@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
@@ -115,7 +116,11 @@ func (s *Session) stmtTarget(p *Processing, st *clientStmt) (router.Target, stri
 func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	q := pkt[1:]
 	info := sqlscan.Scan(q)
-	st := &clientStmt{query: string(q), info: info, digest: info.Digest, orig: []byte(string(q)),
+	// One copy of the text for the statement's life, shared by query and
+	// orig (both read-only; a rewrite gives query its own): a 64 MiB
+	// prepared statement is held once, not twice.
+	orig := bytes.Clone(q)
+	st := &clientStmt{query: unsafe.String(unsafe.SliceData(orig), len(orig)), info: info, digest: info.Digest, orig: orig,
 		insertUnseen: sqlscan.SetsInsertIDUnseen(q, info), isNullRead: info.Class == sqlscan.ClassRead && testsIsNull(q)}
 	p := s.srv.proc.Load()
 	s.beginStmt()
