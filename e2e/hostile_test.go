@@ -1145,6 +1145,11 @@ func TestHostilePasswordSpraying(t *testing.T) {
 					switch {
 					case err == nil && r[0] == 0xff:
 						fastAns.Add(1)
+						if code, _, msg := errPacket(r); code != 1045 {
+							otherMu.Lock()
+							otherMsgs = append([]string{fmt.Sprintf("fast answer %d %s", code, msg)}, otherMsgs...)
+							otherMu.Unlock()
+						}
 					case isTimeout(err):
 						abandoned.Add(1)
 					case err != nil && !isTimeout(err):
@@ -1177,7 +1182,7 @@ func TestHostilePasswordSpraying(t *testing.T) {
 		t.Logf("legit logins from 127.0.0.1 meanwhile: %d ok, %d failed: p50 %s p95 %s max %s", len(during), len(duringErrs),
 			ms(pct(during, .5)), ms(pct(during, .95)), ms(pct(during, 1)))
 		if len(otherMsgs) > 0 {
-			t.Logf("other outcomes: %v", otherMsgs[:min(5, len(otherMsgs))])
+			t.Logf("other outcomes: %v", otherMsgs[:min(8, len(otherMsgs))])
 		}
 		if float64(evaluated) > ibound {
 			t.Errorf("impatient attackers had %d guesses evaluated in %s, over %.0f: an abandoned delayed login frees its slot early", evaluated, took, ibound)

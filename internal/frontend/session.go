@@ -264,14 +264,20 @@ func (s *Session) run(ctx context.Context) {
 				return
 			}
 			// Evicted while its password was judged: the failure counts,
-			// but nobody is left to make wait (the client saw its
+			// but nobody is left to make wait (the client sees its
 			// connection closed, which says nothing of the password).
+			// The evicting login closes the connection just after it
+			// chose it: close it here too, before the access-denied
+			// answer could be written, or the client would learn at once
+			// what a throttled login learns only after the delay.
+			_ = s.client.NetConn().Close()
 			g.failed(user, s.remoteIP())
 		}
 	}
 	cfg.Check = func(ctx context.Context, h *mysqlproto.Hello) error {
 		if ticket != nil && !ticket.stage(stageCheck) {
-			return errEvicted // closed already: no need to ask the servers
+			_ = s.client.NetConn().Close() // closing (by the evicting login): nothing more is said on it
+			return errEvicted              // no need to ask the servers
 		}
 		s.setup(h)
 		// The servers must accept the account, and the schema must exist
