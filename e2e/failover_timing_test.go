@@ -28,8 +28,9 @@ import (
 // Without VIGIL_BENCH_FAILOVER (`make e2e`) it checks the mechanism of a
 // fast failover once instead of measuring: after kill -9 of the primary
 // the failover is decided by the refused-and-confirmed evidence
-// (failover.detect_after_refused), before detect_after has passed since
-// the kill. Wall-clock bounds on the write outage are left to the
+// (failover.detect_after_refused), and after SIGSTOP by the
+// silent-and-confirmed evidence (failover.detect_after_silent), each
+// before detect_after has passed since the fault. Wall-clock bounds on the write outage are left to the
 // benchmark: a shared machine moves them.
 func TestFailoverTiming(t *testing.T) {
 	if testing.Short() {
@@ -37,7 +38,8 @@ func TestFailoverTiming(t *testing.T) {
 	}
 	n, _ := strconv.Atoi(os.Getenv("VIGIL_BENCH_FAILOVER"))
 	if n <= 0 {
-		killDecidedEarly(t)
+		t.Run("kill", func(t *testing.T) { decidedEarly(t, syscall.SIGKILL) })
+		t.Run("pause", func(t *testing.T) { decidedEarly(t, syscall.SIGSTOP) })
 		return
 	}
 	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, func(c *config.Config) {
@@ -184,11 +186,13 @@ func clipText(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// killDecidedEarly kills the primary of a fresh semi-sync sandbox under a
-// write loop and checks how the failover was decided: by the primary's
-// refused connections confirmed by every replica's IO thread, sooner
-// after the kill than detect_after.
-func killDecidedEarly(t *testing.T) {
+// decidedEarly stops the primary of a fresh semi-sync sandbox under a
+// write loop — kill -9 or SIGSTOP — and checks how the failover was
+// decided: for a killed primary, by its refused connections confirmed by
+// every replica's IO thread; for a paused one, by its checks timing out
+// while every replica received nothing from it (no event, no heartbeat);
+// either way sooner after the fault than detect_after.
+func decidedEarly(t *testing.T, sig syscall.Signal) {
 	var detectAfter time.Duration
 	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, func(c *config.Config) {
 		detectAfter = c.Clusters[0].Failover.DetectAfter.Duration
@@ -197,24 +201,28 @@ func killDecidedEarly(t *testing.T) {
 	old := env.writer(t)
 	w := startWriter(t, dsn)
 	time.Sleep(time.Second)
-	t0 := signalNow(t, env, old, syscall.SIGKILL)
-	if err := env.sb.Kill(context.Background(), old); err != nil {
+	t0 := signalNow(t, env, old, sig)
+	fault, evidence := env.sb.Kill, "refused and confirmed"
+	if sig == syscall.SIGSTOP {
+		fault, evidence = env.sb.Pause, "silent and confirmed"
+	}
+	if err := fault(context.Background(), old); err != nil {
 		t.Fatal(err)
 	}
 	nw, took := waitFailover(t, env, w, old, t0)
 	w.finish()
 	ev, ok := failoverDecided(t, env, t0)
 	if !ok {
-		t.Fatalf("no failover_decided event after the kill:\n%s", env.events(t))
+		t.Fatalf("no failover_decided event after the %s:\n%s", sig, env.events(t))
 	}
 	decided := ev.Time.Sub(t0)
-	t.Logf("kill -9 %s → %s: decided after %s (%s), first acknowledged write after %s", old, nw,
+	t.Logf("%s %s → %s: decided after %s (%s), first acknowledged write after %s", sig, old, nw,
 		decided.Round(time.Millisecond), ev.Message, took.Round(time.Millisecond))
-	if !strings.Contains(ev.Message, "refused and confirmed") {
-		t.Errorf("the failover was not decided on refused-and-confirmed evidence: %s", ev.Message)
+	if !strings.Contains(ev.Message, evidence) {
+		t.Errorf("the failover was not decided on %q evidence: %s", evidence, ev.Message)
 	}
 	if decided >= detectAfter {
-		t.Errorf("decided %s after the kill, not before detect_after (%s)", decided.Round(time.Millisecond), detectAfter)
+		t.Errorf("decided %s after the %s, not before detect_after (%s)", decided.Round(time.Millisecond), sig, detectAfter)
 	}
 }
 

@@ -852,7 +852,7 @@ func (l *faultLab) rebuild(node, writer string) error {
 	stmts = append(stmts, "RESET MASTER",
 		"SET GLOBAL gtid_binlog_state = '"+state+"'",
 		"SET GLOBAL gtid_slave_pos = '"+pos+"'",
-		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%d, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=slave_pos, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1",
+		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%d, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=slave_pos, MASTER_HEARTBEAT_PERIOD=0.25, MASTER_CONNECT_RETRY=1",
 			wn.Host, wn.Port, repl.User, repl.Password),
 		"START SLAVE")
 	for _, s := range stmts {

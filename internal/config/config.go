@@ -273,12 +273,16 @@ type Failover struct {
 	// connections and every replica's IO thread lost it (a dead process);
 	// negative turns it off.
 	DetectAfterRefused Duration `yaml:"detect_after_refused"`
-	MinInterval        Duration `yaml:"min_interval"`
-	ApplyTimeout       Duration `yaml:"apply_timeout"`
-	Candidates         []string `yaml:"candidates"`
-	NeverPromote       []string `yaml:"never_promote"`
-	ReplUser           string   `yaml:"repl_user"`
-	ReplPassword       string   `yaml:"repl_password"`
+	// DetectAfterSilent: the shorter bound when the primary's checks time
+	// out and every replica has received nothing from it (no event, no
+	// heartbeat) for as long; negative turns it off.
+	DetectAfterSilent Duration `yaml:"detect_after_silent"`
+	MinInterval       Duration `yaml:"min_interval"`
+	ApplyTimeout      Duration `yaml:"apply_timeout"`
+	Candidates        []string `yaml:"candidates"`
+	NeverPromote      []string `yaml:"never_promote"`
+	ReplUser          string   `yaml:"repl_user"`
+	ReplPassword      string   `yaml:"repl_password"`
 	// Hooks run with /bin/sh -c and get VIGIL_CLUSTER, VIGIL_OLD_PRIMARY,
 	// VIGIL_NEW_PRIMARY (and _ADDR) in the environment. A non-zero exit
 	// of pre_failover or fence_command aborts the failover.
@@ -521,6 +525,7 @@ func (c *Config) applyDefaults() {
 		f := &cl.Failover
 		setDur(&f.DetectAfter, 2*time.Second)
 		setDur(&f.DetectAfterRefused, 100*time.Millisecond)
+		setDur(&f.DetectAfterSilent, time.Second)
 		setDur(&f.MinInterval, time.Hour)
 		setDur(&f.ApplyTimeout, 30*time.Second)
 		setDur(&f.HoldTimeout, 10*time.Second)

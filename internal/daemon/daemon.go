@@ -676,6 +676,7 @@ func executorOptions(cfg *config.Config, cc config.Cluster, slots []slot) execut
 		Engine: failover.Options{
 			Auto: cc.Failover.Auto, AutoRejoin: cc.Type == "replication" && cc.Failover.AutoRejoinOn(), DetectAfter: cc.Failover.DetectAfter.Duration,
 			DetectAfterRefused: cc.Failover.DetectAfterRefused.Duration,
+			DetectAfterSilent:  cc.Failover.DetectAfterSilent.Duration,
 			MinInterval:        cc.Failover.MinInterval.Duration,
 			ApplyTimeout:       cc.Failover.ApplyTimeout.Duration, Candidates: cc.Failover.Candidates, NeverPromote: cc.Failover.NeverPromote,
 			HoldTimeout: cc.Failover.HoldTimeout.Duration, DrainTimeout: cc.Failover.DrainTimeout.Duration,

@@ -54,7 +54,7 @@ var update = flag.Bool("update", false, "rewrite testdata/scenarios/*.txt with w
 //	ack | restart | running | show | history | journal [records]
 //
 // ENGINE-OPTIONS: auto=yes|no auto_rejoin=yes|no (default no) detect_after=
-// detect_after_refused= (off unless set) min_interval= apply_timeout=
+// detect_after_refused= detect_after_silent= (off unless set) min_interval= apply_timeout=
 // hold_timeout= drain_timeout= max_lag= candidates=a,b never_promote=a
 // fence_command= semi_sync=auto|on|off pre_failover= post_failover=.
 //
@@ -378,6 +378,7 @@ func (sc *scenario) cluster(kv map[string]string, lines []string) error {
 	// Off unless a scenario sets it: the scenarios written before it
 	// kill primaries to test detect_after.
 	o.Engine.DetectAfterRefused = -1
+	o.Engine.DetectAfterSilent = -1
 	if err := engineOptions(&o, kv); err != nil {
 		return err
 	}
@@ -424,6 +425,8 @@ func engineOptions(o *Options, kv map[string]string) error {
 			dur(&en.DetectAfter, v)
 		case "detect_after_refused":
 			dur(&en.DetectAfterRefused, v)
+		case "detect_after_silent":
+			dur(&en.DetectAfterSilent, v)
 		case "min_interval":
 			dur(&en.MinInterval, v)
 		case "apply_timeout":

@@ -92,20 +92,25 @@ func (v *view) detect() detection {
 	}
 
 	since, failing, wait := v.streak(p, o, "primary")
-	// early: the primary refuses connections and has done so for the
-	// refused bound, less than detect_after: only the replicas' unanimous
+	// early: the primary has failed for less than detect_after but for
+	// one of the shorter bounds (refused: a dead process; silent: a
+	// primary quiet for everyone); only the replicas' unanimous
 	// confirmation can end the wait before detect_after.
-	early := false
+	early := noEarly
 	if wait != nil {
 		var short *detection
-		if early, short = v.refusedEarly(o, since, failing, wait); !early {
+		if early, short = v.earlyBound(o, since, failing, wait); early == noEarly {
 			if short != nil {
 				return *short
 			}
 			return *wait
 		}
 	}
-
+	// need: in the silent bound, how long each replica must have received
+	// nothing; soonest: when the first replica still short of it gets
+	// there (the decision's recheck).
+	need := v.silenceNeeded()
+	var soonest time.Time
 	var sees, lost []verdict
 	var stale, unreached []string
 	for i := range v.snap.Servers {
@@ -129,11 +134,24 @@ func (v *view) detect() detection {
 		f, _ := v.facts(i)
 		isLost, why := replicaLost(ri.Replica, f)
 		switch {
-		case isLost && early && ri.Replica.IORunning == topology.IOYes:
+		case early == earlyRefused && isLost && ri.Replica.IORunning == topology.IOYes:
 			// Silence or an IO error while the thread still runs is
 			// evidence for detect_after, not the instant loss a dead
 			// process causes.
 			sees = append(sees, verdict{v.name(i), why + ", IO thread still running"})
+		case early == earlySilent && ri.Replica.IORunning == topology.IOYes:
+			// The thread still runs: only its measured silence confirms.
+			quiet, swhy, wait := silentFor(f, need)
+			if quiet {
+				lost = append(lost, verdict{v.name(i), swhy})
+				continue
+			}
+			sees = append(sees, verdict{v.name(i), swhy})
+			if wait > 0 {
+				if at := v.in.Now.Add(wait); soonest.IsZero() || at.Before(soonest) {
+					soonest = at
+				}
+			}
 		case isLost:
 			lost = append(lost, verdict{v.name(i), why})
 		default:
@@ -144,8 +162,13 @@ func (v *view) detect() detection {
 	if len(unreached) > 0 {
 		events = append(events, fmt.Sprintf("Vigil cannot reach %s either", strings.Join(unreached, ", ")))
 	}
-	if early {
+	if early != noEarly {
 		if len(sees) == 0 && len(stale) == 0 && len(unreached) == 0 && len(lost) > 0 {
+			if early == earlySilent {
+				return detection{sit: DeadPrimary,
+					reason: fmt.Sprintf("%s and every replica has received nothing from it or lost it: %s: silent and confirmed (detect_after_silent %s)",
+						failing, grouped(lost), v.opts.DetectAfterSilent)}
+			}
 			return detection{sit: DeadPrimary,
 				reason: fmt.Sprintf("%s and every replica's IO thread lost it: %s: refused and confirmed (detect_after_refused %s)",
 					failing, grouped(lost), v.opts.DetectAfterRefused)}
@@ -162,7 +185,14 @@ func (v *view) detect() detection {
 			why = "no server replicates from it"
 		}
 		w := *wait
-		w.reason = fmt.Sprintf("%s; the refusal is not confirmed (%s): detect_after is %s", failing, why, v.opts.DetectAfter)
+		what := "the refusal"
+		if early == earlySilent {
+			what = "the silence"
+			if !soonest.IsZero() && soonest.Before(w.recheck) {
+				w.recheck = soonest
+			}
+		}
+		w.reason = fmt.Sprintf("%s; %s is not confirmed (%s): detect_after is %s", failing, what, why, v.opts.DetectAfter)
 		w.events = events
 		return w
 	}
@@ -207,24 +237,59 @@ func (v *view) streak(i int, o *topology.Observation, role string) (time.Time, s
 	return f.FailingSince, failing, nil
 }
 
-// refusedEarly decides whether a primary that failed for less than
-// detect_after may be judged by the refused-and-confirmed bound: its
-// latest check was refused (a live host answered that nothing listens:
-// the process is gone, not slow) and it has failed for
-// DetectAfterRefused. Before that bound it returns the wait until it.
-func (v *view) refusedEarly(o *topology.Observation, since time.Time, failing string, wait *detection) (bool, *detection) {
-	bound := v.opts.DetectAfterRefused
-	if bound <= 0 || bound >= v.opts.DetectAfter || since.IsZero() || !o.Refused {
-		return false, nil
+// earlyKind is which shorter bound lets the replicas decide before
+// detect_after.
+type earlyKind int
+
+const (
+	noEarly      earlyKind = iota
+	earlyRefused           // detect_after_refused: nothing listens
+	earlySilent            // detect_after_silent: nothing answers
+)
+
+// earlyBound decides whether a primary that failed for less than
+// detect_after may be judged by one of the shorter bounds: refused (its
+// latest check was refused: a live host answered that nothing listens,
+// the process is gone, not slow) after DetectAfterRefused, or silent (its
+// checks time out or fail without an answer) after DetectAfterSilent.
+// Before that bound it returns the wait until it.
+func (v *view) earlyBound(o *topology.Observation, since time.Time, failing string, wait *detection) (earlyKind, *detection) {
+	kind, bound, key := earlyRefused, v.opts.DetectAfterRefused, "detect_after_refused"
+	if !o.Refused {
+		kind, bound, key = earlySilent, v.opts.DetectAfterSilent, "detect_after_silent"
+	}
+	if bound <= 0 || bound >= v.opts.DetectAfter || since.IsZero() {
+		return noEarly, nil
 	}
 	if down := v.in.Now.Sub(since); down < bound {
 		w := *wait
 		w.recheck = since.Add(bound)
-		w.reason = fmt.Sprintf("%s; detect_after_refused is %s (then the replicas decide), detect_after %s",
-			failing, bound, v.opts.DetectAfter)
-		return false, &w
+		w.reason = fmt.Sprintf("%s; %s is %s (then the replicas decide), detect_after %s",
+			failing, key, bound, v.opts.DetectAfter)
+		return noEarly, &w
 	}
-	return true, nil
+	return kind, nil
+}
+
+// silenceNeeded is how long a replica must have received nothing from
+// its source for the silent bound: DetectAfterSilent.
+func (v *view) silenceNeeded() time.Duration { return v.opts.DetectAfterSilent }
+
+// silentFor says whether a replica whose IO thread still runs has
+// received nothing from its source — no event, no heartbeat — for need
+// and for more than two heartbeat periods (one late heartbeat is not a
+// loss). When not, wait is how much longer that takes, or 0 when it
+// cannot be measured (no heartbeat period, or no measurement).
+func silentFor(f ServerFacts, need time.Duration) (quiet bool, why string, wait time.Duration) {
+	if f.HeartbeatPeriod <= 0 || f.SecondsSinceSourceEvent < 0 {
+		return false, "IO thread Yes, its silence not measured", 0
+	}
+	need = max(need, time.Duration(2*f.HeartbeatPeriod*float64(time.Second))+time.Millisecond)
+	got := time.Duration(f.SecondsSinceSourceEvent * float64(time.Second))
+	if got >= need {
+		return true, fmt.Sprintf("nothing received for %.1fs, heartbeat period %gs", f.SecondsSinceSourceEvent, f.HeartbeatPeriod), 0
+	}
+	return false, fmt.Sprintf("received from it %.1fs ago, heartbeat period %gs", f.SecondsSinceSourceEvent, f.HeartbeatPeriod), need - got
 }
 
 // verdict is one replica's view of its source.

@@ -149,7 +149,7 @@ func TestExtraBothFlavours(t *testing.T) {
 func TestRepointSQL(t *testing.T) {
 	run := RepointSQL(flavor.MariaDB, "127.0.0.1:3307", "repl", `p'w\`, ModeCurrentPos)
 	shown := RepointSQL(flavor.MariaDB, "127.0.0.1:3307", "", "", ModeCurrentPos)
-	if run[1] != `CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=3307, MASTER_USER='repl', MASTER_PASSWORD='p\'w\\', MASTER_USE_GTID=current_pos, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1` {
+	if run[1] != `CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=3307, MASTER_USER='repl', MASTER_PASSWORD='p\'w\\', MASTER_USE_GTID=current_pos, MASTER_HEARTBEAT_PERIOD=0.25, MASTER_CONNECT_RETRY=1` {
 		t.Errorf("run: %s", run[1])
 	}
 	if !strings.Contains(shown[1], "MASTER_USER='…', MASTER_PASSWORD='…'") || strings.Replace(shown[1], "MASTER_USER='…', MASTER_PASSWORD='…'", "", 1) != strings.Replace(run[1], `MASTER_USER='repl', MASTER_PASSWORD='p\'w\\'`, "", 1) {

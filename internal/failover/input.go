@@ -13,6 +13,7 @@ import (
 const (
 	DefaultDetectAfter        = 2 * time.Second
 	DefaultDetectAfterRefused = 100 * time.Millisecond
+	DefaultDetectAfterSilent  = time.Second
 	DefaultMinInterval        = time.Hour
 	DefaultApplyTimeout       = 30 * time.Second
 	DefaultHoldTimeout        = 10 * time.Second
@@ -23,7 +24,8 @@ const (
 
 // Options configure the engine for one cluster. Every zero value means the
 // default; MinInterval < 0 turns the anti-flapping interval off,
-// DetectAfterRefused < 0 the refused-and-confirmed bound.
+// DetectAfterRefused < 0 the refused-and-confirmed bound,
+// DetectAfterSilent < 0 the silent-and-confirmed bound.
 type Options struct {
 	// Auto allows automatic failover; manual failover and switchover work
 	// either way.
@@ -40,6 +42,17 @@ type Options struct {
 	// DetectAfter. Negative: off (a primary restarted by its service
 	// manager is then given DetectAfter to come back).
 	DetectAfterRefused time.Duration
+	// DetectAfterSilent is the shorter bound for a primary that answers
+	// nothing (its checks time out: paused, hung or cut off) while every
+	// replica of it, checked since its failures began and all reachable,
+	// has received nothing from it either — no event, no heartbeat — for
+	// this long and for more than two of its heartbeat periods, or lost
+	// it (IO thread not Yes). The replicas' silence is what tells a
+	// primary that went quiet for everyone from one only Vigil cannot
+	// reach. It needs a heartbeat period of at most half of it
+	// (MASTER_HEARTBEAT_PERIOD, which Vigil sets to 0.25 s when it points
+	// a replica); otherwise DetectAfter applies. Negative: off.
+	DetectAfterSilent time.Duration
 	// MinInterval: no automatic failover this soon after the previous one
 	// unless it was acknowledged.
 	MinInterval time.Duration
@@ -83,6 +96,7 @@ func (o Options) WithDefaults() Options {
 	}
 	def(&o.DetectAfter, DefaultDetectAfter)
 	def(&o.DetectAfterRefused, DefaultDetectAfterRefused)
+	def(&o.DetectAfterSilent, DefaultDetectAfterSilent)
 	def(&o.MinInterval, DefaultMinInterval)
 	def(&o.ApplyTimeout, DefaultApplyTimeout)
 	def(&o.HoldTimeout, DefaultHoldTimeout)

@@ -18,7 +18,7 @@ import (
 //
 //	now 100
 //	cluster main type=replication term=7 [writer=NAME|none]
-//	options auto=yes detect_after=2s detect_after_refused=300ms min_interval=1h apply_timeout=30s hold_timeout=10s
+//	options auto=yes detect_after=2s detect_after_refused=300ms detect_after_silent=1s min_interval=1h apply_timeout=30s hold_timeout=10s
 //	        drain_timeout=5s max_lag=10 max_running=60 candidates=a,b never_promote=c fence_command=CMD
 //	server NAME role=primary|replica|galera [addr=H:P] [weight=N] [state=online|shunned|offline_soft|offline_hard|standby]
 //	       [unchecked] [down=refused|timeout|error:CODE|overload:CODE] [since=T] [seen=T]
@@ -348,6 +348,7 @@ func (p *scenarioParser) build() (Input, error) {
 	in.Options.DetectAfter, in.Options.MinInterval, in.Options.ApplyTimeout = dur("detect_after"), dur("min_interval"), dur("apply_timeout")
 	in.Options.HoldTimeout, in.Options.DrainTimeout = dur("hold_timeout"), dur("drain_timeout")
 	in.Options.DetectAfterRefused = dur("detect_after_refused")
+	in.Options.DetectAfterSilent = dur("detect_after_silent")
 	in.Options.MaxLagSeconds, _ = strconv.ParseFloat(o["max_lag"], 64)
 	in.Options.MaxRunningSeconds, _ = strconv.ParseFloat(o["max_running"], 64)
 	if v := o["candidates"]; v != "" {

@@ -22,7 +22,7 @@ var mariadb = dialect{
 	stopIOThread:    "STOP SLAVE IO_THREAD",
 	replicaStatus:   "SHOW SLAVE STATUS",
 	changeSource: func(host, port, user, pass, mode string) string {
-		return fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s, MASTER_USE_GTID=%s, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1", host, port, user, pass, mode)
+		return fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s, MASTER_USE_GTID=%s, MASTER_HEARTBEAT_PERIOD=0.25, MASTER_CONNECT_RETRY=1", host, port, user, pass, mode)
 	},
 
 	readOnlyOn:  []string{"SET GLOBAL read_only = 1"},

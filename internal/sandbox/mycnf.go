@@ -150,6 +150,6 @@ func sqlString(s string) string {
 // changeMasterSQL points a replica at its primary with MariaDB GTID.
 func changeMasterSQL(primary Node, repl Account) string {
 	return fmt.Sprintf("CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%d, MASTER_USER=%s, MASTER_PASSWORD=%s, "+
-		"MASTER_USE_GTID=slave_pos, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1",
+		"MASTER_USE_GTID=slave_pos, MASTER_HEARTBEAT_PERIOD=0.25, MASTER_CONNECT_RETRY=1",
 		sqlString(primary.Host), primary.Port, sqlString(repl.User), sqlString(repl.Password))
 }

@@ -141,7 +141,7 @@ func TestSQLString(t *testing.T) {
 func TestChangeMasterSQL(t *testing.T) {
 	m := testManifest(t, Replication, 2, false)
 	got := changeMasterSQL(m.Nodes[0], DefaultAccounts().Repl)
-	want := "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=23306, MASTER_USER='repl', MASTER_PASSWORD='repl', MASTER_USE_GTID=slave_pos, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1"
+	want := "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=23306, MASTER_USER='repl', MASTER_PASSWORD='repl', MASTER_USE_GTID=slave_pos, MASTER_HEARTBEAT_PERIOD=0.25, MASTER_CONNECT_RETRY=1"
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
