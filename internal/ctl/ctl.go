@@ -12,6 +12,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -145,7 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err := efs.Parse(cargs); err != nil {
 			return 2
 		}
-		q := fmt.Sprintf("/api/v1/events?cluster=%s&server=%s&kind=%s&limit=%d", *cluster, *server, *kind, *limit)
+		q := "/api/v1/events?" + urlQuery("cluster", *cluster, "server", *server, "kind", *kind, "limit", fmt.Sprint(*limit))
 		return c.events(ctx, q)
 	case "switchover", "failover":
 		ofs := newFlags(cmd, stderr)
@@ -164,13 +165,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "vigil ctl rejoin NODE")
 			return 2
 		}
-		return c.op(ctx, "/api/v1/rejoin/"+cargs[0]+"?cluster="+*cluster, nil)
+		return c.op(ctx, "/api/v1/rejoin/"+url.PathEscape(cargs[0])+"?"+urlQuery("cluster", *cluster), nil)
 	case "set-state":
 		if len(cargs) != 2 {
 			fmt.Fprintln(stderr, "vigil ctl set-state NODE ONLINE|OFFLINE_SOFT|OFFLINE_HARD|STANDBY")
 			return 2
 		}
-		return c.post(ctx, "/api/v1/servers/"+cargs[0]+"/state", map[string]string{"cluster": *cluster, "state": strings.ToUpper(cargs[1])})
+		return c.post(ctx, "/api/v1/servers/"+url.PathEscape(cargs[0])+"/state", map[string]string{"cluster": *cluster, "state": strings.ToUpper(cargs[1])})
 	case "reload":
 		return c.post(ctx, "/api/v1/config/reload", nil)
 	case "server":
@@ -185,7 +186,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "vigil ctl set-weight NODE N: N must be a number (0: no reads)")
 			return 2
 		}
-		return c.post(ctx, "/api/v1/servers/"+cargs[0]+"/weight", map[string]any{"cluster": *cluster, "weight": w})
+		return c.post(ctx, "/api/v1/servers/"+url.PathEscape(cargs[0])+"/weight", map[string]any{"cluster": *cluster, "weight": w})
 	case "kill":
 		kfs := newFlags("kill", stderr)
 		query := kfs.Bool("query", false, "kill only the running statement")
@@ -196,7 +197,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err := kfs.Parse(cargs[1:]); err != nil {
 			return 2
 		}
-		return c.send(ctx, "DELETE", fmt.Sprintf("/api/v1/sessions/%s?cluster=%s&query=%t", cargs[0], *cluster, *query))
+		return c.send(ctx, "DELETE", "/api/v1/sessions/"+url.PathEscape(cargs[0])+"?"+urlQuery("cluster", *cluster, "query", fmt.Sprint(*query)))
 	case "digests":
 		dfs := newFlags("digests", stderr)
 		by := dfs.String("by", "digest", "digest (one row per digest) or key (per digest, user, schema, hostgroup)")
@@ -207,9 +208,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		if *reset {
-			return c.send(ctx, "DELETE", "/api/v1/digests?cluster="+*cluster)
+			return c.send(ctx, "DELETE", "/api/v1/digests?"+urlQuery("cluster", *cluster))
 		}
-		return c.digests(ctx, fmt.Sprintf("/api/v1/digests?cluster=%s&by=%s&sort=%s&limit=%d", *cluster, *by, *sort, *limit))
+		return c.digests(ctx, "/api/v1/digests?"+urlQuery("cluster", *cluster, "by", *by, "sort", *sort, "limit", fmt.Sprint(*limit)))
 	case "rules":
 		return c.rules(ctx)
 	case "cache":
@@ -653,7 +654,7 @@ func (c *ctlClient) server(ctx context.Context, cluster string, args []string) i
 		}
 		return c.post(ctx, "/api/v1/servers", admin.ServerSpec{Cluster: cluster, Name: args[1], Address: args[2], Weight: *weight, Role: *role})
 	case "remove":
-		return c.send(ctx, "DELETE", "/api/v1/servers/"+args[1]+"?cluster="+cluster)
+		return c.send(ctx, "DELETE", "/api/v1/servers/"+url.PathEscape(args[1])+"?"+urlQuery("cluster", cluster))
 	}
 	fmt.Fprintln(c.errw, usage)
 	return 2
@@ -672,4 +673,21 @@ func sandboxToken(dir string) string {
 	}
 	data, _ := os.ReadFile(filepath.Join(dir, "state", "admin-token"))
 	return strings.TrimSpace(string(data))
+}
+
+// urlQuery encodes key, value pairs as a URL query in the order given; empty
+// values are sent as they were before (key=), so the server's defaults
+// apply alike. Names and values are escaped: a cluster or server name
+// with '&', '#', '?' or spaces reaches the API as typed.
+func urlQuery(kv ...string) string {
+	var b strings.Builder
+	for i := 0; i+1 < len(kv); i += 2 {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(url.QueryEscape(kv[i]))
+		b.WriteByte('=')
+		b.WriteString(url.QueryEscape(kv[i+1]))
+	}
+	return b.String()
 }

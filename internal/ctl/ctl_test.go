@@ -9,6 +9,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -496,6 +497,46 @@ func TestOperationHTTPError(t *testing.T) {
 		code, out, errs := ctl(t, append([]string{"--admin", srv.URL}, tc.args...)...)
 		if code != 1 || out != "" || errs != tc.want {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+}
+
+// TestNamesEscaped: cluster and server names that mean something in a URL
+// ('&', '#', '?', '/', spaces) reach the API as typed, not as a broken or
+// different request.
+func TestNamesEscaped(t *testing.T) {
+	ok := answer{200, `{"ok":true}`}
+	f, srv := serve(t, map[string]answer{
+		"POST /api/v1/rejoin/db 1#a": ok,
+		"DELETE /api/v1/servers/x?y": ok,
+		"GET /api/v1/events":         {200, `[]`},
+	})
+	for _, tc := range []struct {
+		args   []string
+		method string
+		path   string
+		query  map[string]string
+	}{
+		{[]string{"--cluster", "a&b", "rejoin", "db 1#a"}, "POST", "/api/v1/rejoin/db 1#a", map[string]string{"cluster": "a&b"}},
+		{[]string{"--cluster", "c=d", "server", "remove", "x?y"}, "DELETE", "/api/v1/servers/x?y", map[string]string{"cluster": "c=d"}},
+		{[]string{"--cluster", "m#1", "events", "--server", "n&2", "--kind", "a b"}, "GET", "/api/v1/events",
+			map[string]string{"cluster": "m#1", "server": "n&2", "kind": "a b", "limit": "50"}},
+	} {
+		code, out, errs := ctl(t, append([]string{"--admin", srv.URL}, tc.args...)...)
+		if code != 0 || errs != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", tc.args, code, out, errs)
+			continue
+		}
+		r := f.last(t)
+		q, err := url.ParseQuery(r.Query)
+		if err != nil || r.Method != tc.method || r.Path != tc.path {
+			t.Errorf("%v: sent %s %s?%s (%v); want %s %s", tc.args, r.Method, r.Path, r.Query, err, tc.method, tc.path)
+			continue
+		}
+		for k, v := range tc.query {
+			if q.Get(k) != v {
+				t.Errorf("%v: query %s=%q, want %q (raw %s)", tc.args, k, q.Get(k), v, r.Query)
+			}
 		}
 	}
 }
