@@ -508,6 +508,7 @@ func (p *Pool) CloseIdle() {
 func (p *Pool) Close() {
 	p.mu.Lock()
 	p.closed = true
+	p.wakeLocked() // waiters see closed at once, not when their context ends
 	p.mu.Unlock()
 	p.CloseIdle()
 }

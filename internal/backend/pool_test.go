@@ -580,3 +580,25 @@ func TestKill(t *testing.T) {
 	}
 	wantStats(t, p, 0, 0) // Kill's connections are not the pool's
 }
+
+// TestCloseWakesWaiters: a Get waiting for a full pool returns "closed"
+// as soon as the pool closes, not when its context ends.
+func TestCloseWakesWaiters(t *testing.T) {
+	p, _ := fakePool(t, Options{MaxOpen: 1})
+	c := get(t, p, Key{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errc := make(chan error)
+	go func() { _, err := p.Get(ctx, Key{}, nil); errc <- err }()
+	waitWaiters(t, p, 1)
+	p.Close()
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Fatalf("waiting Get after Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a Get waiting on a full pool did not return when the pool closed")
+	}
+	p.Put(c)
+}
