@@ -100,7 +100,28 @@ func writeConfig(cfg *config.Config, path string) error {
 	if err != nil {
 		return err
 	}
+	data = DropKeys(data, os.Getenv("VIGIL_BENCH_DROP_KEYS"))
 	return os.WriteFile(path, data, 0o644)
+}
+
+// DropKeys removes the lines of a rendered configuration that set one of
+// keys (comma-separated, without their section). Marshal writes every
+// default, and an older build — measured against this one with
+// --vigil-binary, VIGIL_BENCH_DROP_KEYS naming the keys it does not know
+// — rejects unknown keys.
+func DropKeys(data []byte, keys string) []byte {
+	if keys == "" {
+		return data
+	}
+	drop := strings.Split(keys, ",")
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		k, _, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if !slices.Contains(drop, k) {
+			out = append(out, line)
+		}
+	}
+	return []byte(strings.Join(out, "\n"))
 }
 
 // logName is a child's log file name: vigil+100rules → vigil-100rules.log.
