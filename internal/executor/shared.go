@@ -239,20 +239,17 @@ func (e *Executor) ApplyShared(ctx context.Context, rec coord.Record) error {
 		if i := snap.Index(name); i >= 0 && snap.Servers[i].Fenced && e.routerFenced(idx) {
 			continue
 		}
-		e.router.Fence(idx, "fenced by another Vigil instance: "+reason)
+		_, err := e.routes.Fence(name, "fenced by another Vigil instance: "+reason, reason)
 		e.mu.Lock()
 		e.fencedAt[name] = e.now()
 		e.mu.Unlock()
-		if err := e.mon.Fence(name, reason); err != nil {
+		if err != nil {
 			return err
 		}
 	}
 	for _, s := range snap.Servers {
 		if s.Fenced && !rec.IsFenced(s.Name) {
-			if idx := e.serverIndex(s.Name); idx >= 0 {
-				e.router.Unfence(idx)
-			}
-			if err := e.mon.Unfence(s.Name); err != nil {
+			if err := e.routes.Unfence(s.Name); err != nil {
 				return err
 			}
 		}
@@ -277,7 +274,7 @@ func (e *Executor) ApplyShared(ctx context.Context, rec coord.Record) error {
 	case coord.PhaseServing:
 		if rec.Writer != "" {
 			if w := snap.WriterServer(); w == nil || w.Name != rec.Writer {
-				err := e.mon.SetWriter(rec.Writer, fmt.Sprintf("writer record term %d by instance %s", rec.Term, rec.By))
+				err := e.routes.Designate(rec.Writer, fmt.Sprintf("writer record term %d by instance %s", rec.Term, rec.By))
 				switch {
 				case err != nil && monitorPicksWriter(snap):
 					// Galera certifies a write on any synced node: this
@@ -307,7 +304,7 @@ func (e *Executor) ApplyShared(ctx context.Context, rec coord.Record) error {
 // plans from: the record is the cluster's fencing token, and its term is
 // the same on every instance (a restarted instance too).
 func (e *Executor) followTerm(rec coord.Record) {
-	if err := e.mon.SetTerm(rec.Term); err != nil {
+	if err := e.routes.SetTerm(rec.Term); err != nil {
 		e.log.Warn("coordination: could not take the writer record's term", "cluster", e.o().Cluster, "term", rec.Term, "err", err)
 	}
 }
@@ -323,14 +320,8 @@ func joinNames(l []string) string {
 	return s
 }
 
-// routerFenced: the router refuses server idx (RouterFenced is optional
-// on the Router interface).
-func (e *Executor) routerFenced(idx int) bool {
-	if f, ok := e.router.(interface{ Fenced(int) bool }); ok {
-		return f.Fenced(idx)
-	}
-	return false
-}
+// routerFenced: the router refuses server idx.
+func (e *Executor) routerFenced(idx int) bool { return e.routes.RouterFenced(idx) }
 
 // forward sends an operator's request to the acting instance.
 func (e *Executor) forward(ctx context.Context, req failover.Request) (Result, error) {
