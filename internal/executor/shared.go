@@ -231,28 +231,13 @@ func (e *Executor) ApplyShared(ctx context.Context, rec coord.Record) error {
 	e.followTerm(rec)
 	snap := e.mon.Snapshot()
 	reason := fmt.Sprintf("%s by instance %s (term %d)", fencePrefix, rec.By, rec.Term)
-	for _, name := range rec.Fenced {
-		idx := e.serverIndex(name)
-		if idx < 0 {
-			continue
-		}
-		if i := snap.Index(name); i >= 0 && snap.Servers[i].Fenced && e.routerFenced(idx) {
-			continue
-		}
-		_, err := e.routes.Fence(name, "fenced by another Vigil instance: "+reason, reason)
+	err := e.routes.ApplyFenced(rec.Fenced, "fenced by another Vigil instance: "+reason, reason, func(name string) {
 		e.mu.Lock()
 		e.fencedAt[name] = e.now()
 		e.mu.Unlock()
-		if err != nil {
-			return err
-		}
-	}
-	for _, s := range snap.Servers {
-		if s.Fenced && !rec.IsFenced(s.Name) {
-			if err := e.routes.Unfence(s.Name); err != nil {
-				return err
-			}
-		}
+	})
+	if err != nil {
+		return err
 	}
 	switch rec.Phase {
 	case coord.PhaseHolding:
@@ -319,9 +304,6 @@ func joinNames(l []string) string {
 	}
 	return s
 }
-
-// routerFenced: the router refuses server idx.
-func (e *Executor) routerFenced(idx int) bool { return e.routes.RouterFenced(idx) }
 
 // forward sends an operator's request to the acting instance.
 func (e *Executor) forward(ctx context.Context, req failover.Request) (Result, error) {

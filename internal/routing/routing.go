@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -139,6 +140,10 @@ func (o *Owner) Name(i int) string {
 func (o *Owner) Fence(server, routerReason, reason string) (cut int, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	return o.fenceLocked(server, routerReason, reason)
+}
+
+func (o *Owner) fenceLocked(server, routerReason, reason string) (cut int, err error) {
 	if i := o.slotLocked(server); i >= 0 {
 		if o.router != nil {
 			cut = o.router.Fence(i, routerReason)
@@ -167,8 +172,48 @@ func (o *Owner) Refence(server, reason string) error {
 func (o *Owner) Unfence(server string) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	return o.unfenceLocked(server)
+}
+
+func (o *Owner) unfenceLocked(server string) error {
 	o.unfenceRouterLocked(server)
 	return o.mon.Unfence(server)
+}
+
+// ApplyFenced makes the fenced servers those of a writer record another
+// instance published: each of names not yet fenced at both the router
+// and the monitor is fenced (onFence is told), then each server the
+// monitor shows fenced that names leaves out is unfenced. A name this
+// cluster does not have is skipped.
+func (o *Owner) ApplyFenced(names []string, routerReason, reason string, onFence func(server string)) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	snap := o.mon.Snapshot()
+	if snap == nil {
+		snap = &topology.Snapshot{}
+	}
+	for _, name := range names {
+		idx := o.slotLocked(name)
+		if idx < 0 {
+			continue
+		}
+		if i := snap.Index(name); i >= 0 && snap.Servers[i].Fenced && o.routerFencedLocked(idx) {
+			continue
+		}
+		_, err := o.fenceLocked(name, routerReason, reason)
+		onFence(name)
+		if err != nil {
+			return err
+		}
+	}
+	for _, s := range snap.Servers {
+		if !s.Removed && s.Fenced && !slices.Contains(names, s.Name) {
+			if err := o.unfenceLocked(s.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (o *Owner) unfenceRouterLocked(server string) {
@@ -254,14 +299,8 @@ func (o *Owner) SetAdminState(server string, state topology.State, reason string
 	return nil
 }
 
-// RouterFenced reports whether the router refuses slot i (false when the
-// router cannot tell).
-func (o *Owner) RouterFenced(i int) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.routerFencedLocked(i)
-}
-
+// routerFencedLocked: the router refuses slot i (false when it cannot
+// tell).
 func (o *Owner) routerFencedLocked(i int) bool {
 	f, ok := o.router.(interface{ Fenced(int) bool })
 	return ok && f.Fenced(i)

@@ -215,7 +215,7 @@ func TestSetAdminState(t *testing.T) {
 	if got := tr.take(); got != "monitor admin a OFFLINE_HARD (set by an operator)\nrouter fence 0 (set OFFLINE_HARD by an operator)" {
 		t.Fatal(got)
 	}
-	if !o.RouterFenced(0) {
+	if !r.fenced[0] {
 		t.Fatal("not fenced")
 	}
 	_ = o.SetAdminState("a", topology.Online, "set by an operator")
@@ -286,5 +286,27 @@ func TestSetServersDropsRemovedFences(t *testing.T) {
 	o.SetServers([]Server{{Name: "a"}, {Name: "b", Removed: true}, {Name: "c", Removed: true}, {Name: "b"}, {Name: "c"}})
 	if len(o.State().Fenced) != 0 || o.Slot("c") != 4 {
 		t.Fatalf("%+v", o.State())
+	}
+}
+
+// TestApplyFenced: a writer record's fences are applied once (a server
+// fenced at both the router and the monitor is left alone), and a fence
+// the record dropped is lifted.
+func TestApplyFenced(t *testing.T) {
+	o, mon, r, tr := newOwner()
+	mon.snap = &topology.Snapshot{Writer: -1, Servers: []topology.Server{
+		{Name: "a", Fenced: true}, {Name: "b", Removed: true, Fenced: true}, {Name: "c", Fenced: true}, {Name: "b"}}}
+	r.fenced[2] = true
+	var told []string
+	err := o.ApplyFenced([]string{"c", "zz", "b"}, "fenced by another Vigil instance: x", "x", func(n string) { told = append(told, n) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "router fence 3 (fenced by another Vigil instance: x)\nmonitor fence b (x)\nrouter unfence 0\nmonitor unfence a"
+	if got := tr.take(); got != want {
+		t.Fatalf("applied:\n%s\nwant:\n%s", got, want)
+	}
+	if strings.Join(told, ",") != "b" {
+		t.Fatal(told)
 	}
 }
