@@ -231,11 +231,15 @@ func (e *Executor) ApplyShared(ctx context.Context, rec coord.Record) error {
 	e.followTerm(rec)
 	snap := e.mon.Snapshot()
 	reason := fmt.Sprintf("%s by instance %s (term %d)", fencePrefix, rec.By, rec.Term)
-	err := e.routes.ApplyFenced(rec.Fenced, "fenced by another Vigil instance: "+reason, reason, func(name string) {
-		e.mu.Lock()
+	// fencedAt is noted after ApplyFenced returns: the owner's lock is
+	// never held while e.mu is taken.
+	var fenced []string
+	err := e.routes.ApplyFenced(rec.Fenced, "fenced by another Vigil instance: "+reason, reason, func(name string) { fenced = append(fenced, name) })
+	e.mu.Lock()
+	for _, name := range fenced {
 		e.fencedAt[name] = e.now()
-		e.mu.Unlock()
-	})
+	}
+	e.mu.Unlock()
 	if err != nil {
 		return err
 	}

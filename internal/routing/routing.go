@@ -184,7 +184,8 @@ func (o *Owner) unfenceLocked(server string) error {
 // instance published: each of names not yet fenced at both the router
 // and the monitor is fenced (onFence is told), then each server the
 // monitor shows fenced that names leaves out is unfenced. A name this
-// cluster does not have is skipped.
+// cluster does not have is skipped. onFence runs under the owner's lock:
+// it must not call the owner or block.
 func (o *Owner) ApplyFenced(names []string, routerReason, reason string, onFence func(server string)) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
