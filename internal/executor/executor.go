@@ -231,10 +231,11 @@ func (e *Executor) SetOptions(opts Options) {
 		opts.Servers = cur.Servers // slots are never dropped
 	}
 	e.opts.Store(&opts)
-	e.routes.SetServers(routingServers(opts.Servers))
 	e.event("", "options_reloaded", fmt.Sprintf("failover options reloaded: auto=%v auto_rejoin=%v detect_after=%s detect_after_refused=%s min_interval=%s apply_timeout=%s semi_sync=%s",
 		opts.Engine.Auto, opts.Engine.AutoRejoin, opts.Engine.DetectAfter, boundOrOff(opts.Engine.DetectAfterRefused), opts.Engine.MinInterval, opts.Engine.ApplyTimeout, orDefault(string(opts.Engine.SemiSync.Manage), string(failover.SemiSyncAuto))))
 	e.Kick()
+	// After the options: the owner never names a slot e.o() lacks.
+	e.routes.SetServers(routingServers(opts.Servers))
 }
 
 func orDefault(s, def string) string {
