@@ -171,19 +171,12 @@ func (d *daemon) SetServerState(ctx context.Context, cluster, server, state stri
 	if err := rt.setServerState(server, state); err != nil {
 		return err
 	}
-	if i := rt.serverIndex(server); state == "ONLINE" && i >= 0 && rt.topo.Load().Servers[i].Standby {
-		return d.setStandby(cluster, server, false)
+	if snap := rt.topo.Load(); state == "ONLINE" && snap != nil {
+		if i := snap.Index(server); i >= 0 && snap.Servers[i].Standby {
+			return d.setStandby(cluster, server, false)
+		}
 	}
 	return nil
-}
-
-// serverIndex finds a server of the cluster by name.
-func (rt *clusterRuntime) serverIndex(name string) int {
-	snap := rt.topo.Load()
-	if snap == nil {
-		return -1
-	}
-	return snap.Index(name)
 }
 
 func (d *daemon) operation(ctx context.Context, cluster string, req failover.Request) (admin.OpResult, error) {
@@ -232,7 +225,8 @@ func (d *daemon) Ack(ctx context.Context, cluster string) (admin.OpResult, error
 	return admin.OpResult{OK: true, Cluster: rt.name, Message: "acknowledged: automatic failover is armed again"}, nil
 }
 
-// setServerState applies an operator's state through the monitor.
+// setServerState applies an operator's state through the owner of the
+// cluster's routing state (the monitor's override, the router's fence).
 func (rt *clusterRuntime) setServerState(server, state string) error {
 	var st topology.State
 	switch state {
@@ -245,15 +239,8 @@ func (rt *clusterRuntime) setServerState(server, state string) error {
 	default:
 		return &admin.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("state must be ONLINE, OFFLINE_SOFT, OFFLINE_HARD or STANDBY, not %q", state)}
 	}
-	if err := rt.mon.SetAdminState(server, st, "set by an operator"); err != nil {
+	if err := rt.exec.Routing().SetAdminState(server, st, "set by an operator"); err != nil {
 		return &admin.Error{Status: http.StatusBadRequest, Message: err.Error()}
-	}
-	if st == topology.OfflineHard {
-		if i := rt.serverIndex(server); i >= 0 {
-			rt.fe.Fence(i, "set OFFLINE_HARD by an operator")
-		}
-	} else if i := rt.serverIndex(server); i >= 0 && rt.fe.Fenced(i) {
-		rt.fe.Unfence(i)
 	}
 	return nil
 }

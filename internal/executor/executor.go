@@ -18,6 +18,7 @@ import (
 	"github.com/vigil-db/vigil/internal/coord"
 	"github.com/vigil-db/vigil/internal/failover"
 	"github.com/vigil-db/vigil/internal/flavor"
+	"github.com/vigil-db/vigil/internal/routing"
 	"github.com/vigil-db/vigil/internal/topology"
 )
 
@@ -45,6 +46,8 @@ type Monitor interface {
 	// SetTerm makes term the cluster's writer term (the coordination
 	// record's, with several Vigil instances).
 	SetTerm(term uint64) error
+	// Changed is closed when the next snapshot is published.
+	Changed() <-chan struct{}
 }
 
 // Server is how to reach one server. Options.Servers lists the cluster's
@@ -119,6 +122,10 @@ type Executor struct {
 	client Client
 	mon    Monitor
 	router Router
+	// routes owns the cluster's routing state (writer, term, fences): every
+	// fence, unfence and writer change goes through it, which applies it
+	// to the router and the monitor.
+	routes *routing.Owner
 	log    *slog.Logger
 	onEv   func(Event)
 	// now is the executor's clock for what it records and decides (times of
@@ -186,6 +193,7 @@ func New(opts Options, mon Monitor, router Router, log *slog.Logger, onEvent fun
 		facts: map[string]failover.ServerFacts{}, kick: make(chan struct{}, 1), j: j, salvaged: map[int64]*salvageState{},
 		noTxBase: map[string]int64{}, roSetAt: map[string]time.Time{}, fencedAt: map[string]time.Time{}, started: map[string]time.Time{}, rejoinSalvaged: map[string]string{}, hb: map[string]*hbSample{}}
 	e.opts.Store(&opts)
+	e.routes = routing.New(routingServers(opts.Servers), mon, router)
 	e.client = opts.Client
 	if e.client == nil {
 		e.client = dialClient{creds: func() (string, string) { o := e.o(); return o.User, o.Password }}
@@ -226,6 +234,8 @@ func (e *Executor) SetOptions(opts Options) {
 	e.event("", "options_reloaded", fmt.Sprintf("failover options reloaded: auto=%v auto_rejoin=%v detect_after=%s detect_after_refused=%s detect_after_silent=%s min_interval=%s apply_timeout=%s semi_sync=%s",
 		opts.Engine.Auto, opts.Engine.AutoRejoin, opts.Engine.DetectAfter, boundOrOff(opts.Engine.DetectAfterRefused), boundOrOff(opts.Engine.DetectAfterSilent), opts.Engine.MinInterval, opts.Engine.ApplyTimeout, orDefault(string(opts.Engine.SemiSync.Manage), string(failover.SemiSyncAuto))))
 	e.Kick()
+	// After the options: the owner never names a slot e.o() lacks.
+	e.routes.SetServers(routingServers(opts.Servers))
 }
 
 func orDefault(s, def string) string {
@@ -501,13 +511,20 @@ func (e *Executor) event(server, kind, msg string) {
 	e.onEv(ev)
 }
 
-func (e *Executor) serverIndex(name string) int {
-	for i, s := range e.o().Servers {
-		if s.Name == name && !s.Removed {
-			return i
-		}
+// serverIndex is the named server's slot (routing.Owner.Slot), -1 for
+// none.
+func (e *Executor) serverIndex(name string) int { return e.routes.Slot(name) }
+
+// Routing is the owner of the cluster's routing state: operators' states
+// go through it too.
+func (e *Executor) Routing() *routing.Owner { return e.routes }
+
+func routingServers(servers []Server) []routing.Server {
+	out := make([]routing.Server, len(servers))
+	for i, s := range servers {
+		out[i] = routing.Server{Name: s.Name, Removed: s.Removed}
 	}
-	return -1
+	return out
 }
 
 func (e *Executor) addr(name string) string {
@@ -608,7 +625,7 @@ func (e *Executor) noteFenced(d failover.Decision) {
 		if prev[name] == note {
 			continue
 		}
-		if err := e.mon.Fence(name, fencePrefix+" "+note); err != nil {
+		if err := e.routes.Refence(name, fencePrefix+" "+note); err != nil {
 			e.log.Warn("could not update a fence reason", "cluster", e.o().Cluster, "server", name, "err", err)
 		}
 		e.event(name, "auto_rejoin_skipped", name+" stays fenced "+note)

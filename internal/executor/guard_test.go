@@ -33,6 +33,7 @@ func (m *fakeMonitor) SetWriter(string, string) error { return m.setWriterErr }
 func (m *fakeMonitor) Fence(string, string) error     { return nil }
 func (m *fakeMonitor) Unfence(string) error           { return nil }
 func (m *fakeMonitor) SetTerm(t uint64) error         { m.term = t; return nil }
+func (m *fakeMonitor) Changed() <-chan struct{}       { return nil } // the snapshot is fixed
 
 func markExecutor(t *testing.T) (*Executor, *fakeMonitor) {
 	t.Helper()

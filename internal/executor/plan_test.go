@@ -88,6 +88,9 @@ func (m *planMonitor) Fence(string, string) error { return nil }
 func (m *planMonitor) Unfence(string) error       { return nil }
 func (m *planMonitor) SetTerm(uint64) error       { return nil }
 
+// Changed: only SetWriter changes the snapshot, and it returns after.
+func (m *planMonitor) Changed() <-chan struct{} { return nil }
+
 type nopRouter struct{}
 
 func (nopRouter) Fence(int, string) int             { return 0 }

@@ -411,13 +411,12 @@ func (e *Executor) quarantine(server, why string) {
 		}
 		cancel()
 	}
-	if i := e.serverIndex(server); i >= 0 {
-		e.router.Fence(i, "quarantined: "+why)
+	if e.serverIndex(server) >= 0 {
 		e.mu.Lock()
 		e.fencedAt[server] = e.now()
 		e.mu.Unlock()
 	}
-	_ = e.mon.Fence(server, fencePrefix+" (quarantined): "+why)
+	_, _ = e.routes.Fence(server, "quarantined: "+why, fencePrefix+" (quarantined): "+why)
 	e.event(server, "quarantined", server+" is quarantined and not routed: "+why)
 }
 
@@ -432,12 +431,12 @@ func timeoutOr(d, def time.Duration) time.Duration {
 func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step, st *runState) error {
 	switch s.Kind {
 	case failover.FenceRouter:
-		idx := e.serverIndex(s.Server)
-		n := e.router.Fence(idx, fmt.Sprintf("%s in progress", recordKind(pl.Kind)))
+		n, err := e.routes.Fence(s.Server, fmt.Sprintf("%s in progress", recordKind(pl.Kind)),
+			fmt.Sprintf("%s by %s (term %d)", fencePrefix, recordKind(pl.Kind), pl.Term))
 		e.mu.Lock()
 		e.fencedAt[s.Server] = e.now()
 		e.mu.Unlock()
-		if err := e.mon.Fence(s.Server, fmt.Sprintf("%s by %s (term %d)", fencePrefix, recordKind(pl.Kind), pl.Term)); err != nil {
+		if err != nil {
 			return err
 		}
 		if err := e.shareFence(ctx, pl, s.Server, st); err != nil {
@@ -464,7 +463,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 	case failover.SetWritable:
 		// The monitor learns first that this server is to be the writer:
 		// turning writable beside the old writer is then no "conflict".
-		_ = e.mon.SetWriter(s.Server, writerReason(pl, st))
+		_ = e.routes.Designate(s.Server, writerReason(pl, st))
 		return e.runSQL(ctx, pl, s, 5*time.Second)
 	case failover.SetSemiSync:
 		return e.runSQL(ctx, pl, s, 5*time.Second)
@@ -476,10 +475,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 	case failover.KillPreFence:
 		return e.killPreFence(ctx, s.Server)
 	case failover.SetRouterWriter:
-		if i := e.serverIndex(s.Server); i >= 0 {
-			e.router.Unfence(i)
-		}
-		if err := e.mon.SetWriter(s.Server, writerReason(pl, st)); err != nil {
+		if err := e.routes.SetWriter(s.Server, writerReason(pl, st)); err != nil {
 			return err
 		}
 		if err := e.sharePublish(ctx, st.so, false, func(r *coord.Record) {
@@ -491,7 +487,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		}); err != nil {
 			return err
 		}
-		return e.waitWriter(ctx, s.Server, timeoutOr(s.Timeout, 5*time.Second))
+		return e.routes.WaitWriter(ctx, s.Server, timeoutOr(s.Timeout, 5*time.Second))
 	case failover.Repoint:
 		return e.repoint(ctx, s, pl.Flavor)
 	case failover.VerifyReplicating:
@@ -550,10 +546,7 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		}
 		return nil
 	case failover.Unfence:
-		if i := e.serverIndex(s.Server); i >= 0 {
-			e.router.Unfence(i)
-		}
-		if err := e.mon.Unfence(s.Server); err != nil {
+		if err := e.routes.Unfence(s.Server); err != nil {
 			return err
 		}
 		return e.sharePublish(ctx, st.so, false, func(r *coord.Record) { r.Fenced = dropName(r.Fenced, s.Server) })
@@ -594,23 +587,6 @@ func (e *Executor) waitGTID(ctx context.Context, server, pos string, timeout tim
 		return fmt.Errorf("%s did not reach GTID %s within %s", server, pos, timeout)
 	}
 	return nil
-}
-
-func (e *Executor) waitWriter(ctx context.Context, server string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		if snap := e.mon.Snapshot(); snap != nil {
-			if w := snap.WriterServer(); w != nil && w.Name == server && w.State == topology.Online && w.Writable {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the monitor did not route %s as the writer within %s", server, timeout)
-		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
-			return err
-		}
-	}
 }
 
 func (e *Executor) repoint(ctx context.Context, s failover.Step, f flavor.Flavor) error {

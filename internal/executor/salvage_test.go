@@ -60,6 +60,7 @@ func (m *obsMonitor) SetWriter(server, reason string) error { return nil }
 func (m *obsMonitor) Fence(server, reason string) error     { return nil }
 func (m *obsMonitor) Unfence(server string) error           { return nil }
 func (m *obsMonitor) SetTerm(uint64) error                  { return nil }
+func (m *obsMonitor) Changed() <-chan struct{}              { return nil }
 
 // What a server's semi-sync counter held while it replicated is not what
 // it committed unacknowledged as primary (issue 14, case 5).

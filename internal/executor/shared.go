@@ -231,31 +231,17 @@ func (e *Executor) ApplyShared(ctx context.Context, rec coord.Record) error {
 	e.followTerm(rec)
 	snap := e.mon.Snapshot()
 	reason := fmt.Sprintf("%s by instance %s (term %d)", fencePrefix, rec.By, rec.Term)
-	for _, name := range rec.Fenced {
-		idx := e.serverIndex(name)
-		if idx < 0 {
-			continue
-		}
-		if i := snap.Index(name); i >= 0 && snap.Servers[i].Fenced && e.routerFenced(idx) {
-			continue
-		}
-		e.router.Fence(idx, "fenced by another Vigil instance: "+reason)
-		e.mu.Lock()
+	// fencedAt is noted after ApplyFenced returns: the owner's lock is
+	// never held while e.mu is taken.
+	var fenced []string
+	err := e.routes.ApplyFenced(rec.Fenced, "fenced by another Vigil instance: "+reason, reason, func(name string) { fenced = append(fenced, name) })
+	e.mu.Lock()
+	for _, name := range fenced {
 		e.fencedAt[name] = e.now()
-		e.mu.Unlock()
-		if err := e.mon.Fence(name, reason); err != nil {
-			return err
-		}
 	}
-	for _, s := range snap.Servers {
-		if s.Fenced && !rec.IsFenced(s.Name) {
-			if idx := e.serverIndex(s.Name); idx >= 0 {
-				e.router.Unfence(idx)
-			}
-			if err := e.mon.Unfence(s.Name); err != nil {
-				return err
-			}
-		}
+	e.mu.Unlock()
+	if err != nil {
+		return err
 	}
 	switch rec.Phase {
 	case coord.PhaseHolding:
@@ -277,7 +263,7 @@ func (e *Executor) ApplyShared(ctx context.Context, rec coord.Record) error {
 	case coord.PhaseServing:
 		if rec.Writer != "" {
 			if w := snap.WriterServer(); w == nil || w.Name != rec.Writer {
-				err := e.mon.SetWriter(rec.Writer, fmt.Sprintf("writer record term %d by instance %s", rec.Term, rec.By))
+				err := e.routes.Designate(rec.Writer, fmt.Sprintf("writer record term %d by instance %s", rec.Term, rec.By))
 				switch {
 				case err != nil && monitorPicksWriter(snap):
 					// Galera certifies a write on any synced node: this
@@ -307,7 +293,7 @@ func (e *Executor) ApplyShared(ctx context.Context, rec coord.Record) error {
 // plans from: the record is the cluster's fencing token, and its term is
 // the same on every instance (a restarted instance too).
 func (e *Executor) followTerm(rec coord.Record) {
-	if err := e.mon.SetTerm(rec.Term); err != nil {
+	if err := e.routes.SetTerm(rec.Term); err != nil {
 		e.log.Warn("coordination: could not take the writer record's term", "cluster", e.o().Cluster, "term", rec.Term, "err", err)
 	}
 }
@@ -321,15 +307,6 @@ func joinNames(l []string) string {
 		s += n
 	}
 	return s
-}
-
-// routerFenced: the router refuses server idx (RouterFenced is optional
-// on the Router interface).
-func (e *Executor) routerFenced(idx int) bool {
-	if f, ok := e.router.(interface{ Fenced(int) bool }); ok {
-		return f.Fenced(idx)
-	}
-	return false
 }
 
 // forward sends an operator's request to the acting instance.

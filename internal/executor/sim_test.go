@@ -202,6 +202,7 @@ type simWorld struct {
 	writer     string // the published writer, "" for none
 	snap       *topology.Snapshot
 	version    uint64
+	changed    chan struct{} // closed by the next publish (Changed)
 	rules      []*simRule
 	trace      []traceEntry
 	semiSync   bool
@@ -722,6 +723,10 @@ func (w *simWorld) publish() {
 	}
 	snap.Term = w.term
 	w.snap = snap
+	if w.changed != nil {
+		close(w.changed)
+		w.changed = nil
+	}
 }
 
 // The Monitor.
@@ -730,6 +735,15 @@ func (w *simWorld) Snapshot() *topology.Snapshot {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.snap
+}
+
+func (w *simWorld) Changed() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.changed == nil {
+		w.changed = make(chan struct{})
+	}
+	return w.changed
 }
 
 func (w *simWorld) Observations() []topology.Health {

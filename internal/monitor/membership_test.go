@@ -192,3 +192,31 @@ func TestStandby(t *testing.T) {
 		t.Fatalf("events %s", got)
 	}
 }
+
+// TestChangedClosesOnPublish: Changed is closed by the next published
+// snapshot, and only by one that differs (a waiter wakes for news only).
+func TestChangedClosesOnPublish(t *testing.T) {
+	m, _, _ := membershipMonitor(t)
+	ch := m.Changed()
+	feed(m, 1, gtidObs(replicaObs(0), "0-1-100")) // the same: no snapshot
+	select {
+	case <-ch:
+		t.Fatal("closed without a new snapshot")
+	default:
+	}
+	v := m.Snapshot().Version
+	if err := m.Fence("node3", "test"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	default:
+		t.Fatal("not closed by a new snapshot")
+	}
+	if m.Snapshot().Version <= v {
+		t.Fatal("no newer snapshot")
+	}
+	if next := m.Changed(); next == ch {
+		t.Fatal("the closed channel is handed out again")
+	}
+}

@@ -44,6 +44,8 @@ type Monitor struct {
 	// onEvidence is told of every observation taken while the designated
 	// writer's latest check failed (OnEvidence).
 	onEvidence func()
+	// changed is closed when the next snapshot is published (Changed).
+	changed chan struct{}
 }
 
 type subscriber struct {
@@ -206,6 +208,22 @@ func (m *Monitor) publishLocked() {
 	}
 	m.holder.Publish(snap)
 	m.last = snap
+	if m.changed != nil {
+		close(m.changed)
+		m.changed = nil
+	}
+}
+
+// Changed returns a channel closed when the next snapshot is published:
+// take it before reading Snapshot, then wait on it for a newer one (the
+// executor waits so for a writer to be routed, instead of polling).
+func (m *Monitor) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.changed == nil {
+		m.changed = make(chan struct{})
+	}
+	return m.changed
 }
 
 func sameSnapshot(a, b *topology.Snapshot) bool {
