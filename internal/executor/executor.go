@@ -188,7 +188,7 @@ func New(opts Options, mon Monitor, router Router, log *slog.Logger, onEvent fun
 	e.opts.Store(&opts)
 	e.client = opts.Client
 	if e.client == nil {
-		e.client = dialClient{creds: func() (string, string) { o := e.o(); return o.User, o.Password }}
+		e.client = newConnClient(func() (string, string) { o := e.o(); return o.User, o.Password })
 	}
 	// An operation that never ended means Vigil stopped during it: it
 	// counts as failed until an operator acknowledges it.
@@ -223,6 +223,13 @@ func (e *Executor) SetOptions(opts Options) {
 		opts.Servers = cur.Servers // slots are never dropped
 	}
 	e.opts.Store(&opts)
+	if f, ok := e.client.(interface{ Forget(server string) }); ok {
+		for i, s := range cur.Servers {
+			if !s.Removed && (i >= len(opts.Servers) || opts.Servers[i].Removed || opts.Servers[i].Name != s.Name) {
+				f.Forget(s.Name) // its kept connections
+			}
+		}
+	}
 	e.event("", "options_reloaded", fmt.Sprintf("failover options reloaded: auto=%v auto_rejoin=%v detect_after=%s detect_after_refused=%s min_interval=%s apply_timeout=%s semi_sync=%s",
 		opts.Engine.Auto, opts.Engine.AutoRejoin, opts.Engine.DetectAfter, boundOrOff(opts.Engine.DetectAfterRefused), opts.Engine.MinInterval, opts.Engine.ApplyTimeout, orDefault(string(opts.Engine.SemiSync.Manage), string(failover.SemiSyncAuto))))
 	e.Kick()
@@ -253,6 +260,9 @@ func (e *Executor) Kick() {
 // Run decides automatically until ctx ends.
 func (e *Executor) Run(ctx context.Context) error {
 	defer e.j.close()
+	if c, ok := e.client.(interface{ Close() }); ok {
+		defer c.Close() // the kept admin connections
+	}
 	factsTick := time.NewTicker(5 * time.Second)
 	defer factsTick.Stop()
 	t := time.NewTicker(e.o().Interval)

@@ -71,7 +71,16 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 	e.mu.Unlock()
 	_ = e.j.record(rec)
 	res := Result{Decision: d}
+	// Connections the operation opened (the log's measure of reuse).
+	dialer, _ := e.client.(interface{ Dials() int64 })
+	var dials0 int64
+	if dialer != nil {
+		dials0 = dialer.Dials()
+	}
 	finish := func(ok bool, msg string) Result {
+		if dialer != nil {
+			e.log.Info("admin connections opened during the operation", "cluster", e.o().Cluster, "operation", rec.Kind.String(), "dials", dialer.Dials()-dials0)
+		}
 		rec.Ended = e.now()
 		rec.OK = ok
 		if !ok {

@@ -9,10 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/failover"
 	"github.com/vigil-db/vigil/internal/flavor"
-	"github.com/vigil-db/vigil/internal/mysqlproto"
 )
 
 // Client runs SQL on the cluster's servers with the monitor account: the
@@ -22,36 +20,6 @@ import (
 // compare what ran with what the plan shows.
 type Client interface {
 	Run(ctx context.Context, server, addr string, timeout time.Duration, stmts ...string) (cols []string, rows [][]string, err error)
-}
-
-// dialClient is the Client of a running Vigil: a new connection per call.
-type dialClient struct {
-	creds func() (user, password string)
-}
-
-func (d dialClient) Run(ctx context.Context, server, addr string, timeout time.Duration, stmts ...string) ([]string, [][]string, error) {
-	dctx, cancel := context.WithTimeout(ctx, min(timeout, 3*time.Second))
-	defer cancel()
-	user, pass := d.creds()
-	mc, g, err := mysqlproto.Dial(dctx, &mysqlproto.DialConfig{Addr: addr, User: user, Password: pass})
-	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to %s: %w", server, err)
-	}
-	c := &backend.Conn{Conn: mc, Server: server,
-		SessionTrack: g.Capabilities&mysqlproto.CapabilityClientSessionTrack != 0,
-		DeprecateEOF: g.Capabilities&mysqlproto.CapabilityClientDeprecateEOF != 0}
-	defer c.Close()
-	var cols []string
-	var rows [][]string
-	for _, q := range stmts {
-		qctx, cancel := context.WithTimeout(ctx, timeout)
-		cols, rows, err = c.ExecColumns(qctx, q)
-		cancel()
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s on %s: %w", redact(q), server, err)
-		}
-	}
-	return cols, rows, nil
 }
 
 // run runs statements on a server through the client and returns the
