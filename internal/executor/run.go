@@ -185,7 +185,7 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 			continue
 		}
 		if resumed == nil {
-			stepDelay(ctx, step.Kind)
+			stepDelay(ctx, e.clock, step.Kind)
 		}
 		t0 := e.now()
 		sctx, stopLease := e.leaseCtx(ctx)
@@ -515,12 +515,12 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		})
 	case failover.DrainTransactions:
 		idx := e.serverIndex(s.Server)
-		deadline := time.Now().Add(timeoutOr(s.Timeout, 5*time.Second))
+		deadline := e.now().Add(timeoutOr(s.Timeout, 5*time.Second))
 		for e.router.BoundSessions(idx) > 0 {
-			if time.Now().After(deadline) {
+			if e.now().After(deadline) {
 				return fmt.Errorf("%d sessions still hold a transaction on %s", e.router.BoundSessions(idx), s.Server)
 			}
-			if err := sleep(ctx, 10*time.Millisecond); err != nil {
+			if err := wait(ctx, e.clock, 10*time.Millisecond); err != nil {
 				return err
 			}
 		}
@@ -580,6 +580,8 @@ func writerReason(pl *failover.Plan, st *runState) string {
 	return fmt.Sprintf("%s (term %d)", recordKind(pl.Kind), pl.Term)
 }
 
+// sleep waits d of real time: ApplyShared's drain (the routing owner's
+// work, not yet on the executor's clock).
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -606,17 +608,17 @@ func (e *Executor) waitGTID(ctx context.Context, server, pos string, timeout tim
 }
 
 func (e *Executor) waitWriter(ctx context.Context, server string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+	deadline := e.now().Add(timeout)
 	for {
 		if snap := e.mon.Snapshot(); snap != nil {
 			if w := snap.WriterServer(); w != nil && w.Name == server && w.State == topology.Online && w.Writable {
 				return nil
 			}
 		}
-		if time.Now().After(deadline) {
+		if e.now().After(deadline) {
 			return fmt.Errorf("the monitor did not route %s as the writer within %s", server, timeout)
 		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+		if err := wait(ctx, e.clock, 20*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -637,7 +639,7 @@ func (e *Executor) repoint(ctx context.Context, s failover.Step, f flavor.Flavor
 const verifyUnreachable = 2 * time.Second
 
 func (e *Executor) verifyReplicating(ctx context.Context, server string, timeout time.Duration, f flavor.Flavor) error {
-	deadline := time.Now().Add(timeout)
+	deadline := e.now().Add(timeout)
 	var last string
 	var unreachableSince time.Time
 	for {
@@ -652,8 +654,8 @@ func (e *Executor) verifyReplicating(ctx context.Context, server string, timeout
 			// whole operation (and any decision about the new primary)
 			// for the full timeout; it is quarantined either way.
 			if unreachableSince.IsZero() {
-				unreachableSince = time.Now()
-			} else if time.Since(unreachableSince) >= verifyUnreachable {
+				unreachableSince = e.now()
+			} else if e.now().Sub(unreachableSince) >= verifyUnreachable {
 				return fmt.Errorf("%s is unreachable (%s for %s): it is quarantined; rejoin it when it is back", server, last, verifyUnreachable)
 			}
 		case len(rows) == 1:
@@ -665,10 +667,10 @@ func (e *Executor) verifyReplicating(ctx context.Context, server string, timeout
 		default:
 			last = "no replica status"
 		}
-		if time.Now().After(deadline) {
+		if e.now().After(deadline) {
 			return fmt.Errorf("%s does not replicate after %s: %s", server, timeout, last)
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := wait(ctx, e.clock, 100*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -726,7 +728,7 @@ func (e *Executor) runSQL(ctx context.Context, pl *failover.Plan, s failover.Ste
 // "set-writable=5s" makes an operation wait that long before its first
 // step of that kind, so a test can kill the acting instance at a chosen
 // point of a failover. Never set in production.
-func stepDelay(ctx context.Context, k failover.StepKind) {
+func stepDelay(ctx context.Context, c Clock, k failover.StepKind) {
 	v := os.Getenv("VIGIL_TEST_STEP_DELAY")
 	if v == "" {
 		return
@@ -737,7 +739,7 @@ func stepDelay(ctx context.Context, k failover.StepKind) {
 			continue
 		}
 		if d, err := time.ParseDuration(dur); err == nil {
-			_ = sleep(ctx, d)
+			_ = wait(ctx, c, d)
 		}
 	}
 }

@@ -37,6 +37,27 @@ var simT0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 type simClock struct {
 	mu sync.Mutex
 	t  time.Time
+	// waits counts the executor's waits (After); a run that never ends
+	// one (a condition the simulation never meets, on a clock that does
+	// not move) panics instead of hanging.
+	waits int
+}
+
+// maxSimWaits bounds the waits of one test.
+const maxSimWaits = 1_000_000
+
+// After fires at once and time does not move: in the simulation waiting
+// takes no time, as statements take none.
+func (c *simClock) After(time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waits++
+	if c.waits > maxSimWaits {
+		panic("the executor waits for something the simulation never does")
+	}
+	ch := make(chan time.Time, 1)
+	ch <- c.t
+	return ch
 }
 
 func (c *simClock) Now() time.Time {
