@@ -25,8 +25,9 @@ type connClient struct {
 	mu     sync.Mutex
 	idle   map[string][]*adminConn // by server name
 	closed bool
-	// dials counts connections opened (for the log of each operation).
-	dials atomic.Int64
+	// calls and dials count calls and connections opened (for the log
+	// of each operation: a connection per call before they were kept).
+	calls, dials atomic.Int64
 }
 
 // maxIdleConns is how many connections per server the executor keeps
@@ -45,6 +46,7 @@ func newConnClient(creds func() (string, string)) *connClient {
 }
 
 func (cc *connClient) Run(ctx context.Context, server, addr string, timeout time.Duration, stmts ...string) ([]string, [][]string, error) {
+	cc.calls.Add(1)
 	c, err := cc.get(ctx, server, addr, timeout)
 	if err != nil {
 		return nil, nil, err
@@ -136,5 +138,6 @@ func (cc *connClient) Close() {
 	}
 }
 
-// Dials is how many connections the client opened so far.
-func (cc *connClient) Dials() int64 { return cc.dials.Load() }
+// Counts are how many calls the client ran and connections it opened so
+// far.
+func (cc *connClient) Counts() (calls, dials int64) { return cc.calls.Load(), cc.dials.Load() }

@@ -111,7 +111,7 @@ func TestConnClientReuses(t *testing.T) {
 	}
 	want := func(what string, dials, logins int) {
 		t.Helper()
-		if got := cc.Dials(); got != int64(dials) {
+		if _, got := cc.Counts(); got != int64(dials) {
 			t.Errorf("%s: %d dials, want %d", what, got, dials)
 		}
 		if got := s.loginCount(); got != logins {

@@ -72,14 +72,15 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 	_ = e.j.record(rec)
 	res := Result{Decision: d}
 	// Connections the operation opened (the log's measure of reuse).
-	dialer, _ := e.client.(interface{ Dials() int64 })
-	var dials0 int64
-	if dialer != nil {
-		dials0 = dialer.Dials()
+	counter, _ := e.client.(interface{ Counts() (int64, int64) })
+	var calls0, dials0 int64
+	if counter != nil {
+		calls0, dials0 = counter.Counts()
 	}
 	finish := func(ok bool, msg string) Result {
-		if dialer != nil {
-			e.log.Info("admin connections opened during the operation", "cluster", e.o().Cluster, "operation", rec.Kind.String(), "dials", dialer.Dials()-dials0)
+		if counter != nil {
+			calls, dials := counter.Counts()
+			e.log.Info("admin connections opened during the operation", "cluster", e.o().Cluster, "operation", rec.Kind.String(), "sql_calls", calls-calls0, "dials", dials-dials0)
 		}
 		rec.Ended = e.now()
 		rec.OK = ok
