@@ -80,7 +80,7 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 	finish := func(ok bool, msg string) Result {
 		if counter != nil {
 			calls, dials := counter.Counts()
-			e.log.Info("admin connections opened during the operation", "cluster", e.o().Cluster, "operation", rec.Kind.String(), "sql_calls", calls-calls0, "dials", dials-dials0)
+			e.log.Info("admin connections opened during the operation", "operation", rec.Kind.String(), "sql_calls", calls-calls0, "dials", dials-dials0)
 		}
 		rec.Ended = e.now()
 		rec.OK = ok

@@ -658,6 +658,10 @@ func (w *simWorld) observe(s *simServer) {
 		o.GTID.BinlogState, _ = topology.ParseGTIDList(w.binlogState(s.applied))
 	}
 	o.ReadOnly = s.on("read_only")
+	if !w.flavor.MySQL() {
+		// The check reads them on MariaDB (as exec answers them).
+		o.Binlog = topology.BinlogSettings{Read: true, LogBin: true, LogReplicaUpdates: true, HeartbeatPeriod: 1}
+	}
 	o.Uptime = int64(now.Sub(s.started) / time.Second)
 	o.Replica = w.replicaStatus(s)
 	src, rep := w.semiSyncNames()

@@ -3,7 +3,7 @@ package executor
 import (
 	"context"
 	"fmt"
-	"sort"
+
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/vigil-db/vigil/internal/failover"
 	"github.com/vigil-db/vigil/internal/flavor"
+	"github.com/vigil-db/vigil/internal/topology"
 )
 
 // Client runs SQL on the cluster's servers with the monitor account: the
@@ -89,6 +90,22 @@ const factsTimeout = time.Second
 func (e *Executor) readFacts(ctx context.Context, name string) (failover.ServerFacts, error) {
 	f := failover.ServerFacts{SecondsSinceSourceEvent: -1}
 	fl := e.flavorOf(name)
+	if o := e.lastObs(name); o != nil && o.OK && o.Binlog.Read {
+		// The monitor's check read the binary log settings, the heartbeat
+		// period and the replica status: only the semi-sync settings are
+		// left (their variables exist only with a plugin on MySQL), and
+		// answering them is what makes the server reachable here.
+		r, err := e.exec(ctx, name, factsTimeout, fl.ReadSemiSyncSettings())
+		if err != nil {
+			return f, fmt.Errorf("facts of %s: %w", name, err)
+		}
+		f.SemiSync = parseSemiSyncSettings(r)
+		f.LogBin, f.LogSlaveUpdates, f.HeartbeatPeriod = o.Binlog.LogBin, o.Binlog.LogReplicaUpdates, o.Binlog.HeartbeatPeriod
+		if o.Replica != nil {
+			f.Filters = o.Replica.Filters
+		}
+		return f, nil
+	}
 	rows, err := e.exec(ctx, name, factsTimeout, fl.ReadLogBin())
 	if err != nil || len(rows) != 1 || len(rows[0]) != 2 {
 		return f, fmt.Errorf("facts of %s: %v", name, err)
@@ -105,17 +122,7 @@ func (e *Executor) readFacts(ctx context.Context, name string) (failover.ServerF
 	}
 	cols, rows, err := e.run(ctx, name, factsTimeout, fl.ReplicaStatus())
 	if err == nil && len(rows) == 1 {
-		var parts []string
-		for i, col := range cols {
-			switch col {
-			case "Replicate_Do_DB", "Replicate_Ignore_DB", "Replicate_Do_Table", "Replicate_Ignore_Table",
-				"Replicate_Wild_Do_Table", "Replicate_Wild_Ignore_Table":
-				v := strings.Split(rows[0][i], ",")
-				sort.Strings(v)
-				parts = append(parts, col+"="+strings.Join(v, ","))
-			}
-		}
-		f.Filters = strings.Join(parts, ";")
+		f.Filters = topology.ParseReplicaStatus(cols, rows[0]).Filters
 	}
 	return f, nil
 }

@@ -135,6 +135,9 @@ func collect(ctx context.Context, c *backend.Conn, family topology.Flavor, semiS
 	if semiSyncVar {
 		o.SemiSync.SourceEnabled = topology.ParseBool(v[fl.SemiSyncEnabledVar()])
 	}
+	if p, err := strconv.ParseFloat(st["slave_heartbeat_period"], 64); err == nil {
+		o.Binlog.HeartbeatPeriod = p
+	}
 	o.Uptime = -1
 	if v, err := strconv.ParseInt(st["uptime"], 10, 64); err == nil {
 		o.Uptime = v

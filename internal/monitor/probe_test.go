@@ -528,3 +528,37 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// TestCheckBinlogSettings: a MariaDB check reads what the failover engine
+// needs of a candidate (the executor no longer asks for it): log_bin,
+// log_slave_updates, the heartbeat period and the replication filters.
+func TestCheckBinlogSettings(t *testing.T) {
+	f := newFakeServer(t)
+	f.set(func(f *fakeServer) {
+		f.answer = func(q string) reply {
+			switch {
+			case strings.HasPrefix(q, "SELECT @@global."):
+				v := defaultVars("1")
+				v["log_bin"], v["log_slave_updates"] = "1", "0"
+				return serverVars(q, v)
+			case strings.HasPrefix(q, "SHOW GLOBAL STATUS"):
+				st := defaultStatus()
+				st["Slave_heartbeat_period"] = "1.500"
+				return statusRows(st)
+			case strings.HasPrefix(q, "SHOW SLAVE STATUS"):
+				return reply{cols: append(append([]string(nil), replicaCols...), "Replicate_Do_DB", "Replicate_Ignore_Table"),
+					rows: [][]string{append(replicaRow("Yes", "Yes", "0"), "b,a", "")}}
+			}
+			return reply{}
+		}
+	})
+	m := newTestMonitor(t, fakeOptions(f.addr()))
+	o := checkOnce(t, m)
+	want := topology.BinlogSettings{Read: true, LogBin: true, HeartbeatPeriod: 1.5}
+	if !o.OK || o.Binlog != want {
+		t.Fatalf("binlog settings %+v, want %+v (%+v)", o.Binlog, want, o)
+	}
+	if o.Replica == nil || o.Replica.Filters != "Replicate_Do_DB=a,b;Replicate_Ignore_Table=" {
+		t.Fatalf("replica %+v", o.Replica)
+	}
+}
