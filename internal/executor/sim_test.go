@@ -661,6 +661,10 @@ func (w *simWorld) observe(s *simServer) {
 	if !w.flavor.MySQL() {
 		// The check reads them on MariaDB (as exec answers them).
 		o.Binlog = topology.BinlogSettings{Read: true, LogBin: true, LogReplicaUpdates: true, HeartbeatPeriod: 1}
+		// Built-in variables (MariaDB 10.3.3+): as SHOW GLOBAL VARIABLES
+		// lists them.
+		_, rows, _ := w.exec(s, `SHOW GLOBAL VARIABLES LIKE 'rpl\_semi\_sync\_%'`)
+		o.Binlog.SemiSync = append([][]string{}, rows...)
 	}
 	o.Uptime = int64(now.Sub(s.started) / time.Second)
 	o.Replica = w.replicaStatus(s)

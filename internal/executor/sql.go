@@ -92,12 +92,15 @@ func (e *Executor) readFacts(ctx context.Context, name string) (failover.ServerF
 	fl := e.flavorOf(name)
 	if o := e.lastObs(name); o != nil && o.OK && o.Binlog.Read {
 		// The monitor's check read the binary log settings, the heartbeat
-		// period and the replica status: only the semi-sync settings are
-		// left (their variables exist only with a plugin on MySQL), and
-		// answering them is what makes the server reachable here.
-		r, err := e.exec(ctx, name, factsTimeout, fl.ReadSemiSyncSettings())
-		if err != nil {
-			return f, fmt.Errorf("facts of %s: %w", name, err)
+		// period, the replica status and, where they are built in, the
+		// semi-sync settings (their variables exist only with a plugin
+		// loaded on MySQL and MariaDB before 10.3.3: read here then).
+		r := o.Binlog.SemiSync
+		if r == nil {
+			var err error
+			if r, err = e.exec(ctx, name, factsTimeout, fl.ReadSemiSyncSettings()); err != nil {
+				return f, fmt.Errorf("facts of %s: %w", name, err)
+			}
 		}
 		f.SemiSync = parseSemiSyncSettings(r)
 		f.LogBin, f.LogSlaveUpdates, f.HeartbeatPeriod = o.Binlog.LogBin, o.Binlog.LogReplicaUpdates, o.Binlog.HeartbeatPeriod

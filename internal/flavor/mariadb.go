@@ -53,7 +53,9 @@ var mariadb = dialect{
 
 	semiSync:           [][2]string{{"rpl_semi_sync_master", "rpl_semi_sync_slave"}},
 	semiSyncEnabledVar: "rpl_semi_sync_master_enabled",
-	killConnTimeout:    "rpl_semi_sync_slave_kill_conn_timeout",
+	semiSyncSettingVars: []string{"rpl_semi_sync_master_enabled", "rpl_semi_sync_slave_enabled",
+		"rpl_semi_sync_master_wait_no_slave", "rpl_semi_sync_master_timeout"},
+	killConnTimeout: "rpl_semi_sync_slave_kill_conn_timeout",
 
 	checkVariables: []string{"gtid_current_pos", "gtid_binlog_pos", "gtid_slave_pos", "gtid_binlog_state", "log_bin", "log_slave_updates"},
 	checkStatus:    checkStatusBoth,

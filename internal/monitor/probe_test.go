@@ -3,6 +3,7 @@ package monitor
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -540,6 +541,8 @@ func TestCheckBinlogSettings(t *testing.T) {
 			case strings.HasPrefix(q, "SELECT @@global."):
 				v := defaultVars("1")
 				v["log_bin"], v["log_slave_updates"] = "1", "0"
+				v["rpl_semi_sync_master_enabled"], v["rpl_semi_sync_slave_enabled"] = "ON", "OFF"
+				v["rpl_semi_sync_master_wait_no_slave"], v["rpl_semi_sync_master_timeout"] = "ON", "10000"
 				return serverVars(q, v)
 			case strings.HasPrefix(q, "SHOW GLOBAL STATUS"):
 				st := defaultStatus()
@@ -554,8 +557,10 @@ func TestCheckBinlogSettings(t *testing.T) {
 	})
 	m := newTestMonitor(t, fakeOptions(f.addr()))
 	o := checkOnce(t, m)
-	want := topology.BinlogSettings{Read: true, LogBin: true, HeartbeatPeriod: 1.5}
-	if !o.OK || o.Binlog != want {
+	want := topology.BinlogSettings{Read: true, LogBin: true, HeartbeatPeriod: 1.5,
+		SemiSync: [][]string{{"rpl_semi_sync_master_enabled", "ON"}, {"rpl_semi_sync_slave_enabled", "OFF"},
+			{"rpl_semi_sync_master_wait_no_slave", "ON"}, {"rpl_semi_sync_master_timeout", "10000"}}}
+	if !o.OK || !reflect.DeepEqual(o.Binlog, want) {
 		t.Fatalf("binlog settings %+v, want %+v (%+v)", o.Binlog, want, o)
 	}
 	if o.Replica == nil || o.Replica.Filters != "Replicate_Do_DB=a,b;Replicate_Ignore_Table=" {

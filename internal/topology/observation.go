@@ -151,6 +151,10 @@ type BinlogSettings struct {
 	LogBin, LogReplicaUpdates bool
 	// HeartbeatPeriod is Slave_heartbeat_period in seconds, 0 unknown.
 	HeartbeatPeriod float64
+	// SemiSync are the semi-sync settings' variables (name, value) as
+	// SHOW GLOBAL VARIABLES lists them, nil when the check did not read
+	// them (semi-sync as a plugin: the executor reads them).
+	SemiSync [][]string
 }
 
 // Slow reports whether the check timed out while the server completed
