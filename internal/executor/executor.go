@@ -45,6 +45,9 @@ type Monitor interface {
 	// SetTerm makes term the cluster's writer term (the coordination
 	// record's, with several Vigil instances).
 	SetTerm(term uint64) error
+	// CheckFresh checks servers now, together, and returns their
+	// observations (those it got in time).
+	CheckFresh(ctx context.Context, servers ...string) map[string]*topology.Observation
 }
 
 // Server is how to reach one server. Options.Servers lists the cluster's

@@ -794,6 +794,25 @@ func (w *simWorld) Fence(server, reason string) error { return w.setFenced(serve
 func (w *simWorld) Unfence(server string) error       { return w.setFenced(server, false, "") }
 func (w *simWorld) SetTerm(uint64) error              { return nil }
 
+// CheckFresh is a check of each answering server now, returned but not
+// kept (the executor read positions this way before the monitor did it).
+func (w *simWorld) CheckFresh(_ context.Context, servers ...string) map[string]*topology.Observation {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]*topology.Observation{}
+	for _, name := range servers {
+		s := w.server(name)
+		if s == nil || s.down != "" || w.connErr(s) != nil {
+			continue
+		}
+		checks, obs, since := s.checks, s.obs, s.failingSince
+		w.observe(s)
+		out[name] = s.obs
+		s.checks, s.obs, s.failingSince = checks, obs, since
+	}
+	return out
+}
+
 func (w *simWorld) setFenced(server string, on bool, reason string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -567,3 +567,46 @@ func TestCheckBinlogSettings(t *testing.T) {
 		t.Fatalf("replica %+v", o.Replica)
 	}
 }
+
+// TestCheckFresh: the servers are checked at once, not at their next
+// interval, and only checks started after the call count; a server that
+// does not answer costs the check's timeout, not a hang.
+func TestCheckFresh(t *testing.T) {
+	primary, replica := newFakeServer(t), newFakeServer(t)
+	replica.set(func(f *fakeServer) { f.answer = replicaScript("Yes", "Yes", "0") })
+	opts := fakeOptions(primary.addr(), replica.addr())
+	opts.Interval, opts.Timeout = time.Hour, 200*time.Millisecond
+	var holder topology.Holder
+	m, err := New(opts, &holder, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.CheckFresh(context.Background(), "node1"); len(got) != 0 {
+		t.Fatalf("before Run: %v", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond) // the first checks
+	start := time.Now()
+	got := m.CheckFresh(ctx, "node1", "node2", "nosuch")
+	if len(got) != 2 || got["node1"] == nil || got["node2"] == nil {
+		t.Fatalf("CheckFresh: %v", got)
+	}
+	for name, o := range got {
+		if !o.OK || o.Time.Before(start) || o.Seq < 2 {
+			t.Fatalf("%s: %+v", name, o)
+		}
+	}
+	if got["node2"].Replica == nil {
+		t.Fatalf("node2: no replica status")
+	}
+	replica.setHang(true)
+	defer replica.setHang(false)
+	t0 := time.Now()
+	got = m.CheckFresh(ctx, "node2")
+	if o := got["node2"]; o != nil && o.OK || time.Since(t0) > 2*time.Second {
+		t.Fatalf("a hung server: %+v after %s", o, time.Since(t0))
+	}
+}
