@@ -320,6 +320,7 @@ func TestFailoverKillPrimary(t *testing.T) {
 		}
 		return nil
 	})
+	logDials(t, env.v.logf)
 	other := "node2"
 	if newPrimary == "node2" {
 		other = "node3"
@@ -623,4 +624,16 @@ func dropKeys(data []byte, keys string) []byte {
 		}
 	}
 	return []byte(strings.Join(out, "\n"))
+}
+
+// logDials shows the executor's count of SQL calls and of connections it
+// opened for each operation so far (a call per connection before it kept
+// them).
+func logDials(t *testing.T, logf string) {
+	data, _ := os.ReadFile(logf)
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, "admin connections opened during the operation") {
+			t.Logf("executor: %s", l)
+		}
+	}
 }

@@ -48,6 +48,9 @@ type Monitor interface {
 	SetTerm(term uint64) error
 	// Changed is closed when the next snapshot is published.
 	Changed() <-chan struct{}
+	// CheckFresh checks servers now, together, and returns their
+	// observations (those it got in time).
+	CheckFresh(ctx context.Context, servers ...string) map[string]*topology.Observation
 }
 
 // Server is how to reach one server. Options.Servers lists the cluster's
@@ -128,10 +131,8 @@ type Executor struct {
 	routes *routing.Owner
 	log    *slog.Logger
 	onEv   func(Event)
-	// now is the executor's clock for what it records and decides (times of
-	// operations and events, the engine's Input.Now); tests set a fake one.
-	// Polling deadlines and sleeps use real time.
-	now func() time.Time
+	// clock is the executor's time (clock.go); tests set a fake one.
+	clock Clock
 
 	mu      sync.Mutex
 	history failover.History
@@ -189,14 +190,14 @@ func New(opts Options, mon Monitor, router Router, log *slog.Logger, onEvent fun
 	if onEvent == nil {
 		onEvent = func(Event) {}
 	}
-	e := &Executor{mon: liveMonitor{mon}, router: router, log: log, onEv: onEvent, now: time.Now, history: hist,
+	e := &Executor{mon: liveMonitor{mon}, router: router, log: log, onEv: onEvent, clock: realClock{}, history: hist,
 		facts: map[string]failover.ServerFacts{}, kick: make(chan struct{}, 1), j: j, salvaged: map[int64]*salvageState{},
 		noTxBase: map[string]int64{}, roSetAt: map[string]time.Time{}, fencedAt: map[string]time.Time{}, started: map[string]time.Time{}, rejoinSalvaged: map[string]string{}, hb: map[string]*hbSample{}}
 	e.opts.Store(&opts)
 	e.routes = routing.New(routingServers(opts.Servers), mon, router)
 	e.client = opts.Client
 	if e.client == nil {
-		e.client = dialClient{creds: func() (string, string) { o := e.o(); return o.User, o.Password }}
+		e.client = newConnClient(func() (string, string) { o := e.o(); return o.User, o.Password })
 	}
 	// An operation that never ended means Vigil stopped during it: it
 	// counts as failed until an operator acknowledges it.
@@ -231,6 +232,13 @@ func (e *Executor) SetOptions(opts Options) {
 		opts.Servers = cur.Servers // slots are never dropped
 	}
 	e.opts.Store(&opts)
+	if f, ok := e.client.(interface{ Forget(server string) }); ok {
+		for i, s := range cur.Servers {
+			if !s.Removed && (i >= len(opts.Servers) || opts.Servers[i].Removed || opts.Servers[i].Name != s.Name) {
+				f.Forget(s.Name) // its kept connections
+			}
+		}
+	}
 	e.event("", "options_reloaded", fmt.Sprintf("failover options reloaded: auto=%v auto_rejoin=%v detect_after=%s detect_after_refused=%s detect_after_silent=%s min_interval=%s apply_timeout=%s semi_sync=%s",
 		opts.Engine.Auto, opts.Engine.AutoRejoin, opts.Engine.DetectAfter, boundOrOff(opts.Engine.DetectAfterRefused), boundOrOff(opts.Engine.DetectAfterSilent), opts.Engine.MinInterval, opts.Engine.ApplyTimeout, orDefault(string(opts.Engine.SemiSync.Manage), string(failover.SemiSyncAuto))))
 	e.Kick()
@@ -263,16 +271,17 @@ func (e *Executor) Kick() {
 // Run decides automatically until ctx ends.
 func (e *Executor) Run(ctx context.Context) error {
 	defer e.j.close()
-	factsTick := time.NewTicker(5 * time.Second)
-	defer factsTick.Stop()
-	t := time.NewTicker(e.o().Interval)
-	defer t.Stop()
-	// recheck fires when the engine said its decision changes without new
-	// observations (detect_after running out), so a failover does not
-	// wait for the next tick or check.
-	recheck := time.NewTimer(time.Hour)
-	recheck.Stop()
-	defer recheck.Stop()
+	if c, ok := e.client.(interface{ Close() }); ok {
+		defer c.Close() // the kept admin connections
+	}
+	// Three wake-ups, all on the executor's clock: the facts (every
+	// factsEvery), the decision interval, and recheckAt, when the engine
+	// said its decision changes without new observations (detect_after
+	// running out), so a failover does not wait for the next tick or check.
+	interval := e.o().Interval
+	now := e.now()
+	factsAt, tickAt := now.Add(factsEvery), now.Add(interval)
+	var recheckAt time.Time
 	e.refreshFacts(ctx)
 	// The grants check dials every account: beside the loop, not before
 	// it (a paused server must not delay the first decisions); Run waits
@@ -284,21 +293,48 @@ func (e *Executor) Run(ctx context.Context) error {
 	}()
 	defer func() { <-grants }()
 	for {
+		wake := factsAt
+		if tickAt.Before(wake) {
+			wake = tickAt
+		}
+		if !recheckAt.IsZero() && recheckAt.Before(wake) {
+			wake = recheckAt
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-factsTick.C:
-			e.refreshFacts(ctx)
-		case <-t.C:
+		case <-e.clock.After(wake.Sub(e.now())):
 		case <-e.kick:
-		case <-recheck.C:
+		}
+		now := e.now()
+		if !now.Before(factsAt) {
+			e.refreshFacts(ctx)
+			factsAt = later(factsAt, factsEvery, now)
+		}
+		if !now.Before(tickAt) {
+			tickAt = later(tickAt, interval, now)
+		}
+		if !recheckAt.IsZero() && !now.Before(recheckAt) {
+			recheckAt = time.Time{}
 		}
 		// Only a future time: one already past is the ticker's (no busy
 		// loop on a decision that keeps naming it).
-		if at := e.decideAuto(ctx); at.After(time.Now()) {
-			recheck.Reset(time.Until(at) + time.Millisecond)
+		if at := e.decideAuto(ctx); at.After(e.now()) {
+			recheckAt = at.Add(time.Millisecond)
 		}
 	}
+}
+
+// factsEvery is how often Run reads the servers' facts.
+const factsEvery = 5 * time.Second
+
+// later is the first of t, t+every, t+2*every... after now: a period's
+// next wake-up, the missed ones dropped (as a ticker does).
+func later(t time.Time, every time.Duration, now time.Time) time.Time {
+	for !t.After(now) {
+		t = t.Add(every)
+	}
+	return t
 }
 
 // input builds the engine's input from what is known now.
@@ -363,7 +399,7 @@ func (e *Executor) decideAuto(ctx context.Context) time.Time {
 		}
 		if !e.actingSeen {
 			if !e.takeOver(ctx) {
-				return time.Now().Add(200 * time.Millisecond)
+				return e.now().Add(200 * time.Millisecond)
 			}
 			e.actingSeen = true
 		}

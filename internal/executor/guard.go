@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
@@ -202,56 +201,19 @@ func (e *Executor) lastObs(server string) *topology.Observation {
 	return nil
 }
 
-// freshObs reads a server's replication state now (GTID positions and
-// replica status), over base: for decisions that compare two servers'
-// positions, which must come from one moment, not from two checks
-// seconds apart.
-func (e *Executor) freshObs(ctx context.Context, server string, base *topology.Observation) (*topology.Observation, error) {
-	if base == nil || !base.OK {
-		return nil, fmt.Errorf("%s: no answered check to start from", server)
-	}
-	o := *base
-	o.Time = e.now()
-	fl := flavor.OfObservation(base)
-	rows, err := e.exec(ctx, server, 2*time.Second, fl.ReadPositions())
-	if err != nil || len(rows) != 1 || !fl.ParsePositions(rows[0], &o) {
-		return nil, fmt.Errorf("reading the positions of %s: %v", server, err)
-	}
-	cols, rows, err := e.run(ctx, server, 2*time.Second, fl.ReplicaStatus())
-	if err != nil {
-		return nil, fmt.Errorf("reading the replica status of %s: %w", server, err)
-	}
-	o.Replica = nil
-	if len(rows) > 0 {
-		rs := topology.ParseReplicaStatus(cols, rows[0])
-		o.Replica = &rs
-	}
-	return &o, nil
-}
-
-// freshen replaces, in in.Obs, the observations of servers by what they
-// report now. A server that cannot be read keeps its observation.
+// freshen replaces, in in.Obs, the observations of servers by the
+// monitor's checks of them now, all at once: for decisions that compare
+// two servers' positions, which must come from one moment, not from two
+// checks seconds apart. A server whose check fails or does not end in
+// time keeps its observation.
 func (e *Executor) freshen(ctx context.Context, in *failover.Input, servers ...string) {
 	obs := make(map[string]*topology.Observation, len(in.Obs))
 	for k, v := range in.Obs {
 		obs[k] = v
 	}
-	// At once: a server that does not answer costs one check timeout,
-	// not one per server before it.
-	fresh := make([]*topology.Observation, len(servers))
-	var wg sync.WaitGroup
-	for i, s := range servers {
-		old := obs[s]
-		wg.Go(func() {
-			if o, err := e.freshObs(ctx, s, old); err == nil {
-				fresh[i] = o
-			}
-		})
-	}
-	wg.Wait()
-	for i, s := range servers {
-		if fresh[i] != nil {
-			obs[s] = fresh[i]
+	for name, o := range e.mon.CheckFresh(ctx, servers...) {
+		if o != nil && o.OK {
+			obs[name] = o
 		}
 	}
 	in.Obs = obs

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"strings"
@@ -34,6 +35,9 @@ func (m *fakeMonitor) Fence(string, string) error     { return nil }
 func (m *fakeMonitor) Unfence(string) error           { return nil }
 func (m *fakeMonitor) SetTerm(t uint64) error         { m.term = t; return nil }
 func (m *fakeMonitor) Changed() <-chan struct{}       { return nil } // the snapshot is fixed
+func (m *fakeMonitor) CheckFresh(context.Context, ...string) map[string]*topology.Observation {
+	return nil
+}
 
 func markExecutor(t *testing.T) (*Executor, *fakeMonitor) {
 	t.Helper()

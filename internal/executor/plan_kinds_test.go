@@ -81,7 +81,14 @@ func TestEveryPlanKindRunsWhatItShows(t *testing.T) {
 				// A failover's second phase is planned after the cut.
 				shown += "\n" + res.Decision.String()
 				sc.checkRanWhatShown(res, shown)
-				sc.checkFlavorSQL()
+				sc.w.mu.Lock()
+				sent := len(sc.w.sent)
+				sc.w.mu.Unlock()
+				// A Galera writer move only routes, and on MariaDB the facts
+				// come from the monitor's checks: it may send nothing.
+				if kind != failover.KindGaleraWriterMove || sent > 0 {
+					sc.checkFlavorSQL()
+				}
 			})
 		}
 	}

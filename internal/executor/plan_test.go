@@ -87,6 +87,9 @@ func (m *planMonitor) SetWriter(server, _ string) error {
 func (m *planMonitor) Fence(string, string) error { return nil }
 func (m *planMonitor) Unfence(string) error       { return nil }
 func (m *planMonitor) SetTerm(uint64) error       { return nil }
+func (m *planMonitor) CheckFresh(context.Context, ...string) map[string]*topology.Observation {
+	return nil
+}
 
 // Changed: only SetWriter changes the snapshot, and it returns after.
 func (m *planMonitor) Changed() <-chan struct{} { return nil }

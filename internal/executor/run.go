@@ -71,7 +71,17 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 	e.mu.Unlock()
 	_ = e.j.record(rec)
 	res := Result{Decision: d}
+	// Connections the operation opened (the log's measure of reuse).
+	counter, _ := e.client.(interface{ Counts() (int64, int64) })
+	var calls0, dials0 int64
+	if counter != nil {
+		calls0, dials0 = counter.Counts()
+	}
 	finish := func(ok bool, msg string) Result {
+		if counter != nil {
+			calls, dials := counter.Counts()
+			e.log.Info("admin connections opened during the operation", "operation", rec.Kind.String(), "sql_calls", calls-calls0, "dials", dials-dials0)
+		}
 		rec.Ended = e.now()
 		rec.OK = ok
 		if !ok {
@@ -176,7 +186,7 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 			continue
 		}
 		if resumed == nil {
-			stepDelay(ctx, step.Kind)
+			stepDelay(ctx, e.clock, step.Kind)
 		}
 		t0 := e.now()
 		sctx, stopLease := e.leaseCtx(ctx)
@@ -502,12 +512,12 @@ func (e *Executor) step(ctx context.Context, pl *failover.Plan, s failover.Step,
 		})
 	case failover.DrainTransactions:
 		idx := e.serverIndex(s.Server)
-		deadline := time.Now().Add(timeoutOr(s.Timeout, 5*time.Second))
+		deadline := e.now().Add(timeoutOr(s.Timeout, 5*time.Second))
 		for e.router.BoundSessions(idx) > 0 {
-			if time.Now().After(deadline) {
+			if e.now().After(deadline) {
 				return fmt.Errorf("%d sessions still hold a transaction on %s", e.router.BoundSessions(idx), s.Server)
 			}
-			if err := sleep(ctx, 10*time.Millisecond); err != nil {
+			if err := wait(ctx, e.clock, 10*time.Millisecond); err != nil {
 				return err
 			}
 		}
@@ -564,6 +574,8 @@ func writerReason(pl *failover.Plan, st *runState) string {
 	return fmt.Sprintf("%s (term %d)", recordKind(pl.Kind), pl.Term)
 }
 
+// sleep waits d of real time: ApplyShared's drain (the routing owner's
+// work, not yet on the executor's clock).
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -604,7 +616,7 @@ func (e *Executor) repoint(ctx context.Context, s failover.Step, f flavor.Flavor
 const verifyUnreachable = 2 * time.Second
 
 func (e *Executor) verifyReplicating(ctx context.Context, server string, timeout time.Duration, f flavor.Flavor) error {
-	deadline := time.Now().Add(timeout)
+	deadline := e.now().Add(timeout)
 	var last string
 	var unreachableSince time.Time
 	for {
@@ -619,8 +631,8 @@ func (e *Executor) verifyReplicating(ctx context.Context, server string, timeout
 			// whole operation (and any decision about the new primary)
 			// for the full timeout; it is quarantined either way.
 			if unreachableSince.IsZero() {
-				unreachableSince = time.Now()
-			} else if time.Since(unreachableSince) >= verifyUnreachable {
+				unreachableSince = e.now()
+			} else if e.now().Sub(unreachableSince) >= verifyUnreachable {
 				return fmt.Errorf("%s is unreachable (%s for %s): it is quarantined; rejoin it when it is back", server, last, verifyUnreachable)
 			}
 		case len(rows) == 1:
@@ -632,10 +644,10 @@ func (e *Executor) verifyReplicating(ctx context.Context, server string, timeout
 		default:
 			last = "no replica status"
 		}
-		if time.Now().After(deadline) {
+		if e.now().After(deadline) {
 			return fmt.Errorf("%s does not replicate after %s: %s", server, timeout, last)
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := wait(ctx, e.clock, 100*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -693,7 +705,7 @@ func (e *Executor) runSQL(ctx context.Context, pl *failover.Plan, s failover.Ste
 // "set-writable=5s" makes an operation wait that long before its first
 // step of that kind, so a test can kill the acting instance at a chosen
 // point of a failover. Never set in production.
-func stepDelay(ctx context.Context, k failover.StepKind) {
+func stepDelay(ctx context.Context, c Clock, k failover.StepKind) {
 	v := os.Getenv("VIGIL_TEST_STEP_DELAY")
 	if v == "" {
 		return
@@ -704,7 +716,7 @@ func stepDelay(ctx context.Context, k failover.StepKind) {
 			continue
 		}
 		if d, err := time.ParseDuration(dur); err == nil {
-			_ = sleep(ctx, d)
+			_ = wait(ctx, c, d)
 		}
 	}
 }

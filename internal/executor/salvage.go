@@ -90,11 +90,12 @@ func (e *Executor) checkSalvage(ctx context.Context) {
 	before := st.extra
 	e.mu.Unlock()
 	if again {
-		// The same moment for both servers: read them now.
-		if o, err := e.freshObs(ctx, rec.OldPrimary, oldObs); err == nil {
+		// The same moment for both servers: checked now.
+		fresh := e.mon.CheckFresh(ctx, rec.OldPrimary, rec.NewPrimary)
+		if o := fresh[rec.OldPrimary]; o != nil && o.OK {
 			oldObs = o
 		}
-		if o, err := e.freshObs(ctx, rec.NewPrimary, newObs); err == nil {
+		if o := fresh[rec.NewPrimary]; o != nil && o.OK {
 			newObs = o
 		}
 	}

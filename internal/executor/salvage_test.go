@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"testing"
 
 	"github.com/vigil-db/vigil/internal/topology"
@@ -61,6 +62,9 @@ func (m *obsMonitor) Fence(server, reason string) error     { return nil }
 func (m *obsMonitor) Unfence(server string) error           { return nil }
 func (m *obsMonitor) SetTerm(uint64) error                  { return nil }
 func (m *obsMonitor) Changed() <-chan struct{}              { return nil }
+func (m *obsMonitor) CheckFresh(context.Context, ...string) map[string]*topology.Observation {
+	return nil
+}
 
 // What a server's semi-sync counter held while it replicated is not what
 // it committed unacknowledged as primary (issue 14, case 5).

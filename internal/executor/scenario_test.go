@@ -396,7 +396,7 @@ func (sc *scenario) newExecutor() error {
 	if err != nil {
 		return err
 	}
-	e.now = sc.w.clock.Now
+	e.clock = sc.w.clock
 	sc.e = e
 	return nil
 }

@@ -393,13 +393,11 @@ func (e *Executor) leaseCtx(ctx context.Context) (context.Context, context.Cance
 		return sctx, cancel
 	}
 	go func() {
-		t := time.NewTicker(25 * time.Millisecond)
-		defer t.Stop()
 		for {
 			select {
 			case <-sctx.Done():
 				return
-			case <-t.C:
+			case <-e.clock.After(25 * time.Millisecond):
 				if !e.shared.Acting() {
 					e.log.Error("coordination: this instance stopped acting during a step; the step is abandoned and the next acting instance resumes the operation", "cluster", e.o().Cluster)
 					cancel()

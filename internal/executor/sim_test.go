@@ -37,6 +37,27 @@ var simT0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 type simClock struct {
 	mu sync.Mutex
 	t  time.Time
+	// waits counts the executor's waits (After); a run that never ends
+	// one (a condition the simulation never meets, on a clock that does
+	// not move) panics instead of hanging.
+	waits int
+}
+
+// maxSimWaits bounds the waits of one test.
+const maxSimWaits = 1_000_000
+
+// After fires at once and time does not move: in the simulation waiting
+// takes no time, as statements take none.
+func (c *simClock) After(time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waits++
+	if c.waits > maxSimWaits {
+		panic("the executor waits for something the simulation never does")
+	}
+	ch := make(chan time.Time, 1)
+	ch <- c.t
+	return ch
 }
 
 func (c *simClock) Now() time.Time {
@@ -638,6 +659,14 @@ func (w *simWorld) observe(s *simServer) {
 		o.GTID.BinlogState, _ = topology.ParseGTIDList(w.binlogState(s.applied))
 	}
 	o.ReadOnly = s.on("read_only")
+	if !w.flavor.MySQL() {
+		// The check reads them on MariaDB (as exec answers them).
+		o.Binlog = topology.BinlogSettings{Read: true, LogBin: true, LogReplicaUpdates: true, HeartbeatPeriod: 1}
+		// Built-in variables (MariaDB 10.3.3+): as SHOW GLOBAL VARIABLES
+		// lists them.
+		_, rows, _ := w.exec(s, `SHOW GLOBAL VARIABLES LIKE 'rpl\_semi\_sync\_%'`)
+		o.Binlog.SemiSync = append([][]string{}, rows...)
+	}
 	o.Uptime = int64(now.Sub(s.started) / time.Second)
 	o.Replica = w.replicaStatus(s)
 	src, rep := w.semiSyncNames()
@@ -778,6 +807,25 @@ func (w *simWorld) SetWriter(server, reason string) error {
 func (w *simWorld) Fence(server, reason string) error { return w.setFenced(server, true, reason) }
 func (w *simWorld) Unfence(server string) error       { return w.setFenced(server, false, "") }
 func (w *simWorld) SetTerm(uint64) error              { return nil }
+
+// CheckFresh is a check of each answering server now, returned but not
+// kept (the executor read positions this way before the monitor did it).
+func (w *simWorld) CheckFresh(_ context.Context, servers ...string) map[string]*topology.Observation {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]*topology.Observation{}
+	for _, name := range servers {
+		s := w.server(name)
+		if s == nil || s.down != "" || w.connErr(s) != nil {
+			continue
+		}
+		checks, obs, since := s.checks, s.obs, s.failingSince
+		w.observe(s)
+		out[name] = s.obs
+		s.checks, s.obs, s.failingSince = checks, obs, since
+	}
+	return out
+}
 
 func (w *simWorld) setFenced(server string, on bool, reason string) error {
 	w.mu.Lock()

@@ -3,16 +3,15 @@ package executor
 import (
 	"context"
 	"fmt"
-	"sort"
+
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/failover"
 	"github.com/vigil-db/vigil/internal/flavor"
-	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/topology"
 )
 
 // Client runs SQL on the cluster's servers with the monitor account: the
@@ -22,36 +21,6 @@ import (
 // compare what ran with what the plan shows.
 type Client interface {
 	Run(ctx context.Context, server, addr string, timeout time.Duration, stmts ...string) (cols []string, rows [][]string, err error)
-}
-
-// dialClient is the Client of a running Vigil: a new connection per call.
-type dialClient struct {
-	creds func() (user, password string)
-}
-
-func (d dialClient) Run(ctx context.Context, server, addr string, timeout time.Duration, stmts ...string) ([]string, [][]string, error) {
-	dctx, cancel := context.WithTimeout(ctx, min(timeout, 3*time.Second))
-	defer cancel()
-	user, pass := d.creds()
-	mc, g, err := mysqlproto.Dial(dctx, &mysqlproto.DialConfig{Addr: addr, User: user, Password: pass})
-	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to %s: %w", server, err)
-	}
-	c := &backend.Conn{Conn: mc, Server: server,
-		SessionTrack: g.Capabilities&mysqlproto.CapabilityClientSessionTrack != 0,
-		DeprecateEOF: g.Capabilities&mysqlproto.CapabilityClientDeprecateEOF != 0}
-	defer c.Close()
-	var cols []string
-	var rows [][]string
-	for _, q := range stmts {
-		qctx, cancel := context.WithTimeout(ctx, timeout)
-		cols, rows, err = c.ExecColumns(qctx, q)
-		cancel()
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s on %s: %w", redact(q), server, err)
-		}
-	}
-	return cols, rows, nil
 }
 
 // run runs statements on a server through the client and returns the
@@ -121,6 +90,25 @@ const factsTimeout = time.Second
 func (e *Executor) readFacts(ctx context.Context, name string) (failover.ServerFacts, error) {
 	f := failover.ServerFacts{SecondsSinceSourceEvent: -1}
 	fl := e.flavorOf(name)
+	if o := e.lastObs(name); o != nil && o.OK && o.Binlog.Read {
+		// The monitor's check read the binary log settings, the heartbeat
+		// period, the replica status and, where they are built in, the
+		// semi-sync settings (their variables exist only with a plugin
+		// loaded on MySQL and MariaDB before 10.3.3: read here then).
+		r := o.Binlog.SemiSync
+		if r == nil {
+			var err error
+			if r, err = e.exec(ctx, name, factsTimeout, fl.ReadSemiSyncSettings()); err != nil {
+				return f, fmt.Errorf("facts of %s: %w", name, err)
+			}
+		}
+		f.SemiSync = parseSemiSyncSettings(r)
+		f.LogBin, f.LogSlaveUpdates, f.HeartbeatPeriod = o.Binlog.LogBin, o.Binlog.LogReplicaUpdates, o.Binlog.HeartbeatPeriod
+		if o.Replica != nil {
+			f.Filters = o.Replica.Filters
+		}
+		return f, nil
+	}
 	rows, err := e.exec(ctx, name, factsTimeout, fl.ReadLogBin())
 	if err != nil || len(rows) != 1 || len(rows[0]) != 2 {
 		return f, fmt.Errorf("facts of %s: %v", name, err)
@@ -137,17 +125,7 @@ func (e *Executor) readFacts(ctx context.Context, name string) (failover.ServerF
 	}
 	cols, rows, err := e.run(ctx, name, factsTimeout, fl.ReplicaStatus())
 	if err == nil && len(rows) == 1 {
-		var parts []string
-		for i, col := range cols {
-			switch col {
-			case "Replicate_Do_DB", "Replicate_Ignore_DB", "Replicate_Do_Table", "Replicate_Ignore_Table",
-				"Replicate_Wild_Do_Table", "Replicate_Wild_Ignore_Table":
-				v := strings.Split(rows[0][i], ",")
-				sort.Strings(v)
-				parts = append(parts, col+"="+strings.Join(v, ","))
-			}
-		}
-		f.Filters = strings.Join(parts, ";")
+		f.Filters = topology.ParseReplicaStatus(cols, rows[0]).Filters
 	}
 	return f, nil
 }

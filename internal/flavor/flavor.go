@@ -133,6 +133,9 @@ type dialect struct {
 	// (MariaDB 10.3.3+); killConnTimeout bounds a semi-sync replica's
 	// kill of its source's dump thread. "" when the flavour has none.
 	semiSyncEnabledVar, killConnTimeout string
+	// semiSyncSettingVars are the semi-sync settings every server of the
+	// flavour with semiSyncEnabledVar has (none with plugins).
+	semiSyncSettingVars []string
 
 	// checkVariables are the flavour's global variables every monitor
 	// check reads (beside version, read_only and the like that all
@@ -256,6 +259,11 @@ func (f Flavor) SemiSyncPlugins() [][2]string { return f.d().semiSync }
 // SemiSyncEnabledVar is the source-side enabled variable every server of
 // the flavour has (plugin loaded or not), "" when none.
 func (f Flavor) SemiSyncEnabledVar() string { return f.d().semiSyncEnabledVar }
+
+// SemiSyncSettingVars are the semi-sync settings (enabled on either side,
+// wait with no replica, timeout) that servers with SemiSyncEnabledVar
+// have, plugin loaded or not: a check reads them with its variables.
+func (f Flavor) SemiSyncSettingVars() []string { return f.d().semiSyncSettingVars }
 
 // KillConnTimeoutVar bounds how long a semi-sync replica's stopping IO
 // thread tries to kill its source's dump thread; "" when the flavour has

@@ -42,6 +42,8 @@ var mariadb = dialect{
 	},
 	parseCheck: func(v map[string]string, o *topology.Observation) {
 		mariadbPositions(v["gtid_current_pos"], v["gtid_binlog_pos"], v["gtid_slave_pos"], v["gtid_binlog_state"], o)
+		o.Binlog.Read = true
+		o.Binlog.LogBin, o.Binlog.LogReplicaUpdates = v["log_bin"] == "1", v["log_slave_updates"] == "1"
 	},
 
 	logBin:            "SELECT @@log_bin, @@log_slave_updates",
@@ -51,9 +53,11 @@ var mariadb = dialect{
 
 	semiSync:           [][2]string{{"rpl_semi_sync_master", "rpl_semi_sync_slave"}},
 	semiSyncEnabledVar: "rpl_semi_sync_master_enabled",
-	killConnTimeout:    "rpl_semi_sync_slave_kill_conn_timeout",
+	semiSyncSettingVars: []string{"rpl_semi_sync_master_enabled", "rpl_semi_sync_slave_enabled",
+		"rpl_semi_sync_master_wait_no_slave", "rpl_semi_sync_master_timeout"},
+	killConnTimeout: "rpl_semi_sync_slave_kill_conn_timeout",
 
-	checkVariables: []string{"gtid_current_pos", "gtid_binlog_pos", "gtid_slave_pos", "gtid_binlog_state"},
+	checkVariables: []string{"gtid_current_pos", "gtid_binlog_pos", "gtid_slave_pos", "gtid_binlog_state", "log_bin", "log_slave_updates"},
 	checkStatus:    checkStatusBoth,
 }
 
@@ -68,7 +72,7 @@ var checkStatusBoth = []string{
 	"Rpl_semi_sync_source_status", "Rpl_semi_sync_source_clients", "Rpl_semi_sync_source_no_tx",
 	"Rpl_semi_sync_source_wait_sessions",
 	"Rpl_semi_sync_replica_status",
-	"Slave_received_heartbeats",
+	"Slave_received_heartbeats", "Slave_heartbeat_period",
 }
 
 // mariadbPositions parses MariaDB's GTID variables; a malformed one

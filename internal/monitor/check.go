@@ -36,6 +36,11 @@ func variablesSQL(f flavor.Flavor, galera, semiSyncVar bool) (string, []string) 
 	vars = append(vars, f.CheckVariables()...)
 	if semiSyncVar && f.SemiSyncEnabledVar() != "" {
 		vars = append(vars, f.SemiSyncEnabledVar())
+		for _, n := range f.SemiSyncSettingVars() {
+			if n != f.SemiSyncEnabledVar() {
+				vars = append(vars, n)
+			}
+		}
 	}
 	if galera {
 		vars = append(vars, wsrepVariables...)
@@ -134,6 +139,12 @@ func collect(ctx context.Context, c *backend.Conn, family topology.Flavor, semiS
 	o.SemiSync = topology.ParseSemiSyncStatus(st)
 	if semiSyncVar {
 		o.SemiSync.SourceEnabled = topology.ParseBool(v[fl.SemiSyncEnabledVar()])
+		for _, n := range fl.SemiSyncSettingVars() {
+			o.Binlog.SemiSync = append(o.Binlog.SemiSync, []string{n, v[n]})
+		}
+	}
+	if p, err := strconv.ParseFloat(st["slave_heartbeat_period"], 64); err == nil {
+		o.Binlog.HeartbeatPeriod = p
 	}
 	o.Uptime = -1
 	if v, err := strconv.ParseInt(st["uptime"], 10, 64); err == nil {

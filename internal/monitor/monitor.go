@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,6 +47,9 @@ type Monitor struct {
 	onEvidence func()
 	// changed is closed when the next snapshot is published (Changed).
 	changed chan struct{}
+	// fresh: per server index, what CheckFresh waits on (every
+	// observation of the server is offered).
+	fresh map[int][]chan *topology.Observation
 }
 
 type subscriber struct {
@@ -144,6 +148,12 @@ func (m *Monitor) observe(i int, o *topology.Observation) {
 	}
 	prev := m.latest[i]
 	m.latest[i] = o
+	for _, ch := range m.fresh[i] {
+		select {
+		case ch <- o:
+		default:
+		}
+	}
 	var evs []Event
 	m.st, evs = Evaluate(m.st, m.latest, &m.opts, m.now())
 	m.publishLocked()
@@ -383,6 +393,65 @@ func (m *Monitor) CheckNow(i int) {
 	if p != nil {
 		p.kickNow()
 	}
+}
+
+// CheckFresh checks the named servers at once, all together, and returns
+// the observations of checks that started after the call: for decisions
+// that compare servers' positions, which must come from one moment, not
+// from checks seconds apart. A server whose check does not end before
+// ctx does (or twice the check timeout), or that is not monitored, is
+// left out; so is nothing else: a failed check is returned too.
+func (m *Monitor) CheckFresh(ctx context.Context, servers ...string) map[string]*topology.Observation {
+	start := time.Now() // the probes' clock: a check's Time is its start
+	type wait struct {
+		name string
+		i    int
+		ch   chan *topology.Observation
+	}
+	var waits []wait
+	var kick []*probe
+	m.mu.Lock()
+	if m.fresh == nil {
+		m.fresh = map[int][]chan *topology.Observation{}
+	}
+	for _, name := range servers {
+		i, err := m.index(name)
+		if err != nil || !m.running || m.probes[i] == nil {
+			continue
+		}
+		ch := make(chan *topology.Observation, 1)
+		m.fresh[i] = append(m.fresh[i], ch)
+		waits = append(waits, wait{name, i, ch})
+		kick = append(kick, m.probes[i])
+	}
+	bound := 2*m.opts.Timeout + time.Second
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		for _, w := range waits {
+			m.fresh[w.i] = slices.DeleteFunc(m.fresh[w.i], func(c chan *topology.Observation) bool { return c == w.ch })
+		}
+		m.mu.Unlock()
+	}()
+	for _, p := range kick {
+		p.checkUrgent()
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	out := make(map[string]*topology.Observation, len(waits))
+	for _, w := range waits {
+		for out[w.name] == nil {
+			select {
+			case <-ctx.Done():
+				return out
+			case o := <-w.ch:
+				if !o.Time.Before(start) {
+					out[w.name] = o
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Fence takes server out of routing (OFFLINE_HARD) until Unfence, whatever

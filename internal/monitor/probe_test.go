@@ -3,6 +3,7 @@ package monitor
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -527,4 +528,85 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestCheckBinlogSettings: a MariaDB check reads what the failover engine
+// needs of a candidate (the executor no longer asks for it): log_bin,
+// log_slave_updates, the heartbeat period and the replication filters.
+func TestCheckBinlogSettings(t *testing.T) {
+	f := newFakeServer(t)
+	f.set(func(f *fakeServer) {
+		f.answer = func(q string) reply {
+			switch {
+			case strings.HasPrefix(q, "SELECT @@global."):
+				v := defaultVars("1")
+				v["log_bin"], v["log_slave_updates"] = "1", "0"
+				v["rpl_semi_sync_master_enabled"], v["rpl_semi_sync_slave_enabled"] = "ON", "OFF"
+				v["rpl_semi_sync_master_wait_no_slave"], v["rpl_semi_sync_master_timeout"] = "ON", "10000"
+				return serverVars(q, v)
+			case strings.HasPrefix(q, "SHOW GLOBAL STATUS"):
+				st := defaultStatus()
+				st["Slave_heartbeat_period"] = "1.500"
+				return statusRows(st)
+			case strings.HasPrefix(q, "SHOW SLAVE STATUS"):
+				return reply{cols: append(append([]string(nil), replicaCols...), "Replicate_Do_DB", "Replicate_Ignore_Table"),
+					rows: [][]string{append(replicaRow("Yes", "Yes", "0"), "b,a", "")}}
+			}
+			return reply{}
+		}
+	})
+	m := newTestMonitor(t, fakeOptions(f.addr()))
+	o := checkOnce(t, m)
+	want := topology.BinlogSettings{Read: true, LogBin: true, HeartbeatPeriod: 1.5,
+		SemiSync: [][]string{{"rpl_semi_sync_master_enabled", "ON"}, {"rpl_semi_sync_slave_enabled", "OFF"},
+			{"rpl_semi_sync_master_wait_no_slave", "ON"}, {"rpl_semi_sync_master_timeout", "10000"}}}
+	if !o.OK || !reflect.DeepEqual(o.Binlog, want) {
+		t.Fatalf("binlog settings %+v, want %+v (%+v)", o.Binlog, want, o)
+	}
+	if o.Replica == nil || o.Replica.Filters != "Replicate_Do_DB=a,b;Replicate_Ignore_Table=" {
+		t.Fatalf("replica %+v", o.Replica)
+	}
+}
+
+// TestCheckFresh: the servers are checked at once, not at their next
+// interval, and only checks started after the call count; a server that
+// does not answer costs the check's timeout, not a hang.
+func TestCheckFresh(t *testing.T) {
+	primary, replica := newFakeServer(t), newFakeServer(t)
+	replica.set(func(f *fakeServer) { f.answer = replicaScript("Yes", "Yes", "0") })
+	opts := fakeOptions(primary.addr(), replica.addr())
+	opts.Interval, opts.Timeout = time.Hour, 200*time.Millisecond
+	var holder topology.Holder
+	m, err := New(opts, &holder, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.CheckFresh(context.Background(), "node1"); len(got) != 0 {
+		t.Fatalf("before Run: %v", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond) // the first checks
+	start := time.Now()
+	got := m.CheckFresh(ctx, "node1", "node2", "nosuch")
+	if len(got) != 2 || got["node1"] == nil || got["node2"] == nil {
+		t.Fatalf("CheckFresh: %v", got)
+	}
+	for name, o := range got {
+		if !o.OK || o.Time.Before(start) || o.Seq < 2 {
+			t.Fatalf("%s: %+v", name, o)
+		}
+	}
+	if got["node2"].Replica == nil {
+		t.Fatalf("node2: no replica status")
+	}
+	replica.setHang(true)
+	defer replica.setHang(false)
+	t0 := time.Now()
+	got = m.CheckFresh(ctx, "node2")
+	if o := got["node2"]; o != nil && o.OK || time.Since(t0) > 2*time.Second {
+		t.Fatalf("a hung server: %+v after %s", o, time.Since(t0))
+	}
 }

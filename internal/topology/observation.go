@@ -136,6 +136,25 @@ type Observation struct {
 	// Uptime is the server's Uptime status in seconds, -1 when unknown: a
 	// smaller value than the previous check's means it restarted.
 	Uptime int64
+	// Binlog is how the server logs, for the failover engine's choice of
+	// a candidate; read with the check where the flavour allows it.
+	Binlog BinlogSettings
+}
+
+// BinlogSettings are a server's binary log settings and its replicas'
+// heartbeat period, as a check read them.
+type BinlogSettings struct {
+	// Read: the check read them (MariaDB); otherwise the executor reads
+	// them itself.
+	Read bool
+	// LogBin is @@log_bin; LogReplicaUpdates @@log_slave_updates.
+	LogBin, LogReplicaUpdates bool
+	// HeartbeatPeriod is Slave_heartbeat_period in seconds, 0 unknown.
+	HeartbeatPeriod float64
+	// SemiSync are the semi-sync settings' variables (name, value) as
+	// SHOW GLOBAL VARIABLES lists them, nil when the check did not read
+	// them (semi-sync as a plugin: the executor reads them).
+	SemiSync [][]string
 }
 
 // Slow reports whether the check timed out while the server completed

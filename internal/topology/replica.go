@@ -2,6 +2,7 @@ package topology
 
 import (
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -82,6 +83,10 @@ type ReplicaStatus struct {
 	// (MariaDB's Slave_received_heartbeats status variable).
 	HeartbeatsRead    bool
 	SQLRemainingDelay int64
+	// Filters are the replication filters (Replicate_Do_DB and the other
+	// Replicate_* columns, each list sorted), "" for none: replicas that
+	// filter differently hold different data.
+	Filters string
 
 	SourceLogFile      string
 	ReadSourceLogPos   uint64
@@ -168,6 +173,16 @@ func ParseReplicaStatus(cols, row []string) ReplicaStatus {
 			rs.RelaySourceLogFile = v
 		case "Exec_Source_Log_Pos":
 			rs.ExecSourceLogPos, _ = strconv.ParseUint(v, 10, 64)
+		}
+		switch c {
+		case "Replicate_Do_DB", "Replicate_Ignore_DB", "Replicate_Do_Table", "Replicate_Ignore_Table",
+			"Replicate_Wild_Do_Table", "Replicate_Wild_Ignore_Table":
+			l := strings.Split(v, ",")
+			slices.Sort(l)
+			if rs.Filters != "" {
+				rs.Filters += ";"
+			}
+			rs.Filters += c + "=" + strings.Join(l, ",")
 		}
 	}
 	return rs
