@@ -19,7 +19,8 @@ func FrameSeq(f []byte) byte { return f[frameHeader-1] }
 // LOAD DATA LOCAL file, among others).
 func IsEmptyFrame(f []byte) bool { return len(f) == frameHeader }
 
-// Header is the first byte of a reply payload, which says what it is
+// Header is the first byte of a payload, which says what it is: a
+// client's command byte (ComQuery, …), or the kind of a server's reply
 // (OKPacket, ErrPacket, EOFPacket, LocalInfilePacket, or the start of a
 // column count); ok is false for an empty payload.
 func Header(p []byte) (h byte, ok bool) {
