@@ -375,11 +375,15 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 	}
 	flags := ex.Flags
 	// Parameter block: null bitmap, new-params-bound flag, types, values.
-	if bad := ex.ParseParams(st.params); bad != nil {
-		return s.sendError(bad)
-	}
-	if ex.NewParamsBound {
-		st.types = append(st.types[:0], ex.Types...)
+	var params mysqlproto.ExecuteParams
+	if st.params > 0 {
+		var bad *mysqlproto.SQLError
+		if params, bad = mysqlproto.ParseExecuteParams(ex.Params, st.params); bad != nil {
+			return s.sendError(bad)
+		}
+		if params.NewParamsBound() {
+			st.types = append(st.types[:0], params.Types...)
+		}
 	}
 	p := s.srv.proc.Load()
 	s.beginStmt()
@@ -399,7 +403,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 	// and the parameters' types and values.
 	var cacheKey []byte
 	if st.cacheTTL > 0 && p.Cache != nil && target != router.Keep && flags == 0 && !st.longData && cacheable(info) {
-		cacheKey = s.stmtCacheKey(st, &ex)
+		cacheKey = s.stmtCacheKey(st, &params)
 		if frames := p.Cache.Get(cacheKey, run.start); frames != nil {
 			s.srv.Stats.CacheHits.Add(1)
 			run.cached, run.hostgroup = true, "cache"
@@ -434,7 +438,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 			return s.sendError(err)
 		}
 		grow := 0
-		if !ex.NewParamsBound {
+		if !params.NewParamsBound() {
 			grow = 2 * int(st.params) // rewriteExecute may add the types
 		}
 		if s.tooLarge(c.Index, len(pkt)+grow) || s.tooLarge(c.Index, len(text)+1) || st.tooLarge {
@@ -469,7 +473,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 			s.failedOn(c)
 			return s.sendError(se)
 		}
-		out := s.rewriteExecute(pkt, &ex, ss, st)
+		out := s.rewriteExecute(pkt, ex, &params, ss, st)
 		st.longData = false
 		o, err := s.roundTrip(c, out, respExecute)
 		s.noteOutcome(c, o)
@@ -495,10 +499,10 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 
 // rewriteExecute builds the execute packet for the server: its statement
 // id, and the parameter types if this server statement last saw others.
-func (s *Session) rewriteExecute(pkt []byte, ex *mysqlproto.StmtExecute, ss *backend.ServerStmt, st *clientStmt) []byte {
+func (s *Session) rewriteExecute(pkt []byte, ex mysqlproto.StmtExecute, params *mysqlproto.ExecuteParams, ss *backend.ServerStmt, st *clientStmt) []byte {
 	sendTypes := false
 	if st.params > 0 {
-		if ex.NewParamsBound {
+		if params.NewParamsBound() {
 			ss.LastTypes = append(ss.LastTypes[:0], st.types...)
 		} else if !bytes.Equal(ss.LastTypes, st.types) && len(st.types) > 0 {
 			sendTypes = true
@@ -509,9 +513,10 @@ func (s *Session) rewriteExecute(pkt []byte, ex *mysqlproto.StmtExecute, ss *bac
 		mysqlproto.PutStmtID(pkt, ss.ID)
 		return pkt
 	}
-	sent := *ex
-	sent.StmtID, sent.NewParamsBound, sent.Types = ss.ID, true, st.types
-	out := mysqlproto.AppendStmtExecute(s.scratch[:0], &sent)
+	sent := *params
+	sent.Types = st.types
+	ex.StmtID, ex.Params = ss.ID, nil
+	out := mysqlproto.AppendExecuteParams(mysqlproto.AppendStmtExecute(s.scratch[:0], ex), sent)
 	s.scratch = out
 	return out
 }
@@ -649,15 +654,15 @@ func (s *Session) comStmtFetch(ctx context.Context, pkt []byte) error {
 // (cacheKey), then the prepared text, the parameter types and the null
 // bitmap and values, without the statement id and the new-params-bound
 // flag, which differ between executes of the same thing.
-func (s *Session) stmtCacheKey(st *clientStmt, ex *mysqlproto.StmtExecute) []byte {
+func (s *Session) stmtCacheKey(st *clientStmt, params *mysqlproto.ExecuteParams) []byte {
 	k := s.cacheKeyFor(protoBinary, st.query)
 	if st.params == 0 {
 		return k
 	}
 	k = append(k, 0)
-	k = append(k, ex.NullBitmap...)
+	k = append(k, params.NullBitmap...)
 	k = append(k, st.types...)
-	k = append(k, ex.Values...)
+	k = append(k, params.Values...)
 	s.cacheKeyBuf = k
 	return k
 }

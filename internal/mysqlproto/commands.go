@@ -21,6 +21,9 @@ func textCommand(pkt []byte, cmd byte, name string) ([]byte, *SQLError) {
 }
 
 // malformed is the answer to a command packet too short for its fields.
+// Kept out of line: the decoders that call it stay small enough to inline.
+//
+//go:noinline
 func malformed(what string) *SQLError {
 	return NewError(ERMalformedPacket, "HY000", "Malformed %s", what)
 }
@@ -163,75 +166,76 @@ func PutStmtID(pkt []byte, id uint32) {
 	binary.LittleEndian.PutUint32(pkt[1:5], id)
 }
 
-// StmtExecute is COM_STMT_EXECUTE. ParseStmtExecute decodes the fixed
-// part; the parameter block needs the statement's parameter count, which
-// only the statement's owner knows: ParseParams decodes it.
+// StmtExecute is COM_STMT_EXECUTE. Its parameter block can only be read
+// with the statement's parameter count, which the statement's owner
+// knows: ParseExecuteParams decodes it.
 type StmtExecute struct {
 	StmtID         uint32
 	Flags          byte // CursorTypeReadOnly, …
 	IterationCount uint32
-	// The parameter block, when the statement has parameters.
-	NullBitmap     []byte
-	NewParamsBound bool
-	Types          []byte // 2 bytes a parameter, when NewParamsBound
-	Values         []byte // the binary values, up to the end of the packet
-
-	rest []byte // after the fixed part
+	Params         []byte // the parameter block, as sent
 }
 
 // stmtExecuteFixed is the length of COM_STMT_EXECUTE's fixed part:
 // command, statement id, flags, iteration count.
 const stmtExecuteFixed = 10
 
-// ParseStmtExecute decodes the fixed part of a COM_STMT_EXECUTE packet.
+// ParseStmtExecute decodes a COM_STMT_EXECUTE packet.
 func ParseStmtExecute(pkt []byte) (StmtExecute, *SQLError) {
-	id, bad := stmtHeader(pkt, ComStmtExecute, stmtExecuteFixed, "COM_STMT_EXECUTE")
-	if bad != nil {
-		return StmtExecute{}, bad
+	if len(pkt) < stmtExecuteFixed || pkt[0] != ComStmtExecute {
+		return StmtExecute{}, malformed("COM_STMT_EXECUTE")
 	}
-	return StmtExecute{StmtID: id, Flags: pkt[5], IterationCount: binary.LittleEndian.Uint32(pkt[6:]),
-		rest: pkt[stmtExecuteFixed:]}, nil
+	return StmtExecute{StmtID: binary.LittleEndian.Uint32(pkt[1:]), Flags: pkt[5],
+		IterationCount: binary.LittleEndian.Uint32(pkt[6:]), Params: pkt[stmtExecuteFixed:]}, nil
 }
 
-// ParseParams decodes the parameter block of an execute whose statement
-// has params parameters: the null bitmap, the new-params-bound flag, the
-// types when it is 1, and the values. Nothing is read for none.
-func (e *StmtExecute) ParseParams(params uint16) *SQLError {
-	if params == 0 {
-		return nil
-	}
-	n := (int(params) + 7) / 8
-	if n >= len(e.rest) {
-		return malformed("COM_STMT_EXECUTE parameters")
-	}
-	e.NullBitmap = e.rest[:n]
-	e.NewParamsBound = e.rest[n] == 1
-	values := e.rest[n+1:]
-	if e.NewParamsBound {
-		if 2*int(params) > len(values) {
-			return malformed("COM_STMT_EXECUTE parameter types")
-		}
-		e.Types, values = values[:2*int(params)], values[2*int(params):]
-	}
-	e.Values = values
-	return nil
-}
-
-// AppendStmtExecute appends a COM_STMT_EXECUTE packet for e. The
-// parameter block is written when e has a null bitmap (a statement with
-// parameters); the types when NewParamsBound.
-func AppendStmtExecute(dst []byte, e *StmtExecute) []byte {
+// AppendStmtExecute appends a COM_STMT_EXECUTE packet for e (its
+// parameter block as it is: AppendExecuteParams writes one).
+func AppendStmtExecute(dst []byte, e StmtExecute) []byte {
 	dst = binary.LittleEndian.AppendUint32(append(dst, ComStmtExecute), e.StmtID)
 	dst = binary.LittleEndian.AppendUint32(append(dst, e.Flags), e.IterationCount)
-	if len(e.NullBitmap) == 0 {
-		return dst
+	return append(dst, e.Params...)
+}
+
+// ExecuteParams is the parameter block of a COM_STMT_EXECUTE for a
+// statement with parameters: the null bitmap, the types when the client
+// (re)bound them (the new-params-bound flag is 1), and the values.
+type ExecuteParams struct {
+	NullBitmap []byte
+	Types      []byte // 2 bytes a parameter; empty when not (re)bound
+	Values     []byte // the binary values, up to the end of the packet
+}
+
+// NewParamsBound reports whether the block carries the types.
+func (p ExecuteParams) NewParamsBound() bool { return len(p.Types) > 0 }
+
+// ParseExecuteParams decodes the parameter block of an execute whose
+// statement has n parameters (n > 0; without parameters there is no
+// block to read).
+func ParseExecuteParams(block []byte, n uint16) (ExecuteParams, *SQLError) {
+	bitmap := (int(n) + 7) / 8
+	if bitmap >= len(block) {
+		return ExecuteParams{}, malformed("COM_STMT_EXECUTE parameters")
 	}
-	dst = append(dst, e.NullBitmap...)
-	if !e.NewParamsBound {
-		return append(append(dst, 0), e.Values...)
+	p := ExecuteParams{NullBitmap: block[:bitmap], Values: block[bitmap+1:]}
+	if block[bitmap] == 1 {
+		if 2*int(n) > len(p.Values) {
+			return ExecuteParams{}, malformed("COM_STMT_EXECUTE parameter types")
+		}
+		p.Types, p.Values = p.Values[:2*int(n)], p.Values[2*int(n):]
 	}
-	dst = append(append(dst, 1), e.Types...)
-	return append(dst, e.Values...)
+	return p, nil
+}
+
+// AppendExecuteParams appends the parameter block p (after an execute's
+// fixed part): the new-params-bound flag is 1 when p has types.
+func AppendExecuteParams(dst []byte, p ExecuteParams) []byte {
+	dst = append(dst, p.NullBitmap...)
+	if len(p.Types) == 0 {
+		return append(append(dst, 0), p.Values...)
+	}
+	dst = append(append(dst, 1), p.Types...)
+	return append(dst, p.Values...)
 }
 
 // StmtSendLongData is COM_STMT_SEND_LONG_DATA: a piece of one parameter's

@@ -67,24 +67,12 @@ func roundTripCommand(t *testing.T, pkt []byte) bool {
 			decoded = true
 		}
 	}
-	if e, bad := ParseStmtExecute(pkt); bad == nil {
+	if roundTrip(t, "COM_STMT_EXECUTE", pkt, ParseStmtExecute, AppendStmtExecute) {
 		decoded = true
-		for _, params := range []uint16{0, 1, 2, 9} {
-			e := e
-			if e.ParseParams(params) != nil {
-				continue
-			}
-			again, bad := ParseStmtExecute(AppendStmtExecute(nil, &e))
-			if bad != nil || again.ParseParams(params) != nil {
-				t.Fatalf("COM_STMT_EXECUTE %x with %d params: encoding does not decode", pkt, params)
-			}
-			e.rest, again.rest = nil, nil
-			if params > 0 && len(e.Values) == 0 {
-				e.Values, again.Values = nil, nil
-			}
-			if !reflect.DeepEqual(e, again) {
-				t.Fatalf("COM_STMT_EXECUTE round trip of %x: %+v != %+v", pkt, e, again)
-			}
+		e, _ := ParseStmtExecute(pkt)
+		for _, n := range []uint16{1, 2, 9} {
+			parse := func(b []byte) (ExecuteParams, *SQLError) { return ParseExecuteParams(b, n) }
+			roundTrip(t, "COM_STMT_EXECUTE parameters", e.Params, parse, AppendExecuteParams)
 		}
 	}
 	return decoded
@@ -100,17 +88,20 @@ func TestCommandsRoundTrip(t *testing.T) {
 	q, _ := ParseQuery(commandSeeds[0])
 	l, _ := ParseFieldList(commandSeeds[2])
 	e, _ := ParseStmtExecute(commandSeeds[11])
-	if bad := e.ParseParams(2); bad != nil {
+	ps, bad := ParseExecuteParams(e.Params, 2)
+	if bad != nil {
 		t.Fatal(bad)
 	}
-	for i, got := range [][]byte{AppendQuery(nil, q), AppendFieldList(nil, l), AppendStmtExecute(nil, &e)} {
+	sent := e
+	sent.Params = AppendExecuteParams(nil, ps)
+	for i, got := range [][]byte{AppendQuery(nil, q), AppendFieldList(nil, l), AppendStmtExecute(nil, sent)} {
 		if want := commandSeeds[[]int{0, 2, 11}[i]]; !bytes.Equal(got, want) {
 			t.Errorf("encoding %x, want %x", got, want)
 		}
 	}
-	if e.StmtID != 1 || e.Flags != CursorTypeReadOnly || e.IterationCount != 1 || !e.NewParamsBound ||
-		!bytes.Equal(e.Types, []byte{8, 0, 3, 0}) || len(e.Values) != 8 {
-		t.Errorf("decoded execute %+v", e)
+	if e.StmtID != 1 || e.Flags != CursorTypeReadOnly || e.IterationCount != 1 || !ps.NewParamsBound() ||
+		!bytes.Equal(ps.Types, []byte{8, 0, 3, 0}) || len(ps.Values) != 8 {
+		t.Errorf("decoded execute %+v %+v", e, ps)
 	}
 }
 
@@ -128,10 +119,10 @@ func TestMalformedCommands(t *testing.T) {
 	}
 	exec := func(pkt []byte, params uint16) string {
 		e, bad := ParseStmtExecute(pkt)
-		if bad != nil {
+		if bad != nil || params == 0 {
 			return msg(bad)
 		}
-		return msg(e.ParseParams(params))
+		return msg(second(ParseExecuteParams(e.Params, params)))
 	}
 	for _, c := range []struct{ got, want string }{
 		{exec([]byte{ComStmtExecute, 1, 0, 0, 0, 0, 1, 0, 0}, 0), "Malformed COM_STMT_EXECUTE"},
@@ -165,7 +156,7 @@ func TestDecodeAllocs(t *testing.T) {
 		_, _ = ParseSetOption(commandSeeds[4])
 		_, _ = ParseStmtPrepare(commandSeeds[9])
 		if e, bad := ParseStmtExecute(commandSeeds[11]); bad == nil {
-			_ = e.ParseParams(2)
+			_, _ = ParseExecuteParams(e.Params, 2)
 		}
 		_, _ = ParseStmtSendLongData(commandSeeds[13])
 		_, _ = ParseStmtClose(commandSeeds[14])
@@ -210,7 +201,7 @@ func FuzzCommands(f *testing.F) {
 		if e, bad := ParseStmtExecute(pkt); bad == nil {
 			// A parameter count far beyond the packet must not make the
 			// decoder allocate or read past it.
-			_ = e.ParseParams(65535)
+			_, _ = ParseExecuteParams(e.Params, 65535)
 		}
 	})
 }
