@@ -377,8 +377,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 	// Parameter block: null bitmap, new-params-bound flag, types, values.
 	var params mysqlproto.ExecuteParams
 	if st.params > 0 {
-		var bad *mysqlproto.SQLError
-		if params, bad = mysqlproto.ParseExecuteParams(ex.Params, st.params); bad != nil {
+		if bad := params.Parse(ex.Params, st.params); bad != nil {
 			return s.sendError(bad)
 		}
 		if params.NewParamsBound() {

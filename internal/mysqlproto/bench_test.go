@@ -116,8 +116,8 @@ func BenchmarkParseCommands(b *testing.B) {
 			if bad != nil {
 				b.Fatal("bad execute")
 			}
-			ps, bad := ParseExecuteParams(e.Params, 1)
-			if bad != nil {
+			var ps ExecuteParams
+			if bad := ps.Parse(e.Params, 1); bad != nil {
 				b.Fatal("bad parameters")
 			}
 			PutStmtID(exec, e.StmtID)

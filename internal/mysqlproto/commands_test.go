@@ -71,7 +71,10 @@ func roundTripCommand(t *testing.T, pkt []byte) bool {
 		decoded = true
 		e, _ := ParseStmtExecute(pkt)
 		for _, n := range []uint16{1, 2, 9} {
-			parse := func(b []byte) (ExecuteParams, *SQLError) { return ParseExecuteParams(b, n) }
+			parse := func(b []byte) (p ExecuteParams, bad *SQLError) {
+				bad = p.Parse(b, n)
+				return
+			}
 			roundTrip(t, "COM_STMT_EXECUTE parameters", e.Params, parse, AppendExecuteParams)
 		}
 	}
@@ -88,8 +91,8 @@ func TestCommandsRoundTrip(t *testing.T) {
 	q, _ := ParseQuery(commandSeeds[0])
 	l, _ := ParseFieldList(commandSeeds[2])
 	e, _ := ParseStmtExecute(commandSeeds[11])
-	ps, bad := ParseExecuteParams(e.Params, 2)
-	if bad != nil {
+	var ps ExecuteParams
+	if bad := ps.Parse(e.Params, 2); bad != nil {
 		t.Fatal(bad)
 	}
 	sent := e
@@ -122,7 +125,8 @@ func TestMalformedCommands(t *testing.T) {
 		if bad != nil || params == 0 {
 			return msg(bad)
 		}
-		return msg(second(ParseExecuteParams(e.Params, params)))
+		var ps ExecuteParams
+		return msg(ps.Parse(e.Params, params))
 	}
 	for _, c := range []struct{ got, want string }{
 		{exec([]byte{ComStmtExecute, 1, 0, 0, 0, 0, 1, 0, 0}, 0), "Malformed COM_STMT_EXECUTE"},
@@ -156,7 +160,8 @@ func TestDecodeAllocs(t *testing.T) {
 		_, _ = ParseSetOption(commandSeeds[4])
 		_, _ = ParseStmtPrepare(commandSeeds[9])
 		if e, bad := ParseStmtExecute(commandSeeds[11]); bad == nil {
-			_, _ = ParseExecuteParams(e.Params, 2)
+			var ps ExecuteParams
+			_ = ps.Parse(e.Params, 2)
 		}
 		_, _ = ParseStmtSendLongData(commandSeeds[13])
 		_, _ = ParseStmtClose(commandSeeds[14])
@@ -201,7 +206,8 @@ func FuzzCommands(f *testing.F) {
 		if e, bad := ParseStmtExecute(pkt); bad == nil {
 			// A parameter count far beyond the packet must not make the
 			// decoder allocate or read past it.
-			_, _ = ParseExecuteParams(e.Params, 65535)
+			var ps ExecuteParams
+			_ = ps.Parse(e.Params, 65535)
 		}
 	})
 }
