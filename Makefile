@@ -40,6 +40,9 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzScan -fuzztime=300000x ./internal/sqlscan/
 	$(GO) test -run='^$$' -fuzz=FuzzReadPacket -fuzztime=30000x ./internal/mysqlproto/
 	$(GO) test -run='^$$' -fuzz=FuzzHandshakeResponse -fuzztime=100000x ./internal/mysqlproto/
+	$(GO) test -run='^$$' -fuzz=FuzzCommands -fuzztime=100000x ./internal/mysqlproto/
+	$(GO) test -run='^$$' -fuzz=FuzzChangeUser -fuzztime=100000x ./internal/mysqlproto/
+	$(GO) test -run='^$$' -fuzz=FuzzReplies -fuzztime=100000x ./internal/mysqlproto/
 	$(GO) test -run='^$$' -fuzz=FuzzSessionCommands -fuzztime=300x ./internal/frontend/
 
 # Every fuzzer for FUZZ_TIME each (default 10m), for a nightly job;

@@ -13,11 +13,15 @@ cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 FUZZ_TIME="${FUZZ_TIME:-10m}"
 
-# package fuzzer: framing, the handshake, COM_* through a live session,
+# package fuzzer: framing, the handshake, each command's and inspected
+# reply's decode/encode pair, COM_* through a live session,
 # the SQL lexer and masking, the query log's JSON encoding.
 targets=(
 	"./internal/mysqlproto/ FuzzReadPacket"
 	"./internal/mysqlproto/ FuzzHandshakeResponse"
+	"./internal/mysqlproto/ FuzzCommands"
+	"./internal/mysqlproto/ FuzzChangeUser"
+	"./internal/mysqlproto/ FuzzReplies"
 	"./internal/frontend/ FuzzSessionCommands"
 	"./internal/sqlscan/ FuzzScan"
 	"./internal/sqlscan/ FuzzMask"

@@ -94,7 +94,8 @@ func isNextTrxSet(q []byte) bool {
 }
 
 func (s *Session) comInitDB(ctx context.Context, pkt []byte) error {
-	db := string(pkt[1:])
+	idb, _ := mysqlproto.ParseInitDB(pkt) // dispatch checked the command
+	db := string(idb.Schema)
 	target := router.Writer
 	if s.bound() {
 		target = router.Keep
@@ -139,10 +140,11 @@ func (s *Session) simpleCommand(ctx context.Context, pkt []byte, target router.T
 // comSetOption turns multi-statements on or off for this client; server
 // connections always allow them, so Vigil enforces the client's choice.
 func (s *Session) comSetOption(pkt []byte) error {
-	if len(pkt) < 3 {
-		return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_SET_OPTION"))
+	o, bad := mysqlproto.ParseSetOption(pkt)
+	if bad != nil {
+		return s.sendError(bad)
 	}
-	switch uint16(pkt[1]) | uint16(pkt[2])<<8 {
+	switch o.Option {
 	case mysqlproto.SetOptionMultiStatementsOn:
 		s.multiStmts = true
 	case mysqlproto.SetOptionMultiStatementsOff:
@@ -153,8 +155,7 @@ func (s *Session) comSetOption(pkt []byte) error {
 	s.client.Seq = 1
 	var p []byte
 	if s.caps&mysqlproto.CapabilityClientDeprecateEOF != 0 {
-		p = mysqlproto.AppendOK(s.scratch[:0], 0, 0, s.status(), 0)
-		p[0] = mysqlproto.EOFPacket
+		p = mysqlproto.AppendEOFOK(s.scratch[:0], s.status(), 0)
 	} else {
 		p = mysqlproto.AppendEOF(s.scratch[:0], s.status(), 0)
 	}

@@ -1,7 +1,6 @@
 package frontend
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -87,13 +86,13 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 	// timeout killed the statement. An error that closes the connection
 	// (backend.ClosesConnection) marks it broken: it is never reused.
 	errFrame := func(f []byte) error {
-		o.err = c.NoteErr(f[4:])
+		o.err = c.NoteErr(mysqlproto.FramePayload(f))
 		if !s.timedOut.Load() {
 			return write(f)
 		}
 		o.err = s.timeoutError(c)
 		o.sent = true
-		cl.Seq = f[3]
+		cl.Seq = mysqlproto.FrameSeq(f)
 		if err := cl.WritePacket(mysqlproto.AppendErr(s.scratch[:0], o.err)); err != nil {
 			return errClient{err}
 		}
@@ -103,7 +102,7 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 	// tracking, then passes it on, stripped for clients that did not ask
 	// for session tracking.
 	okFrame := func(f []byte) error {
-		p := f[4:]
+		p := mysqlproto.FramePayload(f)
 		ok, good := mysqlproto.ParseOK(p, c.SessionTrack)
 		if !good {
 			c.Broken = true
@@ -112,7 +111,7 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 		o.status = ok.Status
 		o.affected = ok.AffectedRows
 		o.warnings = ok.Warnings
-		if f[4] == mysqlproto.OKPacket {
+		if mysqlproto.IsOKPacket(p) {
 			o.insertID = ok.LastInsertID
 			o.resultSet = false
 		}
@@ -123,10 +122,10 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 				// changes; the client sees only what it asked to track.
 				if out, changed := mysqlproto.FilterSessionState(s.scratch[:0], p, ok, &s.track); changed {
 					s.scratch = out
-					cl.Seq = f[3]
+					cl.Seq = mysqlproto.FrameSeq(f)
 					o.sent = true
 					if s.capturing {
-						s.captureStripped(f[3], out)
+						s.captureStripped(mysqlproto.FrameSeq(f), out)
 					}
 					if err := cl.WritePacket(out); err != nil {
 						return errClient{err}
@@ -139,10 +138,10 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 			return write(f)
 		}
 		s.scratch = mysqlproto.StripSessionState(s.scratch[:0], p, ok)
-		cl.Seq = f[3]
+		cl.Seq = mysqlproto.FrameSeq(f)
 		o.sent = true
 		if s.capturing {
-			s.captureStripped(f[3], s.scratch)
+			s.captureStripped(mysqlproto.FrameSeq(f), s.scratch)
 		}
 		if err := cl.WritePacket(s.scratch); err != nil {
 			return errClient{err}
@@ -170,7 +169,7 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 			if err != nil {
 				return true, err
 			}
-			p := f[4:]
+			p := mysqlproto.FramePayload(f)
 			if cont {
 				cont = len(p) == mysqlproto.MaxPayload
 				if err := write(f); err != nil {
@@ -179,9 +178,9 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 				continue
 			}
 			switch {
-			case len(p) > 0 && p[0] == mysqlproto.ErrPacket:
+			case mysqlproto.IsErrPacket(p):
 				return true, errFrame(f)
-			case len(p) > 0 && p[0] == mysqlproto.EOFPacket && len(p) < mysqlproto.MaxPayload && (deprecateEOF || len(p) < 9):
+			case mysqlproto.IsRowsEnd(p, deprecateEOF):
 				if deprecateEOF {
 					if err := okFrame(f); err != nil {
 						return true, err
@@ -221,15 +220,15 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 			if err != nil {
 				return o, err
 			}
-			p := f[4:]
-			if len(p) > 0 && p[0] == mysqlproto.ErrPacket {
+			p := mysqlproto.FramePayload(f)
+			if mysqlproto.IsErrPacket(p) {
 				return o, errFrame(f)
 			}
-			if len(p) > 0 && p[0] == mysqlproto.EOFPacket && len(p) < 9 {
+			if mysqlproto.IsEOF(p) {
 				o.status = mysqlproto.ParseEOF(p).Status
 				return o, write(f)
 			}
-			if len(p) > 0 && p[0] == mysqlproto.EOFPacket && deprecateEOF {
+			if mysqlproto.IsEOFHeader(p) && deprecateEOF {
 				return o, okFrame(f)
 			}
 			if err := write(f); err != nil {
@@ -243,12 +242,13 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 		if err != nil {
 			return o, err
 		}
-		p := f[4:]
-		if len(p) == 0 {
+		p := mysqlproto.FramePayload(f)
+		h, good := mysqlproto.Header(p)
+		if !good {
 			c.Broken = true
 			return o, errBackend{fmt.Errorf("%w: empty reply", mysqlproto.ErrMalformed)}
 		}
-		switch p[0] {
+		switch h {
 		case mysqlproto.OKPacket:
 			if err := okFrame(f); err != nil {
 				return o, err
@@ -276,11 +276,11 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 		}
 		if kind == respSimple {
 			c.Broken = true
-			return o, errBackend{fmt.Errorf("%w: unexpected reply 0x%02x", mysqlproto.ErrMalformed, p[0])}
+			return o, errBackend{fmt.Errorf("%w: unexpected reply 0x%02x", mysqlproto.ErrMalformed, h)}
 		}
 		// A result set: column count, definitions, [EOF], rows, terminator.
 		o.resultSet, o.setRows, o.insertID = true, 0, 0
-		ncols, _, good := mysqlproto.ReadLenEncInt(p, 0)
+		ncols, good := mysqlproto.ParseColumnCount(p)
 		if !good {
 			c.Broken = true
 			return o, errBackend{fmt.Errorf("%w: column count", mysqlproto.ErrMalformed)}
@@ -296,7 +296,7 @@ func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
 			if err != nil {
 				return o, err
 			}
-			o.status = mysqlproto.ParseEOF(f[4:]).Status
+			o.status = mysqlproto.ParseEOF(mysqlproto.FramePayload(f)).Status
 			if err := write(f); err != nil {
 				return o, err
 			}
@@ -334,7 +334,7 @@ func (s *Session) localInfile(c *backend.Conn, req []byte) error {
 func (s *Session) relayInfile(c *backend.Conn, req []byte) error {
 	if s.caps&mysqlproto.CapabilityClientLocalFiles == 0 {
 		// The client cannot send files: tell the server there is none.
-		c.Seq = req[3] + 1
+		c.Seq = mysqlproto.FrameSeq(req) + 1
 		if err := c.WritePacket(nil); err != nil {
 			return errBackend{err}
 		}
@@ -349,7 +349,7 @@ func (s *Session) relayInfile(c *backend.Conn, req []byte) error {
 	if err := s.client.Flush(); err != nil {
 		return errClient{err}
 	}
-	c.Seq = req[3] + 1
+	c.Seq = mysqlproto.FrameSeq(req) + 1
 	for {
 		f, err := s.client.ReadFrame()
 		if err != nil {
@@ -358,7 +358,7 @@ func (s *Session) relayInfile(c *backend.Conn, req []byte) error {
 		if err := c.WriteFrame(f); err != nil {
 			return errBackend{err}
 		}
-		if len(f) == 4 {
+		if mysqlproto.IsEmptyFrame(f) {
 			break
 		}
 	}
@@ -379,8 +379,8 @@ func (s *Session) readPrepare(c *backend.Conn, toClient bool, clientID uint32, h
 		c.Broken = true
 		return nil, nil, errBackend{err}
 	}
-	p := f[4:]
-	if len(p) > 0 && p[0] == mysqlproto.ErrPacket {
+	p := mysqlproto.FramePayload(f)
+	if mysqlproto.IsErrPacket(p) {
 		se := c.NoteErr(p)
 		if toClient && !(holdMissing && missingObject(se.Code)) {
 			if err := s.client.WriteFrame(f); err != nil {
@@ -389,20 +389,14 @@ func (s *Session) readPrepare(c *backend.Conn, toClient bool, clientID uint32, h
 		}
 		return nil, se, nil
 	}
-	if len(p) < 12 || p[0] != mysqlproto.OKPacket {
+	ok, good := mysqlproto.ParseStmtPrepareOK(p)
+	if !good {
 		c.Broken = true
 		return nil, nil, errBackend{fmt.Errorf("%w: prepare reply", mysqlproto.ErrMalformed)}
 	}
-	st := &backend.ServerStmt{
-		ID:      binary.LittleEndian.Uint32(p[1:]),
-		Columns: binary.LittleEndian.Uint16(p[5:]),
-		Params:  binary.LittleEndian.Uint16(p[7:]),
-	}
-	if len(p) >= 12 {
-		st.Warnings = binary.LittleEndian.Uint16(p[10:])
-	}
+	st := &backend.ServerStmt{ID: ok.StmtID, Columns: ok.Columns, Params: ok.Params, Warnings: ok.Warnings}
 	if toClient {
-		binary.LittleEndian.PutUint32(p[1:], clientID)
+		mysqlproto.PutStmtID(p, clientID)
 		if err := s.client.WriteFrame(f); err != nil {
 			return st, nil, errClient{err}
 		}

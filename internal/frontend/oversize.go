@@ -102,10 +102,10 @@ func (s *Session) send(c *backend.Conn, pkt []byte) (outcome, error) {
 	c.Broken = true
 	_ = c.SetDeadline(time.Now().Add(lastWordsWait))
 	f, rerr := c.ReadFrame()
-	if rerr != nil || len(f) < 5 || f[4] != mysqlproto.ErrPacket {
+	if rerr != nil || !mysqlproto.IsErrPacket(mysqlproto.FramePayload(f)) {
 		return outcome{reached: !s.underMaxPacket(c.Index, len(pkt))}, errBackend{err}
 	}
-	o := outcome{err: c.NoteErr(f[4:]), reached: true, sent: true}
+	o := outcome{err: c.NoteErr(mysqlproto.FramePayload(f)), reached: true, sent: true}
 	if err := s.client.WritePacket(mysqlproto.AppendErr(s.scratch[:0], o.err)); err != nil {
 		return o, errClient{err}
 	}

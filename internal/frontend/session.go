@@ -449,7 +449,8 @@ func (s *Session) lookupUser(name string) (mysqlproto.Credentials, bool) {
 
 // dispatch handles one command. A returned error ends the session.
 func (s *Session) dispatch(ctx context.Context, pkt []byte) error {
-	switch pkt[0] {
+	cmd, _ := mysqlproto.Header(pkt) // serve sends no empty command here
+	switch cmd {
 	case mysqlproto.ComQuery, mysqlproto.ComStmtExecute, mysqlproto.ComInitDB, mysqlproto.ComFieldList,
 		mysqlproto.ComStatistics, mysqlproto.ComResetConnection, mysqlproto.ComChangeUser,
 		mysqlproto.ComStmtReset, mysqlproto.ComStmtFetch, mysqlproto.ComProcessKill:
@@ -457,12 +458,12 @@ func (s *Session) dispatch(ctx context.Context, pkt []byte) error {
 		// use or give back (prev.go).
 		s.takePrev()
 		defer s.dropPrevHeld()
-		s.noteStmt = pkt[0] == mysqlproto.ComQuery || pkt[0] == mysqlproto.ComStmtExecute || pkt[0] == mysqlproto.ComInitDB
+		s.noteStmt = cmd == mysqlproto.ComQuery || cmd == mysqlproto.ComStmtExecute || cmd == mysqlproto.ComInitDB
 		s.pureDiag, s.clearDiag, s.ranOnPrev = false, false, false
 		s.stmtText = nil
 		s.execUnseen = false
 	}
-	switch pkt[0] {
+	switch cmd {
 	case mysqlproto.ComQuery:
 		return s.comQuery(ctx, pkt)
 	case mysqlproto.ComQuit:
@@ -494,17 +495,17 @@ func (s *Session) dispatch(ctx context.Context, pkt []byte) error {
 	case mysqlproto.ComChangeUser:
 		return s.comChangeUser(ctx, pkt)
 	case mysqlproto.ComProcessKill:
-		if len(pkt) < 5 {
-			return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_PROCESS_KILL"))
+		k, bad := mysqlproto.ParseProcessKill(pkt)
+		if bad != nil {
+			return s.sendError(bad)
 		}
-		id := uint64(pkt[1]) | uint64(pkt[2])<<8 | uint64(pkt[3])<<16 | uint64(pkt[4])<<24
-		return s.kill(ctx, id, false)
+		return s.kill(ctx, uint64(k.ConnectionID), false)
 	case mysqlproto.ComBinlogDump, mysqlproto.ComBinlogDumpGTID, mysqlproto.ComRegisterSlave:
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERVigilUnsupported, mysqlproto.SSVigilUnsupported,
 			"Vigil: replication commands are not proxied; connect replicas to the servers directly"))
 	default:
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERUnknownComError, "08S01",
-			"Vigil: command 0x%02x is not supported through the proxy", pkt[0]))
+			"Vigil: command 0x%02x is not supported through the proxy", cmd))
 	}
 }
 
@@ -542,7 +543,8 @@ func (s *Session) bound() bool {
 }
 
 func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
-	q := pkt[1:]
+	cq, _ := mysqlproto.ParseQuery(pkt) // dispatch checked the command
+	q := cq.Text
 	if s.srv.testHook != nil {
 		s.srv.testHook(q)
 	}
@@ -576,8 +578,9 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	}
 	if res.Query != nil {
 		// Route and pin by what will run; count and log what was sent.
-		s.rewriteBuf = append(append(s.rewriteBuf[:0], mysqlproto.ComQuery), res.Query...)
+		s.rewriteBuf = mysqlproto.AppendQuery(s.rewriteBuf[:0], mysqlproto.Query{Text: res.Query})
 		pkt = s.rewriteBuf
+		cq, _ = mysqlproto.ParseQuery(pkt)
 		ri := sqlscan.Scan(res.Query)
 		info.Class, info.Flags = ri.Class, ri.Flags
 	}
@@ -588,35 +591,37 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		s.finishStmt(p, &run)
 		return err
 	}
-	if info.Class == sqlscan.ClassSet && bytes.Contains(pkt[1:], []byte("@@")) {
+	if info.Class == sqlscan.ClassSet && bytes.Contains(cq.Text, []byte("@@")) {
 		// SET @@x = v: sent as SET @@SESSION.x = v, which the server's
 		// session tracker reports (the unqualified form it does not, and
 		// the value would stay on the pooled connection unseen).
-		if out, ok := sqlscan.QualifySessionSets(append(s.setBuf[:0], mysqlproto.ComQuery), pkt[1:]); ok {
+		if out, ok := sqlscan.QualifySessionSets(mysqlproto.AppendQuery(s.setBuf[:0], mysqlproto.Query{}), cq.Text); ok {
 			s.setBuf = out
 			pkt = out
+			cq, _ = mysqlproto.ParseQuery(pkt)
 		}
 	}
-	if info.Class == sqlscan.ClassRead && s.autoIsNull(pkt[1:]) {
+	if info.Class == sqlscan.ClassRead && s.autoIsNull(cq.Text) {
 		// sql_auto_is_null=1: WHERE auto_increment_col IS NULL finds the
 		// row of the connection's LAST_INSERT_ID(): read where that is.
 		info.Flags |= sqlscan.FlagLastInsertID | sqlscan.FlagSideEffect
 	}
-	s.nextTrxSet = info.Class == sqlscan.ClassSet && isNextTrxSet(pkt[1:])
+	s.nextTrxSet = info.Class == sqlscan.ClassSet && isNextTrxSet(cq.Text)
 	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
-	s.pureDiag = pureDiagnostics(info, pkt[1:])
-	s.stmtText = pkt[1:]
-	onPrev, rw := s.routePrev(ctx, info, pkt[1:])
+	s.pureDiag = pureDiagnostics(info, cq.Text)
+	s.stmtText = cq.Text
+	onPrev, rw := s.routePrev(ctx, info, cq.Text)
 	if rw != nil {
-		s.rewriteBuf = append(append(s.rewriteBuf[:0], mysqlproto.ComQuery), rw...)
+		s.rewriteBuf = mysqlproto.AppendQuery(s.rewriteBuf[:0], mysqlproto.Query{Text: rw})
 		pkt = s.rewriteBuf
+		cq, _ = mysqlproto.ParseQuery(pkt)
 	}
 	s.rs.Bound = s.bound() || onPrev
 	dec := router.Route(info, &s.rs, run.start)
 	run.target, run.hostgroup = s.routeByRule(p, res.Route, dec.Target)
 	var cacheKey []byte
 	if res.CacheTTL > 0 && p.Cache != nil && run.target != router.Keep && cacheable(info) {
-		cacheKey = s.cacheKey(pkt[1:])
+		cacheKey = s.cacheKey(cq.Text)
 		if frames := p.Cache.Get(cacheKey, run.start); frames != nil {
 			s.srv.Stats.CacheHits.Add(1)
 			run.cached, run.hostgroup = true, "cache"

@@ -3,7 +3,6 @@ package frontend
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"strings"
 	"time"
@@ -114,7 +113,8 @@ func (s *Session) stmtTarget(p *Processing, st *clientStmt) (router.Target, stri
 }
 
 func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
-	q := pkt[1:]
+	prep, _ := mysqlproto.ParseStmtPrepare(pkt) // dispatch checked the command
+	q := prep.Query
 	info := sqlscan.Scan(q)
 	// One copy of the text for the statement's life, shared by query and
 	// orig (both read-only; a rewrite gives query its own): a 64 MiB
@@ -161,14 +161,14 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 		st.query = string(res.Query)
 		ri := sqlscan.Scan(res.Query)
 		st.info.Class, st.info.Flags = ri.Class, ri.Flags
-		pkt = append([]byte{mysqlproto.ComStmtPrepare}, res.Query...)
+		pkt = mysqlproto.AppendStmtPrepare(nil, mysqlproto.StmtPrepare{Query: res.Query})
 	}
 	if st.info.Class == sqlscan.ClassSet && strings.Contains(st.query, "@@") {
 		// As for text SETs (comQuery): the tracker reports only the
 		// qualified form.
 		if out, ok := sqlscan.QualifySessionSets(nil, []byte(st.query)); ok {
 			st.query = string(out)
-			pkt = append([]byte{mysqlproto.ComStmtPrepare}, out...)
+			pkt = mysqlproto.AppendStmtPrepare(nil, mysqlproto.StmtPrepare{Query: out})
 		}
 	}
 	// A prepare is a statement for the diagnostics area: MariaDB clears it
@@ -260,9 +260,7 @@ func (s *Session) prepareKill(st *clientStmt, id uint64, query bool) error {
 	st.id = s.nextStmt
 	st.kill, st.killID, st.killQuery = true, id, query
 	s.stmts[st.id] = st
-	p := append(s.scratch[:0], mysqlproto.OKPacket)
-	p = binary.LittleEndian.AppendUint32(p, st.id)
-	p = append(p, 0, 0, 0, 0, 0, 0, 0) // columns, params, filler, warnings
+	p := mysqlproto.AppendStmtPrepareOK(s.scratch[:0], mysqlproto.StmtPrepareOK{StmtID: st.id})
 	s.client.Seq = 1
 	if err := s.client.WritePacket(p); err != nil {
 		return errClient{err}
@@ -287,9 +285,7 @@ func writerIndex(snap *topology.Snapshot) int {
 func closeServerStmt(c *backend.Conn, id uint32) {
 	c.Seq = 0
 	var b [5]byte
-	b[0] = mysqlproto.ComStmtClose
-	binary.LittleEndian.PutUint32(b[1:], id)
-	if c.WritePacket(b[:]) != nil || c.Flush() != nil {
+	if c.WritePacket(mysqlproto.AppendStmtClose(b[:0], mysqlproto.StmtClose{StmtID: id})) != nil || c.Flush() != nil {
 		c.Broken = true // a failed write: never pooled again
 	}
 }
@@ -365,32 +361,27 @@ func (s *Session) syncConn(ctx context.Context, c *backend.Conn, want *backend.S
 }
 
 func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
-	if len(pkt) < 10 {
-		return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_STMT_EXECUTE"))
+	ex, bad := mysqlproto.ParseStmtExecute(pkt)
+	if bad != nil {
+		return s.sendError(bad)
 	}
-	id := binary.LittleEndian.Uint32(pkt[1:])
-	st := s.stmts[id]
+	st := s.stmts[ex.StmtID]
 	if st == nil {
-		return s.unknownStmt(id)
+		return s.unknownStmt(ex.StmtID)
 	}
 	s.srv.Stats.Queries.Add(1)
 	if st.kill {
 		return s.kill(ctx, st.killID, st.killQuery)
 	}
-	flags := pkt[5]
+	flags := ex.Flags
 	// Parameter block: null bitmap, new-params-bound flag, types, values.
-	var typesOff, boundOff int
+	var params mysqlproto.ExecuteParams
 	if st.params > 0 {
-		boundOff = 10 + (int(st.params)+7)/8
-		if boundOff >= len(pkt) {
-			return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_STMT_EXECUTE parameters"))
+		if bad := params.Parse(ex.Params, st.params); bad != nil {
+			return s.sendError(bad)
 		}
-		if pkt[boundOff] == 1 {
-			typesOff = boundOff + 1
-			if typesOff+2*int(st.params) > len(pkt) {
-				return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_STMT_EXECUTE parameter types"))
-			}
-			st.types = append(st.types[:0], pkt[typesOff:typesOff+2*int(st.params)]...)
+		if params.NewParamsBound() {
+			st.types = append(st.types[:0], params.Types...)
 		}
 	}
 	p := s.srv.proc.Load()
@@ -411,7 +402,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 	// and the parameters' types and values.
 	var cacheKey []byte
 	if st.cacheTTL > 0 && p.Cache != nil && target != router.Keep && flags == 0 && !st.longData && cacheable(info) {
-		cacheKey = s.stmtCacheKey(st, pkt, boundOff, typesOff)
+		cacheKey = s.stmtCacheKey(st, &params)
 		if frames := p.Cache.Get(cacheKey, run.start); frames != nil {
 			s.srv.Stats.CacheHits.Add(1)
 			run.cached, run.hostgroup = true, "cache"
@@ -446,7 +437,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 			return s.sendError(err)
 		}
 		grow := 0
-		if typesOff == 0 {
+		if !params.NewParamsBound() {
 			grow = 2 * int(st.params) // rewriteExecute may add the types
 		}
 		if s.tooLarge(c.Index, len(pkt)+grow) || s.tooLarge(c.Index, len(text)+1) || st.tooLarge {
@@ -481,7 +472,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 			s.failedOn(c)
 			return s.sendError(se)
 		}
-		out := s.rewriteExecute(pkt, ss, st, boundOff, typesOff)
+		out := s.rewriteExecute(pkt, ex, &params, ss, st)
 		st.longData = false
 		o, err := s.roundTrip(c, out, respExecute)
 		s.noteOutcome(c, o)
@@ -507,10 +498,10 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 
 // rewriteExecute builds the execute packet for the server: its statement
 // id, and the parameter types if this server statement last saw others.
-func (s *Session) rewriteExecute(pkt []byte, ss *backend.ServerStmt, st *clientStmt, boundOff, typesOff int) []byte {
+func (s *Session) rewriteExecute(pkt []byte, ex mysqlproto.StmtExecute, params *mysqlproto.ExecuteParams, ss *backend.ServerStmt, st *clientStmt) []byte {
 	sendTypes := false
 	if st.params > 0 {
-		if typesOff > 0 {
+		if params.NewParamsBound() {
 			ss.LastTypes = append(ss.LastTypes[:0], st.types...)
 		} else if !bytes.Equal(ss.LastTypes, st.types) && len(st.types) > 0 {
 			sendTypes = true
@@ -518,14 +509,13 @@ func (s *Session) rewriteExecute(pkt []byte, ss *backend.ServerStmt, st *clientS
 		}
 	}
 	if !sendTypes {
-		binary.LittleEndian.PutUint32(pkt[1:], ss.ID)
+		mysqlproto.PutStmtID(pkt, ss.ID)
 		return pkt
 	}
-	out := append(s.scratch[:0], pkt[:boundOff]...)
-	out = append(out, 1)
-	out = append(out, st.types...)
-	out = append(out, pkt[boundOff+1:]...)
-	binary.LittleEndian.PutUint32(out[1:], ss.ID)
+	sent := *params
+	sent.Types = st.types
+	ex.StmtID, ex.Params = ss.ID, nil
+	out := mysqlproto.AppendExecuteParams(mysqlproto.AppendStmtExecute(s.scratch[:0], ex), sent)
 	s.scratch = out
 	return out
 }
@@ -550,10 +540,11 @@ func (s *Session) updateStmtPins() {
 }
 
 func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
-	if len(pkt) < 7 {
+	ld, bad := mysqlproto.ParseStmtSendLongData(pkt)
+	if bad != nil {
 		return nil // no reply to this command, ever
 	}
-	st := s.stmts[binary.LittleEndian.Uint32(pkt[1:])]
+	st := s.stmts[ld.StmtID]
 	if st == nil {
 		return nil
 	}
@@ -572,7 +563,7 @@ func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
 		// answers 1153 instead, without sending it.
 		st.tooLarge = true
 	} else {
-		binary.LittleEndian.PutUint32(pkt[1:], ss.ID)
+		mysqlproto.PutStmtID(pkt, ss.ID)
 		c.Seq = 0
 		if err := c.WritePacket(pkt); err != nil || c.Flush() != nil {
 			c.Broken = true // never pooled again; the execute reports the loss
@@ -585,10 +576,11 @@ func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
 }
 
 func (s *Session) comStmtClose(ctx context.Context, pkt []byte) error {
-	if len(pkt) < 5 {
-		return nil
+	cl, bad := mysqlproto.ParseStmtClose(pkt)
+	if bad != nil {
+		return nil // no reply
 	}
-	delete(s.stmts, binary.LittleEndian.Uint32(pkt[1:]))
+	delete(s.stmts, cl.StmtID)
 	s.updateStmtPins()
 	if s.conn != nil && !s.bound() {
 		s.release(s.conn)
@@ -597,10 +589,11 @@ func (s *Session) comStmtClose(ctx context.Context, pkt []byte) error {
 }
 
 func (s *Session) comStmtReset(ctx context.Context, pkt []byte) error {
-	if len(pkt) < 5 {
-		return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_STMT_RESET"))
+	r, bad := mysqlproto.ParseStmtReset(pkt)
+	if bad != nil {
+		return s.sendError(bad)
 	}
-	id := binary.LittleEndian.Uint32(pkt[1:])
+	id := r.StmtID
 	st := s.stmts[id]
 	if st == nil {
 		return s.unknownStmt(id)
@@ -608,7 +601,7 @@ func (s *Session) comStmtReset(ctx context.Context, pkt []byte) error {
 	if (st.longData || st.cursor) && s.conn != nil {
 		if ss := s.conn.Stmt(st.lastKey); ss != nil {
 			c := s.conn
-			binary.LittleEndian.PutUint32(pkt[1:], ss.ID)
+			mysqlproto.PutStmtID(pkt, ss.ID)
 			st.longData, st.cursor, st.tooLarge = false, false, false
 			out, err := s.roundTrip(c, pkt, respSimple)
 			if err != nil {
@@ -625,10 +618,11 @@ func (s *Session) comStmtReset(ctx context.Context, pkt []byte) error {
 }
 
 func (s *Session) comStmtFetch(ctx context.Context, pkt []byte) error {
-	if len(pkt) < 9 {
-		return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_STMT_FETCH"))
+	fetch, bad := mysqlproto.ParseStmtFetch(pkt)
+	if bad != nil {
+		return s.sendError(bad)
 	}
-	id := binary.LittleEndian.Uint32(pkt[1:])
+	id := fetch.StmtID
 	st := s.stmts[id]
 	if st == nil {
 		return s.unknownStmt(id)
@@ -642,7 +636,7 @@ func (s *Session) comStmtFetch(ctx context.Context, pkt []byte) error {
 	if ss == nil {
 		return s.unknownStmt(id)
 	}
-	binary.LittleEndian.PutUint32(pkt[1:], ss.ID)
+	mysqlproto.PutStmtID(pkt, ss.ID)
 	out, err := s.roundTrip(c, pkt, respFetch)
 	if err != nil {
 		return s.failed(c, err, out)
@@ -659,19 +653,15 @@ func (s *Session) comStmtFetch(ctx context.Context, pkt []byte) error {
 // (cacheKey), then the prepared text, the parameter types and the null
 // bitmap and values, without the statement id and the new-params-bound
 // flag, which differ between executes of the same thing.
-func (s *Session) stmtCacheKey(st *clientStmt, pkt []byte, boundOff, typesOff int) []byte {
+func (s *Session) stmtCacheKey(st *clientStmt, params *mysqlproto.ExecuteParams) []byte {
 	k := s.cacheKeyFor(protoBinary, st.query)
 	if st.params == 0 {
 		return k
 	}
 	k = append(k, 0)
-	k = append(k, pkt[10:boundOff]...) // null bitmap
+	k = append(k, params.NullBitmap...)
 	k = append(k, st.types...)
-	values := boundOff + 1
-	if typesOff > 0 {
-		values = typesOff + 2*int(st.params)
-	}
-	k = append(k, pkt[values:]...)
+	k = append(k, params.Values...)
 	s.cacheKeyBuf = k
 	return k
 }

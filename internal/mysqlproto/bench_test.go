@@ -1,6 +1,7 @@
 package mysqlproto
 
 import (
+	"encoding/binary"
 	"net"
 	"testing"
 	"time"
@@ -95,4 +96,60 @@ func BenchmarkParseOK(b *testing.B) {
 		}
 		_ = EachSessionChange(ok.SessionState, func(SessionChange) {})
 	}
+}
+
+// BenchmarkParseCommands is the per-command decode: a query, and an
+// execute with its parameter block and id mapped in place; "offsets" is
+// the frontend's former in-place decoding, for comparison.
+func BenchmarkParseCommands(b *testing.B) {
+	query := AppendQuery(nil, Query{Text: []byte("SELECT c FROM sbtest1 WHERE id = 42")})
+	exec := []byte{ComStmtExecute, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0x00, 1, 8, 0, 42, 0, 0, 0, 0, 0, 0, 0}
+	var sink int
+	b.Run("typed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			q, bad := ParseQuery(query)
+			if bad != nil {
+				b.Fatal("bad query")
+			}
+			e, bad := ParseStmtExecute(exec)
+			if bad != nil {
+				b.Fatal("bad execute")
+			}
+			var ps ExecuteParams
+			if bad := ps.Parse(e.Params, 1); bad != nil {
+				b.Fatal("bad parameters")
+			}
+			PutStmtID(exec, e.StmtID)
+			sink += len(q.Text) + len(ps.Types) + len(ps.Values) + int(e.Flags)
+		}
+	})
+	b.Run("offsets", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			q := query[1:]
+			if len(exec) < 10 {
+				b.Fatal("bad execute")
+			}
+			id := binary.LittleEndian.Uint32(exec[1:])
+			flags := exec[5]
+			params := 1
+			boundOff := 10 + (params+7)/8
+			if boundOff >= len(exec) {
+				b.Fatal("bad execute")
+			}
+			var types []byte
+			typesOff := 0
+			if exec[boundOff] == 1 {
+				typesOff = boundOff + 1
+				if typesOff+2*params > len(exec) {
+					b.Fatal("bad execute")
+				}
+				types = exec[typesOff : typesOff+2*params]
+			}
+			binary.LittleEndian.PutUint32(exec[1:], id)
+			sink += len(q) + len(types) + len(exec[typesOff+2*params:]) + int(flags)
+		}
+	})
+	_ = sink
 }

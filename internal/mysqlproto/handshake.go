@@ -233,14 +233,20 @@ func AppendHandshakeResponse(dst []byte, r *HandshakeResponse) []byte {
 		dst = append(dst, 0)
 	}
 	if r.Capabilities&CapabilityClientConnectAttrs != 0 {
-		var block []byte
-		for k, v := range r.Attrs {
-			block = AppendLenEncString(block, []byte(k))
-			block = AppendLenEncString(block, []byte(v))
-		}
-		dst = AppendLenEncString(dst, block)
+		dst = appendAttrs(dst, r.Attrs)
 	}
 	return dst
+}
+
+// appendAttrs appends a connection-attributes block (lenenc length, then
+// lenenc key and value pairs).
+func appendAttrs(dst []byte, attrs map[string]string) []byte {
+	var block []byte
+	for k, v := range attrs {
+		block = AppendLenEncString(block, []byte(k))
+		block = AppendLenEncString(block, []byte(v))
+	}
+	return AppendLenEncString(dst, block)
 }
 
 // AppendSSLRequest appends the 32-byte SSL request payload.
@@ -341,4 +347,32 @@ func ParseChangeUser(p []byte, caps uint32) (*ChangeUser, error) {
 		}
 	}
 	return cu, nil
+}
+
+// AppendChangeUser appends a COM_CHANGE_USER packet for cu, as a client
+// that negotiated caps sends it: every optional field is written (an empty
+// schema, collation 0), the plugin with CLIENT_PLUGIN_AUTH, the attributes
+// with CLIENT_CONNECT_ATTRS when cu has any. With
+// CLIENT_SECURE_CONNECTION the auth data is at most 255 bytes.
+func AppendChangeUser(dst []byte, cu *ChangeUser, caps uint32) []byte {
+	dst = append(append(dst, ComChangeUser), cu.User...)
+	dst = append(dst, 0)
+	if caps&CapabilityClientSecureConnection != 0 {
+		auth := cu.AuthResponse
+		if len(auth) > 255 {
+			auth = auth[:255]
+		}
+		dst = append(append(dst, byte(len(auth))), auth...)
+	} else {
+		dst = append(append(dst, cu.AuthResponse...), 0)
+	}
+	dst = append(append(dst, cu.DB...), 0)
+	dst = binary.LittleEndian.AppendUint16(dst, cu.Collation)
+	if caps&CapabilityClientPluginAuth != 0 {
+		dst = append(append(dst, cu.Plugin...), 0)
+	}
+	if caps&CapabilityClientConnectAttrs != 0 && cu.Attrs != nil {
+		dst = appendAttrs(dst, cu.Attrs)
+	}
+	return dst
 }

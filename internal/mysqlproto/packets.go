@@ -265,9 +265,7 @@ func WriteTextResult(c *Conn, cols []string, rows [][]string, status uint16, dep
 		}
 	}
 	if deprecateEOF {
-		ok := AppendOK(buf[:0], 0, 0, status, 0)
-		ok[0] = EOFPacket
-		return put(ok)
+		return put(AppendEOFOK(buf[:0], status, 0))
 	}
 	return put(AppendEOF(buf[:0], status, 0))
 }
