@@ -26,13 +26,19 @@ const maxNesting = 8
 
 // headLexer is a lexer copy that shares a token budget with the scan, so
 // that lookahead stays linear in the input however the statements nest.
+// sets, when not nil, records the session @@names of the SET statement
+// that starts the text (classifySet).
 type headLexer struct {
 	lx     Lexer
 	budget *int
+	sets   *setSites
 }
 
 func (h *headLexer) next() Token {
 	if *h.budget <= 0 {
+		if h.sets != nil {
+			h.sets.over = true // not read to the end: Info.QualifySessionSets walks it
+		}
 		n := len(h.lx.src)
 		return Token{Kind: TokEOF, Start: n, End: n}
 	}
@@ -398,6 +404,10 @@ func classifyCreate(lx *headLexer) head {
 func classifySet(lx *headLexer, depth int) head {
 	h := head{class: ClassSet}
 	src := lx.src()
+	sets := lx.sets
+	if depth > 0 {
+		sets = nil
+	}
 	t := lx.next()
 	switch t.Keyword {
 	case KwTransaction, KwResource:
@@ -410,6 +420,7 @@ func classifySet(lx *headLexer, depth int) head {
 		h.flags = FlagRole
 		return h
 	case KwStatement: // MariaDB SET STATEMENT var=value [, ...] FOR <statement>
+		sets = nil
 		probe := *lx
 		if !isAssign(src, probe.next()) {
 			return classifySetStatement(lx, depth)
@@ -433,8 +444,12 @@ func classifySet(lx *headLexer, depth int) head {
 			t = lx.next()
 		}
 		if t.Keyword == KwTransaction { // SET GLOBAL|SESSION TRANSACTION ...
+			if probe := *lx; sets != nil && isAssign(src, probe.next()) {
+				sets.over = true // TRANSACTION = ...: a name to the walk of QualifySessionSets
+			}
 			return h
 		}
+		target := t
 		name, scopeGlobal, ok := setTarget(src, t, global)
 		switch {
 		case !ok:
@@ -447,11 +462,15 @@ func classifySet(lx *headLexer, depth int) head {
 		t = lx.next()
 		for t.Kind == TokDot { // SET NEW.col = ... in a trigger: not a system variable
 			name = nil
+			sets = nil
 			lx.next()
 			t = lx.next()
 		}
 		if !isAssign(src, t) {
 			return h
+		}
+		if sets != nil && target.Kind == TokSysVar && !scopeGlobal && name != nil && target.End-target.Start == len(name)+2 {
+			sets.add(target.Start + 2)
 		}
 		first := lx.next()
 		var n int
