@@ -1,7 +1,6 @@
 package frontend
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -106,7 +105,7 @@ type Session struct {
 	insertID   uint64
 	sessionBuf []byte
 	// setBuf holds a SET statement with its @@ targets qualified
-	// (sqlscan.QualifySessionSets).
+	// (sqlscan.Info.QualifySessionSets).
 	setBuf []byte
 
 	// running is the server connection of the statement in flight, for KILL.
@@ -508,10 +507,10 @@ func (s *Session) dispatch(ctx context.Context, pkt []byte) error {
 	}
 }
 
-// autoIsNull reports whether the session has sql_auto_is_null on and q
-// tests something for IS NULL.
-func (s *Session) autoIsNull(q []byte) bool {
-	return s.autoIsNullOn() && testsIsNull(q)
+// autoIsNull reports whether the session has sql_auto_is_null on and the
+// statement tests something for IS NULL.
+func (s *Session) autoIsNull(info sqlscan.Info) bool {
+	return info.Facts&sqlscan.FactIsNull != 0 && s.autoIsNullOn()
 }
 
 // autoIsNullOn reports whether the session has sql_auto_is_null on.
@@ -523,10 +522,6 @@ func (s *Session) autoIsNullOn() bool {
 	}
 	return false
 }
-
-// testsIsNull reports whether q contains IS NULL (roughly: also in a
-// string, which only costs a routing to the primary).
-func testsIsNull(q []byte) bool { return sqlscan.ContainsFold(q, "is null") }
 
 // bound reports whether the session must keep its server connection.
 func (s *Session) bound() bool {
@@ -579,7 +574,8 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		s.rewriteBuf = append(append(s.rewriteBuf[:0], mysqlproto.ComQuery), res.Query...)
 		pkt = s.rewriteBuf
 		ri := sqlscan.Scan(res.Query)
-		info.Class, info.Flags = ri.Class, ri.Flags
+		ri.Digest = info.Digest
+		info = ri
 	}
 	if info.Flags&sqlscan.FlagMulti != 0 && !s.multiStmts {
 		run.hostgroup = "refused"
@@ -588,23 +584,23 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		s.finishStmt(p, &run)
 		return err
 	}
-	if info.Class == sqlscan.ClassSet && bytes.Contains(pkt[1:], []byte("@@")) {
+	if info.Class == sqlscan.ClassSet {
 		// SET @@x = v: sent as SET @@SESSION.x = v, which the server's
 		// session tracker reports (the unqualified form it does not, and
 		// the value would stay on the pooled connection unseen).
-		if out, ok := sqlscan.QualifySessionSets(append(s.setBuf[:0], mysqlproto.ComQuery), pkt[1:]); ok {
+		if out, ok := info.QualifySessionSets(append(s.setBuf[:0], mysqlproto.ComQuery), pkt[1:]); ok {
 			s.setBuf = out
 			pkt = out
 		}
 	}
-	if info.Class == sqlscan.ClassRead && s.autoIsNull(pkt[1:]) {
+	if info.Class == sqlscan.ClassRead && s.autoIsNull(info) {
 		// sql_auto_is_null=1: WHERE auto_increment_col IS NULL finds the
 		// row of the connection's LAST_INSERT_ID(): read where that is.
 		info.Flags |= sqlscan.FlagLastInsertID | sqlscan.FlagSideEffect
 	}
-	s.nextTrxSet = info.Class == sqlscan.ClassSet && isNextTrxSet(pkt[1:])
+	s.nextTrxSet = info.Class == sqlscan.ClassSet && info.Facts&sqlscan.FactNextTrx != 0
 	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
-	s.pureDiag = pureDiagnostics(info, pkt[1:])
+	s.pureDiag = pureDiagnostics(info)
 	s.stmtText = pkt[1:]
 	onPrev, rw := s.routePrev(ctx, info, pkt[1:])
 	if rw != nil {
@@ -866,7 +862,7 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 	if (s.trackTouched || (info.Flags&sqlscan.FlagSessionTrack != 0 && info.Class == sqlscan.ClassSet)) && !c.Broken {
 		s.restoreTracking(c, s.stmtText)
 	}
-	if info.Flags&sqlscan.FlagGlobalSet != 0 && out.err == nil && sqlscan.ContainsFold(s.stmtText, "session_track_") {
+	if info.Flags&sqlscan.FlagGlobalSet != 0 && out.err == nil && info.Facts&sqlscan.FactTrackName != 0 {
 		s.refreshTrackDefaults(c)
 	}
 	if out.insertID != 0 {
@@ -878,7 +874,9 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 		s.noteInsert(c, out.insertID)
 	}
 	s.prevValuesFetched = false
-	unseen := s.execUnseen || sqlscan.SetsInsertIDUnseen(s.stmtText, info)
+	// An execute whose text the session did not keep was judged at its
+	// prepare (execUnseen); of the rest only a multi-statement counts.
+	unseen := s.execUnseen || info.Flags&sqlscan.FlagMulti != 0 || s.stmtText != nil && info.SetsInsertIDUnseen()
 	s.execUnseen = false
 	if !c.Broken && (s.insertPending || unseen) {
 		// The statement may have set LAST_INSERT_ID() unseen. While the
@@ -892,7 +890,7 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 	}
 	if s.noteStmt {
 		s.noteStmt = false
-		if hold, expire := s.noteLast(info, s.stmtText, out); hold && !s.bound() && !c.Broken {
+		if hold, expire := s.noteLast(info, out); hold && !s.bound() && !c.Broken {
 			s.keepPrev(c, expire)
 			return
 		}

@@ -597,17 +597,6 @@ func boolValue(src []byte, t Token) int {
 	return -1
 }
 
-// ContainsFold reports whether q contains lower (lower-case ASCII) in any
-// case, without copying q (bytes.ToLower would copy a 64 MiB statement).
-func ContainsFold(q []byte, lower string) bool {
-	for i := 0; i+len(lower) <= len(q); i++ {
-		if equalFold(q[i:i+len(lower)], lower) {
-			return true
-		}
-	}
-	return false
-}
-
 // equalFold reports whether b equals the lower-case ASCII string s, ignoring
 // ASCII case.
 func equalFold(b []byte, s string) bool {

@@ -6,12 +6,62 @@ import (
 )
 
 // The functions below are how the frontend and this package answered
-// these questions before Scan did, each with its own pass over the text.
+// these questions before Scan did, each with its own pass over the text
+// (FirstKeyword, SetsInsertIDUnseen, and the frontend's usesTables,
+// isNextTrxSet and substring searches; QualifySessionSets' walk stays as
+// the fallback qualifySessionSets).
 // checkFacts holds Scan's answers to them on every fuzz input.
 
-func oldFirstKeyword(q []byte) Keyword { return FirstKeyword(q) }
+func oldFirstKeyword(q []byte) Keyword {
+	lx := NewLexer(q)
+	t := lx.Next()
+	for t.Kind == TokLParen {
+		t = lx.Next()
+	}
+	if t.Kind != TokWord {
+		return kwNone
+	}
+	return t.Keyword
+}
 
-func oldSetsInsertIDUnseen(q []byte, info Info) bool { return SetsInsertIDUnseen(q, info) }
+func oldSetsInsertIDUnseen(q []byte, info Info) bool {
+	if info.Flags&FlagMulti != 0 {
+		return true
+	}
+	switch oldFirstKeyword(q) {
+	case KwCall, KwLoad, KwExecute:
+		return true
+	}
+	set := info.Class == ClassSet
+	if info.Flags&FlagLastInsertID == 0 && !set {
+		return false
+	}
+	lx := NewLexer(q)
+	prev, prev2 := Token{}, Token{}
+	for {
+		t := lx.Next()
+		if t.Kind == TokEOF {
+			return false
+		}
+		if set {
+			switch t.Kind {
+			case TokWord:
+				if t.Keyword == KwLastInsertID || equalFold(q[t.Start:t.End], "identity") {
+					return true
+				}
+			case TokSysVar:
+				if name, _ := sysVarName(q[t.Start:t.End]); equalFold(name, "identity") || equalFold(name, "last_insert_id") {
+					return true
+				}
+			}
+			continue
+		}
+		if prev2.Kind == TokWord && prev2.Keyword == KwLastInsertID && prev.Kind == TokLParen && t.Kind != TokRParen {
+			return true
+		}
+		prev2, prev = prev, t
+	}
+}
 
 // oldUsesTables is the frontend's usesTables (prev.go).
 func oldUsesTables(info Info, q []byte) bool {
@@ -58,6 +108,17 @@ func tokensIsNull(q []byte) bool {
 	return false
 }
 
+// containsFold reports whether q contains lower (lower-case ASCII) in any
+// case, without copying q (bytes.ToLower would copy a 64 MiB statement).
+func containsFold(q []byte, lower string) bool {
+	for i := 0; i+len(lower) <= len(q); i++ {
+		if equalFold(q[i:i+len(lower)], lower) {
+			return true
+		}
+	}
+	return false
+}
+
 func checkFacts(t *testing.T, q []byte, info Info) {
 	t.Helper()
 	if got, want := info.First, oldFirstKeyword(q); got != want {
@@ -89,10 +150,10 @@ func checkFacts(t *testing.T, q []byte, info Info) {
 	}
 	// Narrower than the substring searches they replace: only names in
 	// code count, not strings, comments or parts of longer names.
-	if info.Facts&FactProcesslist != 0 && !ContainsFold(q, "processlist") {
+	if info.Facts&FactProcesslist != 0 && !containsFold(q, "processlist") {
 		t.Fatalf("Scan(%q): FactProcesslist without the word", q)
 	}
-	if info.Facts&FactTrackName != 0 && !ContainsFold(q, "session_track_") {
+	if info.Facts&FactTrackName != 0 && !containsFold(q, "session_track_") {
 		t.Fatalf("Scan(%q): FactTrackName without the prefix", q)
 	}
 }
