@@ -552,7 +552,7 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	s.beginStmt()
 	run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
 	if info.Flags&sqlscan.FlagKill != 0 {
-		if id, query, ok := sqlscan.KillTarget(q); ok {
+		if id, query, ok := info.KillTarget(); ok {
 			// Vigil's own statement (its ids are the clients'): logged,
 			// not counted as a routed statement.
 			err := s.kill(ctx, id, query)

@@ -145,7 +145,7 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	}()
 	st.route, st.rule, st.log, st.timeout, st.cacheTTL = res.Route, res.Rule, res.Log, res.Timeout, res.CacheTTL
 	if st.info.Flags&sqlscan.FlagKill != 0 {
-		if id, query, ok := sqlscan.KillTarget([]byte(st.query)); ok {
+		if id, query, ok := st.info.KillTarget(); ok {
 			// KILL takes Vigil's ids, prepared or not: never a server
 			// thread that happens to have that number.
 			prepared = true

@@ -150,5 +150,6 @@ type Info struct {
 	First Keyword
 	// Facts are what the frontend asks of the text besides Flags.
 	Facts Facts
-	sets  setSites // for QualifySessionSets
+	sets  setSites   // for QualifySessionSets
+	kill  killTarget // for KillTarget
 }

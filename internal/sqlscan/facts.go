@@ -72,6 +72,9 @@ type factTracker struct {
 	// for SET TRANSACTION: tokens seen after leading ';', and the first two
 	ntrx       int
 	tok1, tok2 Keyword
+	// KILL <id>
+	killAt killState
+	kill   killTarget
 }
 
 // observe looks at one token; prevKind, prevKw and prev2Kw describe the
@@ -83,6 +86,11 @@ func (f *factTracker) observe(t Token, src []byte, prevKind TokenKind, prevKw, p
 		if t.Kind == TokWord && t.Keyword == KwShow {
 			f.facts |= FactOpensTable
 		}
+		if t.Kind == TokWord && t.Keyword == KwKill {
+			f.killAt = killStart
+		}
+	} else if f.killAt != killNone {
+		f.observeKill(t, src)
 	}
 	if f.ntrx > 0 || t.Kind != TokSemicolon {
 		f.ntrx++

@@ -7,7 +7,7 @@ import (
 
 // The functions below are how the frontend and this package answered
 // these questions before Scan did, each with its own pass over the text
-// (FirstKeyword, SetsInsertIDUnseen, and the frontend's usesTables,
+// (FirstKeyword, SetsInsertIDUnseen, KillTarget, and the frontend's usesTables,
 // isNextTrxSet and substring searches; QualifySessionSets' walk stays as
 // the fallback qualifySessionSets).
 // checkFacts holds Scan's answers to them on every fuzz input.
@@ -61,6 +61,45 @@ func oldSetsInsertIDUnseen(q []byte, info Info) bool {
 		}
 		prev2, prev = prev, t
 	}
+}
+
+// oldKillTarget is the KillTarget that lexed the text itself.
+func oldKillTarget(q []byte) (id uint64, query bool, ok bool) {
+	lx := NewLexer(q)
+	t := lx.Next()
+	if t.Keyword != KwKill {
+		return 0, false, false
+	}
+	t = lx.Next()
+	if t.Keyword == KwHard || t.Keyword == KwSoft {
+		t = lx.Next()
+	}
+	switch t.Keyword {
+	case KwConnection:
+		t = lx.Next()
+	case KwQuery:
+		query = true
+		t = lx.Next()
+	}
+	if t.Kind != TokNumber {
+		return 0, false, false
+	}
+	for _, c := range q[t.Start:t.End] {
+		if !isDigit(c) {
+			return 0, false, false
+		}
+		d := uint64(c - '0')
+		if id > (1<<64-1-d)/10 {
+			return 0, false, false // overflow
+		}
+		id = id*10 + d
+	}
+	for t = lx.Next(); t.Kind == TokSemicolon; t = lx.Next() {
+	}
+	if t.Kind != TokEOF {
+		return 0, false, false
+	}
+	return id, query, true
 }
 
 // oldUsesTables is the frontend's usesTables (prev.go).
@@ -131,6 +170,12 @@ func checkFacts(t *testing.T, q []byte, info Info) {
 	withID.Flags |= FlagLastInsertID // as the frontend adds it for IS NULL
 	if got, want := withID.SetsInsertIDUnseen(), oldSetsInsertIDUnseen(q, withID); got != want {
 		t.Fatalf("Scan(%q) with FlagLastInsertID: SetsInsertIDUnseen() = %v, the lexing one %v", q, got, want)
+	}
+	if id, query, ok := info.KillTarget(); true {
+		wid, wquery, wok := oldKillTarget(q)
+		if id != wid || query != wquery || ok != wok {
+			t.Fatalf("Scan(%q).KillTarget() = %d, %v, %v; KillTarget %d, %v, %v", q, id, query, ok, wid, wquery, wok)
+		}
 	}
 	if got, want := info.OpensTable(), oldUsesTables(info, q); got != want {
 		t.Fatalf("Scan(%q).OpensTable() = %v, usesTables %v", q, got, want)

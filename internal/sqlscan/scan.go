@@ -11,7 +11,7 @@ func Scan(q []byte) Info {
 	if n.size > 0 {
 		digest = nonZero(n.h)
 	}
-	return Info{Class: c.class, Flags: c.flags, Digest: digest, First: c.facts.first, Facts: c.facts.facts, sets: c.sets}
+	return Info{Class: c.class, Flags: c.flags, Digest: digest, First: c.facts.first, Facts: c.facts.facts, sets: c.sets, kill: c.facts.kill}
 }
 
 // run is the single pass: each token goes to the classifier (unless nil)
