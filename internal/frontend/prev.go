@@ -547,10 +547,11 @@ func (s *Session) noteInsert(c *backend.Conn, id uint64) {
 
 // fetchInsertID asks c for its LAST_INSERT_ID() after a statement that may
 // have set it without an OK packet saying so (a procedure's insert, LOAD
-// DATA, LAST_INSERT_ID(expr): sqlscan.Info.SetsInsertIDUnseen). When it changed,
-// it is the session's (and c's no longer another session's). The query
-// (backend.Conn.LastInsertID, a SET) leaves the diagnostics area alone but
-// not ROW_COUNT(): Vigil answers that and FOUND_ROWS() from then on.
+// DATA, LAST_INSERT_ID(expr): sqlscan.Info.SetsInsertIDUnseen). When it
+// changed, it is the session's (and c's no longer another session's).
+// The query (backend.Conn.LastInsertID, a SET) leaves the diagnostics area
+// alone but not ROW_COUNT(): Vigil answers that and FOUND_ROWS() from then
+// on.
 func (s *Session) fetchInsertID(c *backend.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts().ConnectTimeout)
 	defer cancel()

@@ -874,8 +874,9 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 		s.noteInsert(c, out.insertID)
 	}
 	s.prevValuesFetched = false
-	// An execute whose text the session did not keep was judged at its
-	// prepare (execUnseen); of the rest only a multi-statement counts.
+	// The statement's Info decides, except for an execute whose text the
+	// session did not keep: that was judged at its prepare (execUnseen),
+	// and only a multi-statement counts again, as before.
 	unseen := s.execUnseen || info.Flags&sqlscan.FlagMulti != 0 || s.stmtText != nil && info.SetsInsertIDUnseen()
 	s.execUnseen = false
 	if !c.Broken && (s.insertPending || unseen) {

@@ -430,6 +430,9 @@ func classifySet(lx *headLexer, depth int) head {
 	for {
 		switch t.Keyword {
 		case KwNames, KwCharset, KwCharacter: // NAMES x [COLLATE y], CHARACTER SET x
+			if probe := *lx; sets != nil && t.Keyword == KwCharacter && probe.next().Keyword != KwSet {
+				sets.over = true // the walk of QualifySessionSets takes any token for SET
+			}
 			if t, _ = skipValue(lx.next(), lx); t.Kind != TokComma {
 				return h
 			}

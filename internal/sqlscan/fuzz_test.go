@@ -28,7 +28,7 @@ func FuzzScan(f *testing.F) {
 		";SET TRANSACTION x", "SET TRANSACTION", "SET transaction ;", "SET `transaction` x", "(SET TRANSACTION x)", "SET /*!TRANSACTION*/ READ ONLY",
 		"SET NEW.a = 1, @@b = 2", "SET STATEMENT @@a=1 FOR SET @@b=1", "SET @@a = 1; SET @@b = 2", "SET @@global.a = 1, SESSION @@b = 1, @@c := 2",
 		"SELECT LAST_INSERT_ID(-5)", "SET @a = identity", "SELECT 1 FROM", "SELECT 1 FROM DUAL FROM t", "SELECT 1 FROM -1",
-		"SELECT * FROM t WHERE a IS\nNULL", "SELECT 'this is null' FROM `processlist`", "SHOW full processlist", "KILL 5 6", "KILL HARD HARD 5", "KILL QUERY CONNECTION 5", ";KILL 5", "KILL 5;;", "(KILL 5)",
+		"SELECT * FROM t WHERE a IS\nNULL", "SELECT 'this is null' FROM `processlist`", "SHOW full processlist", "KILL 5 6", "KILL HARD HARD 5", "KILL QUERY CONNECTION 5", ";KILL 5", "KILL 5;;", "(KILL 5)", "SET CHARACTER , @@a = 1", "SET CHARACTER SET utf8, @@a = 1",
 	} {
 		f.Add(q)
 	}
