@@ -66,7 +66,7 @@ var (
 type factTracker struct {
 	facts Facts
 	first Keyword
-	ntok  int  // tokens seen (the first of a run the normalizer consumed counts; the rest do not)
+	ntok  int  // tokens seen while start follows them (the first of a run the normalizer consumed counts; the rest do not)
 	head  bool // still in leading "(": the next word is the first keyword
 	from  bool // the last token was FROM
 	// for SET TRANSACTION: tokens seen after leading ';', and the first two
@@ -80,6 +80,56 @@ type factTracker struct {
 // observe looks at one token; prevKind, prevKw and prev2Kw describe the
 // two before it (the classifier's view).
 func (f *factTracker) observe(t Token, src []byte, prevKind TokenKind, prevKw, prev2Kw Keyword) {
+	if f.ntrx < 3 || f.head || f.killAt != killNone {
+		f.start(t, src)
+	}
+	if f.from && !(t.Kind == TokWord && t.Keyword == kwDual) {
+		f.facts |= FactOpensTable
+	}
+	f.from = false
+	switch t.Kind {
+	case TokWord:
+		switch k := t.Keyword; {
+		case k == kwNone:
+			w := src[t.Start:t.End]
+			if equalFold(w, "identity") {
+				f.facts |= factInsertIDName
+			}
+			f.trackName(w)
+		case k == kwFrom:
+			f.from = true
+		case k == KwNull:
+			if prevKw == kwIs {
+				f.facts |= FactIsNull
+			}
+		case k == KwProcesslist:
+			f.facts |= FactProcesslist
+		case k == KwLastInsertID:
+			f.facts |= factInsertIDName
+		}
+	case TokQuotedIdent:
+		if !t.Unterminated(src) {
+			w := src[t.Start+1 : t.End-1]
+			if equalFold(w, "processlist") {
+				f.facts |= FactProcesslist
+			}
+			f.trackName(w)
+		}
+	case TokSysVar:
+		name, _ := sysVarName(src[t.Start:t.End])
+		if equalFold(name, "identity") || equalFold(name, "last_insert_id") {
+			f.facts |= factInsertIDName
+		}
+		f.trackName(name)
+	}
+	if prev2Kw == KwLastInsertID && prevKind == TokLParen && t.Kind != TokRParen {
+		f.facts |= factInsertIDArg
+	}
+}
+
+// start follows the first tokens of the text: the first keyword, SHOW,
+// SET TRANSACTION and KILL.
+func (f *factTracker) start(t Token, src []byte) {
 	f.ntok++
 	if f.ntok == 1 {
 		f.head = true
@@ -121,48 +171,6 @@ func (f *factTracker) observe(t Token, src []byte, prevKind TokenKind, prevKw, p
 		default:
 			f.head = false
 		}
-	}
-	if f.from && !(t.Kind == TokWord && t.Keyword == kwDual) {
-		f.facts |= FactOpensTable
-	}
-	f.from = false
-	switch t.Kind {
-	case TokWord:
-		switch t.Keyword {
-		case kwFrom:
-			f.from = true
-		case KwNull:
-			if prevKw == kwIs {
-				f.facts |= FactIsNull
-			}
-		case KwProcesslist:
-			f.facts |= FactProcesslist
-		case KwLastInsertID:
-			f.facts |= factInsertIDName
-		case kwNone:
-			w := src[t.Start:t.End]
-			if equalFold(w, "identity") {
-				f.facts |= factInsertIDName
-			}
-			f.trackName(w)
-		}
-	case TokQuotedIdent:
-		if !t.Unterminated(src) {
-			w := src[t.Start+1 : t.End-1]
-			if equalFold(w, "processlist") {
-				f.facts |= FactProcesslist
-			}
-			f.trackName(w)
-		}
-	case TokSysVar:
-		name, _ := sysVarName(src[t.Start:t.End])
-		if equalFold(name, "identity") || equalFold(name, "last_insert_id") {
-			f.facts |= factInsertIDName
-		}
-		f.trackName(name)
-	}
-	if prev2Kw == KwLastInsertID && prevKind == TokLParen && t.Kind != TokRParen {
-		f.facts |= factInsertIDArg
 	}
 }
 
