@@ -1,7 +1,6 @@
 package frontend
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -82,15 +81,6 @@ func (s *Session) updatePins(info sqlscan.Info, out outcome) {
 	} else if s.pins[PinTrxCharacteristics] > 0 && info.Class != sqlscan.ClassSet && !s.inTrx {
 		s.pins[PinTrxCharacteristics] = 0
 	}
-}
-
-// isNextTrxSet reports SET TRANSACTION ... (not SET SESSION TRANSACTION),
-// which applies to the next transaction only. SET statements are rare, so
-// normalising here costs nothing on the hot path.
-func isNextTrxSet(q []byte) bool {
-	var buf [64]byte
-	n := sqlscan.Normalize(buf[:0], q)
-	return bytes.HasPrefix(n, []byte("SET TRANSACTION "))
 }
 
 func (s *Session) comInitDB(ctx context.Context, pkt []byte) error {

@@ -164,12 +164,11 @@ func (s *Session) putBack(c *backend.Conn) {
 // pureDiagnostics: the statement only reads the diagnostics area (SHOW
 // WARNINGS, SHOW ERRORS, SHOW COUNT(*) ..., GET DIAGNOSTICS) and leaves it
 // as it was, as MariaDB does for these statements.
-func pureDiagnostics(info sqlscan.Info, q []byte) bool {
+func pureDiagnostics(info sqlscan.Info) bool {
 	if info.Flags&sqlscan.FlagDiagnostics == 0 || info.Flags&sqlscan.FlagMulti != 0 {
 		return false
 	}
-	k := sqlscan.FirstKeyword(q)
-	return k == sqlscan.KwShow || k == sqlscan.KwGet
+	return info.First == sqlscan.KwShow || info.First == sqlscan.KwGet
 }
 
 // routePrev decides, before a statement is routed, what the statement
@@ -187,7 +186,7 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 	// server connection (information_schema.PROCESSLIST WHERE ID =
 	// CONNECTION_ID()).
 	rw := info.Flags & sqlscan.FlagConnectionID
-	if rw != 0 && sqlscan.ContainsFold(q, "processlist") {
+	if rw != 0 && info.Facts&sqlscan.FactProcesslist != 0 {
 		rw = 0
 	}
 	if info.Class != sqlscan.ClassSet {
@@ -276,35 +275,6 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 	return onPrev, nil
 }
 
-// usesTables reports, roughly, whether MariaDB would clear the
-// diagnostics area when it starts q: it does for statements that open a
-// table (any write, SHOW, a SELECT with a FROM other than DUAL), not for
-// SELECT 1, SELECT @@x, SET or USE.
-func usesTables(info sqlscan.Info, q []byte) bool {
-	switch info.Class {
-	case sqlscan.ClassWrite, sqlscan.ClassUnknown:
-		return true
-	case sqlscan.ClassRead:
-	default:
-		return false
-	}
-	lx := sqlscan.NewLexer(q)
-	first := true
-	for t := lx.Next(); t.Kind != sqlscan.TokEOF; t = lx.Next() {
-		if first && t.Keyword == sqlscan.KwShow {
-			return true
-		}
-		first = false
-		if t.Kind == sqlscan.TokWord && t.Keyword.String() == "FROM" {
-			n := lx.Next()
-			if !(n.Kind == sqlscan.TokWord && n.Keyword.String() == "DUAL") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // reclaimLast takes back the connection the session last gave back, if
 // nobody used it since.
 func (s *Session) reclaimLast() *backend.Conn {
@@ -376,7 +346,7 @@ func (s *Session) clearDiagnostics(ctx context.Context, c *backend.Conn) error {
 // previous statement and reports whether its connection must be kept
 // until the next statement, and whether that hold may end when the client
 // stays idle.
-func (s *Session) noteLast(info sqlscan.Info, q []byte, out outcome) (hold, expire bool) {
+func (s *Session) noteLast(info sqlscan.Info, out outcome) (hold, expire bool) {
 	if s.pureDiag && out.err == nil {
 		// The diagnostics area is as it was: keep holding it if it was
 		// held for it.
@@ -386,7 +356,7 @@ func (s *Session) noteLast(info sqlscan.Info, q []byte, out outcome) (hold, expi
 	switch {
 	case out.warnings > 0 || out.err != nil:
 		s.lastDiag = true
-	case s.lastDiag && s.ranOnPrev && !usesTables(info, q):
+	case s.lastDiag && s.ranOnPrev && !info.OpensTable():
 		// It ran where the warnings are and did not clear them.
 	default:
 		s.lastDiag = false
@@ -415,7 +385,7 @@ func (s *Session) notePrepared(c *backend.Conn, info sqlscan.Info, warnings uint
 	case warnings > 0:
 		s.lastDiag = true
 		c.DiagDirty = true
-	case s.lastDiag && s.ranOnPrev && !usesTables(info, s.stmtText):
+	case s.lastDiag && s.ranOnPrev && !info.OpensTable():
 	default:
 		s.lastDiag = false
 	}
@@ -577,10 +547,11 @@ func (s *Session) noteInsert(c *backend.Conn, id uint64) {
 
 // fetchInsertID asks c for its LAST_INSERT_ID() after a statement that may
 // have set it without an OK packet saying so (a procedure's insert, LOAD
-// DATA, LAST_INSERT_ID(expr): sqlscan.SetsInsertIDUnseen). When it changed,
-// it is the session's (and c's no longer another session's). The query
-// (backend.Conn.LastInsertID, a SET) leaves the diagnostics area alone but
-// not ROW_COUNT(): Vigil answers that and FOUND_ROWS() from then on.
+// DATA, LAST_INSERT_ID(expr): sqlscan.Info.SetsInsertIDUnseen). When it
+// changed, it is the session's (and c's no longer another session's).
+// The query (backend.Conn.LastInsertID, a SET) leaves the diagnostics area
+// alone but not ROW_COUNT(): Vigil answers that and FOUND_ROWS() from then
+// on.
 func (s *Session) fetchInsertID(c *backend.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts().ConnectTimeout)
 	defer cancel()

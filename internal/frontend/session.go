@@ -1,7 +1,6 @@
 package frontend
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -106,7 +105,7 @@ type Session struct {
 	insertID   uint64
 	sessionBuf []byte
 	// setBuf holds a SET statement with its @@ targets qualified
-	// (sqlscan.QualifySessionSets).
+	// (sqlscan.Info.QualifySessionSets).
 	setBuf []byte
 
 	// running is the server connection of the statement in flight, for KILL.
@@ -509,10 +508,10 @@ func (s *Session) dispatch(ctx context.Context, pkt []byte) error {
 	}
 }
 
-// autoIsNull reports whether the session has sql_auto_is_null on and q
-// tests something for IS NULL.
-func (s *Session) autoIsNull(q []byte) bool {
-	return s.autoIsNullOn() && testsIsNull(q)
+// autoIsNull reports whether the session has sql_auto_is_null on and the
+// statement tests something for IS NULL.
+func (s *Session) autoIsNull(info sqlscan.Info) bool {
+	return info.Facts&sqlscan.FactIsNull != 0 && s.autoIsNullOn()
 }
 
 // autoIsNullOn reports whether the session has sql_auto_is_null on.
@@ -524,10 +523,6 @@ func (s *Session) autoIsNullOn() bool {
 	}
 	return false
 }
-
-// testsIsNull reports whether q contains IS NULL (roughly: also in a
-// string, which only costs a routing to the primary).
-func testsIsNull(q []byte) bool { return sqlscan.ContainsFold(q, "is null") }
 
 // bound reports whether the session must keep its server connection.
 func (s *Session) bound() bool {
@@ -559,7 +554,7 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	s.beginStmt()
 	run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
 	if info.Flags&sqlscan.FlagKill != 0 {
-		if id, query, ok := sqlscan.KillTarget(q); ok {
+		if id, query, ok := info.KillTarget(); ok {
 			// Vigil's own statement (its ids are the clients'): logged,
 			// not counted as a routed statement.
 			err := s.kill(ctx, id, query)
@@ -582,7 +577,8 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		pkt = s.rewriteBuf
 		cq, _ = mysqlproto.ParseQuery(pkt)
 		ri := sqlscan.Scan(res.Query)
-		info.Class, info.Flags = ri.Class, ri.Flags
+		ri.Digest = info.Digest
+		info = ri
 	}
 	if info.Flags&sqlscan.FlagMulti != 0 && !s.multiStmts {
 		run.hostgroup = "refused"
@@ -591,24 +587,24 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		s.finishStmt(p, &run)
 		return err
 	}
-	if info.Class == sqlscan.ClassSet && bytes.Contains(cq.Text, []byte("@@")) {
+	if info.Class == sqlscan.ClassSet {
 		// SET @@x = v: sent as SET @@SESSION.x = v, which the server's
 		// session tracker reports (the unqualified form it does not, and
 		// the value would stay on the pooled connection unseen).
-		if out, ok := sqlscan.QualifySessionSets(mysqlproto.AppendQuery(s.setBuf[:0], mysqlproto.Query{}), cq.Text); ok {
+		if out, ok := info.QualifySessionSets(mysqlproto.AppendQuery(s.setBuf[:0], mysqlproto.Query{}), cq.Text); ok {
 			s.setBuf = out
 			pkt = out
 			cq, _ = mysqlproto.ParseQuery(pkt)
 		}
 	}
-	if info.Class == sqlscan.ClassRead && s.autoIsNull(cq.Text) {
+	if info.Class == sqlscan.ClassRead && s.autoIsNull(info) {
 		// sql_auto_is_null=1: WHERE auto_increment_col IS NULL finds the
 		// row of the connection's LAST_INSERT_ID(): read where that is.
 		info.Flags |= sqlscan.FlagLastInsertID | sqlscan.FlagSideEffect
 	}
-	s.nextTrxSet = info.Class == sqlscan.ClassSet && isNextTrxSet(cq.Text)
+	s.nextTrxSet = info.Class == sqlscan.ClassSet && info.Facts&sqlscan.FactNextTrx != 0
 	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
-	s.pureDiag = pureDiagnostics(info, cq.Text)
+	s.pureDiag = pureDiagnostics(info)
 	s.stmtText = cq.Text
 	onPrev, rw := s.routePrev(ctx, info, cq.Text)
 	if rw != nil {
@@ -871,7 +867,7 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 	if (s.trackTouched || (info.Flags&sqlscan.FlagSessionTrack != 0 && info.Class == sqlscan.ClassSet)) && !c.Broken {
 		s.restoreTracking(c, s.stmtText)
 	}
-	if info.Flags&sqlscan.FlagGlobalSet != 0 && out.err == nil && sqlscan.ContainsFold(s.stmtText, "session_track_") {
+	if info.Flags&sqlscan.FlagGlobalSet != 0 && out.err == nil && info.Facts&sqlscan.FactTrackName != 0 {
 		s.refreshTrackDefaults(c)
 	}
 	if out.insertID != 0 {
@@ -883,7 +879,10 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 		s.noteInsert(c, out.insertID)
 	}
 	s.prevValuesFetched = false
-	unseen := s.execUnseen || sqlscan.SetsInsertIDUnseen(s.stmtText, info)
+	// The statement's Info decides, except for an execute whose text the
+	// session did not keep: that was judged at its prepare (execUnseen),
+	// and only a multi-statement counts again, as before.
+	unseen := s.execUnseen || info.Flags&sqlscan.FlagMulti != 0 || s.stmtText != nil && info.SetsInsertIDUnseen()
 	s.execUnseen = false
 	if !c.Broken && (s.insertPending || unseen) {
 		// The statement may have set LAST_INSERT_ID() unseen. While the
@@ -897,7 +896,7 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 	}
 	if s.noteStmt {
 		s.noteStmt = false
-		if hold, expire := s.noteLast(info, s.stmtText, out); hold && !s.bound() && !c.Broken {
+		if hold, expire := s.noteLast(info, out); hold && !s.bound() && !c.Broken {
 			s.keepPrev(c, expire)
 			return
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -60,7 +59,7 @@ type clientStmt struct {
 	killID    uint64
 	killQuery bool
 	// insertUnseen: executing it may set LAST_INSERT_ID() without an OK
-	// packet saying so (sqlscan.SetsInsertIDUnseen: CALL, LOAD DATA, …).
+	// packet saying so (sqlscan.Info.SetsInsertIDUnseen: CALL, LOAD DATA, …).
 	insertUnseen bool
 	// isNullRead: a read that tests IS NULL, which with sql_auto_is_null
 	// on reads LAST_INSERT_ID() (execInfo).
@@ -121,7 +120,7 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	// prepared statement is held once, not twice.
 	orig := bytes.Clone(q)
 	st := &clientStmt{query: unsafe.String(unsafe.SliceData(orig), len(orig)), info: info, digest: info.Digest, orig: orig,
-		insertUnseen: sqlscan.SetsInsertIDUnseen(q, info), isNullRead: info.Class == sqlscan.ClassRead && testsIsNull(q)}
+		insertUnseen: info.SetsInsertIDUnseen(), isNullRead: info.Class == sqlscan.ClassRead && info.Facts&sqlscan.FactIsNull != 0}
 	p := s.srv.proc.Load()
 	s.beginStmt()
 	run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
@@ -146,7 +145,7 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	}()
 	st.route, st.rule, st.log, st.timeout, st.cacheTTL = res.Route, res.Rule, res.Log, res.Timeout, res.CacheTTL
 	if st.info.Flags&sqlscan.FlagKill != 0 {
-		if id, query, ok := sqlscan.KillTarget([]byte(st.query)); ok {
+		if id, query, ok := st.info.KillTarget(); ok {
 			// KILL takes Vigil's ids, prepared or not: never a server
 			// thread that happens to have that number.
 			prepared = true
@@ -157,16 +156,18 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 				"Vigil: KILL with a parameter cannot be prepared through Vigil; send KILL <id> as a statement"))
 		}
 	}
+	text := orig // what st.info was scanned from
 	if res.Query != nil {
 		st.query = string(res.Query)
 		ri := sqlscan.Scan(res.Query)
-		st.info.Class, st.info.Flags = ri.Class, ri.Flags
+		ri.Digest = st.info.Digest
+		st.info, text = ri, res.Query
 		pkt = mysqlproto.AppendStmtPrepare(nil, mysqlproto.StmtPrepare{Query: res.Query})
 	}
-	if st.info.Class == sqlscan.ClassSet && strings.Contains(st.query, "@@") {
+	if st.info.Class == sqlscan.ClassSet {
 		// As for text SETs (comQuery): the tracker reports only the
 		// qualified form.
-		if out, ok := sqlscan.QualifySessionSets(nil, []byte(st.query)); ok {
+		if out, ok := st.info.QualifySessionSets(nil, text); ok {
 			st.query = string(out)
 			pkt = mysqlproto.AppendStmtPrepare(nil, mysqlproto.StmtPrepare{Query: out})
 		}
@@ -175,7 +176,7 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	// (unless the statement prepared only reads it) and puts the
 	// prepare's own warnings and errors there (prev.go).
 	s.stmtText = nil
-	if !pureDiagnostics(st.info, []byte(st.query)) {
+	if !pureDiagnostics(st.info) {
 		s.takePrev()
 		defer s.dropPrevHeld()
 		s.ranOnPrev = false
@@ -417,7 +418,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 	if info.Flags&(sessionScoped|sqlscan.FlagConnectionID|sqlscan.FlagSessionTrack|sqlscan.FlagGlobalSet) != 0 || s.lastDiag {
 		q := []byte(st.query)
 		s.stmtText = q
-		s.pureDiag = pureDiagnostics(info, q)
+		s.pureDiag = pureDiagnostics(info)
 		onPrev, rw := s.routePrev(ctx, info, q)
 		if onPrev {
 			target, run.target = router.Keep, router.Keep

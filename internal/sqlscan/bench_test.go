@@ -21,6 +21,7 @@ var (
 	}()
 	benchComment = []byte("/* app=shop,controller=cart,action=show,request_id=7f3a9c0e */ SELECT /*+ MAX_EXECUTION_TIME(1000) */ c, pad FROM sbtest1 WHERE id IN (1, 2, 3, 4, 5) -- trailing\n")
 	benchUpdate  = []byte("UPDATE sbtest1 SET k=k+1 WHERE id=5")
+	benchSet     = []byte("SET @@sql_mode = 'STRICT_TRANS_TABLES', @@session.time_zone = '+00:00', @@max_execution_time = 1000")
 )
 
 func benchScan(b *testing.B, q []byte) {
@@ -35,6 +36,19 @@ func BenchmarkScanPointSelect(b *testing.B) { benchScan(b, benchPointSelect) }
 func BenchmarkScanInsert(b *testing.B)      { benchScan(b, benchInsert) }
 func BenchmarkScanComment(b *testing.B)     { benchScan(b, benchComment) }
 func BenchmarkScanUpdate(b *testing.B)      { benchScan(b, benchUpdate) }
+func BenchmarkScanSet(b *testing.B)         { benchScan(b, benchSet) }
+
+// BenchmarkQualifySessionSets: the SET rewrite from Scan's record, no
+// second pass over the text.
+func BenchmarkQualifySessionSets(b *testing.B) {
+	dst := make([]byte, 0, 256)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchSet)))
+	for b.Loop() {
+		info := Scan(benchSet)
+		dst, _ = info.QualifySessionSets(dst[:0], benchSet)
+	}
+}
 
 func BenchmarkLexPointSelect(b *testing.B) {
 	b.ReportAllocs()
@@ -60,6 +74,7 @@ func TestScanDoesNotAllocate(t *testing.T) {
 		[]byte("SET autocommit=0, @x = (SELECT 1)"),
 		[]byte("WITH c AS (SELECT 1) SELECT * FROM c FOR UPDATE; BEGIN NOT ATOMIC SELECT 1; END"),
 		[]byte("INSERT INTO t VALUES (1, NOW()), (2, NOW()), (3, 4)"),
+		benchSet, []byte("SELECT * FROM information_schema.PROCESSLIST WHERE id IS NULL AND @@session_track_schema"),
 	} {
 		if n := testing.AllocsPerRun(100, func() { Scan(q) }); n != 0 {
 			t.Errorf("Scan(%q) allocates %v times", q, n)
@@ -68,5 +83,11 @@ func TestScanDoesNotAllocate(t *testing.T) {
 	dst := make([]byte, 0, 1<<16)
 	if n := testing.AllocsPerRun(100, func() { dst = Normalize(dst[:0], benchInsert) }); n != 0 {
 		t.Errorf("Normalize with a large enough dst allocates %v times", n)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		info := Scan(benchSet)
+		dst, _ = info.QualifySessionSets(dst[:0], benchSet)
+	}); n != 0 {
+		t.Errorf("Scan and QualifySessionSets with a large enough dst allocate %v times", n)
 	}
 }

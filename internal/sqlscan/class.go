@@ -144,4 +144,12 @@ type Info struct {
 	// and [DigestText]); it is 0 only if the statement is empty (nothing
 	// but whitespace, comments and semicolons).
 	Digest uint64
+	// First is the first keyword of the text after leading whitespace,
+	// comments and parentheses, or 0 if it does not start with one
+	// (useful as a metrics label: First.String()).
+	First Keyword
+	// Facts are what the frontend asks of the text besides Flags.
+	Facts Facts
+	sets  setSites   // for QualifySessionSets
+	kill  killTarget // for KillTarget
 }

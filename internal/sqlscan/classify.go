@@ -26,13 +26,19 @@ const maxNesting = 8
 
 // headLexer is a lexer copy that shares a token budget with the scan, so
 // that lookahead stays linear in the input however the statements nest.
+// sets, when not nil, records the session @@names of the SET statement
+// that starts the text (classifySet).
 type headLexer struct {
 	lx     Lexer
 	budget *int
+	sets   *setSites
 }
 
 func (h *headLexer) next() Token {
 	if *h.budget <= 0 {
+		if h.sets != nil {
+			h.sets.over = true // not read to the end: Info.QualifySessionSets walks it
+		}
 		n := len(h.lx.src)
 		return Token{Kind: TokEOF, Start: n, End: n}
 	}
@@ -398,6 +404,10 @@ func classifyCreate(lx *headLexer) head {
 func classifySet(lx *headLexer, depth int) head {
 	h := head{class: ClassSet}
 	src := lx.src()
+	sets := lx.sets
+	if depth > 0 {
+		sets = nil
+	}
 	t := lx.next()
 	switch t.Keyword {
 	case KwTransaction, KwResource:
@@ -410,6 +420,7 @@ func classifySet(lx *headLexer, depth int) head {
 		h.flags = FlagRole
 		return h
 	case KwStatement: // MariaDB SET STATEMENT var=value [, ...] FOR <statement>
+		sets = nil
 		probe := *lx
 		if !isAssign(src, probe.next()) {
 			return classifySetStatement(lx, depth)
@@ -419,6 +430,9 @@ func classifySet(lx *headLexer, depth int) head {
 	for {
 		switch t.Keyword {
 		case KwNames, KwCharset, KwCharacter: // NAMES x [COLLATE y], CHARACTER SET x
+			if probe := *lx; sets != nil && t.Keyword == KwCharacter && probe.next().Keyword != KwSet {
+				sets.over = true // the walk of QualifySessionSets takes any token for SET
+			}
 			if t, _ = skipValue(lx.next(), lx); t.Kind != TokComma {
 				return h
 			}
@@ -433,8 +447,12 @@ func classifySet(lx *headLexer, depth int) head {
 			t = lx.next()
 		}
 		if t.Keyword == KwTransaction { // SET GLOBAL|SESSION TRANSACTION ...
+			if probe := *lx; sets != nil && isAssign(src, probe.next()) {
+				sets.over = true // TRANSACTION = ...: a name to the walk of QualifySessionSets
+			}
 			return h
 		}
+		target := t
 		name, scopeGlobal, ok := setTarget(src, t, global)
 		switch {
 		case !ok:
@@ -447,11 +465,15 @@ func classifySet(lx *headLexer, depth int) head {
 		t = lx.next()
 		for t.Kind == TokDot { // SET NEW.col = ... in a trigger: not a system variable
 			name = nil
+			sets = nil
 			lx.next()
 			t = lx.next()
 		}
 		if !isAssign(src, t) {
 			return h
+		}
+		if sets != nil && target.Kind == TokSysVar && !scopeGlobal && name != nil && target.End-target.Start == len(name)+2 {
+			sets.add(target.Start + 2)
 		}
 		first := lx.next()
 		var n int
@@ -576,17 +598,6 @@ func boolValue(src []byte, t Token) int {
 		return 0
 	}
 	return -1
-}
-
-// ContainsFold reports whether q contains lower (lower-case ASCII) in any
-// case, without copying q (bytes.ToLower would copy a 64 MiB statement).
-func ContainsFold(q []byte, lower string) bool {
-	for i := 0; i+len(lower) <= len(q); i++ {
-		if equalFold(q[i:i+len(lower)], lower) {
-			return true
-		}
-	}
-	return false
 }
 
 // equalFold reports whether b equals the lower-case ASCII string s, ignoring

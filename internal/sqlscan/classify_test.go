@@ -398,7 +398,7 @@ func TestEmptyDigest(t *testing.T) {
 	}
 }
 
-func TestFirstKeyword(t *testing.T) {
+func TestFirst(t *testing.T) {
 	tests := []struct {
 		q    string
 		want string
@@ -412,8 +412,8 @@ func TestFirstKeyword(t *testing.T) {
 		{"'x'", ""},
 	}
 	for _, tt := range tests {
-		if got := FirstKeyword([]byte(tt.q)).String(); got != tt.want {
-			t.Errorf("FirstKeyword(%q) = %q, want %q", tt.q, got, tt.want)
+		if got := Scan([]byte(tt.q)).First.String(); got != tt.want {
+			t.Errorf("Scan(%q).First = %q, want %q", tt.q, got, tt.want)
 		}
 	}
 }

@@ -3,13 +3,16 @@
 //
 // It owns the one pass that every statement makes through the proxy:
 // [Scan] lexes the text once and returns the statement's [Class], its
-// [Flags] and a 64-bit digest of its normalised text, without allocating.
-// [Normalize] returns the normalised text itself (for rules and
-// statistics), and [Mask] the same text with nothing that could be a
-// secret (for the query log); [KillTarget] and [FirstKeyword] are small
-// helpers; [Lexer] is exported so that other packages can build on the
-// same tokens. Everything is a pure function of its input: no I/O, no
-// state between calls, safe for concurrent use.
+// [Flags], a 64-bit digest of its normalised text, its first keyword and
+// the [Facts] the frontend's session emulation asks (with where a SET
+// needs @@SESSION., see [Info.QualifySessionSets], and a KILL's target,
+// see [Info.KillTarget]), without allocating: nothing downstream lexes
+// the text again to learn about it. [Normalize] returns the normalised
+// text itself (for rules and statistics), and [Mask] the same text with
+// nothing that could be a secret (for the query log); [Lexer] is exported
+// so that other packages can build on the same tokens. Everything is a
+// pure function of its input: no I/O, no state between calls, safe for
+// concurrent use.
 //
 // Lexing assumes the default sql_mode: backslash escapes in strings (not
 // NO_BACKSLASH_ESCAPES) and "..." as a string (not ANSI_QUOTES). Comments

@@ -2,7 +2,7 @@ package sqlscan
 
 import "testing"
 
-// FuzzScan checks that Scan, Normalize, KillTarget and the lexer never
+// FuzzScan checks that Scan, Normalize and the lexer never
 // panic, that Scan's digest is the digest of Normalize's text, that
 // Normalize is idempotent (so the digest of normalised text is the digest
 // of the statement), and that the lexer always makes progress.
@@ -24,6 +24,11 @@ func FuzzScan(f *testing.F) {
 		"/*", "/*!", "'", "`", "\"", "@", "@@", "-- ", "#", "x'", "_utf8 '", "0x", ".", "...",
 		"SELECT -", "VALUES (", "IN (", "((((((", "))))", ";;;;",
 		"SELECT ROW_COUNT() + 1, (SELECT FOUND_ROWS()) x, LAST_INSERT_ID() AS y, @@identity, CONNECTION_ID(", "SET a = (1, b = 2",
+		"SET SESSION TRANSACTION = 1, @@a = 2", "SET @@a=1,@@b=2,@@c=3,@@d=4,@@e=5,@@f=6,@@g=7,@@h=8,@@i=9,@@session.j=10",
+		";SET TRANSACTION x", "SET TRANSACTION", "SET transaction ;", "SET `transaction` x", "(SET TRANSACTION x)", "SET /*!TRANSACTION*/ READ ONLY",
+		"SET NEW.a = 1, @@b = 2", "SET STATEMENT @@a=1 FOR SET @@b=1", "SET @@a = 1; SET @@b = 2", "SET @@global.a = 1, SESSION @@b = 1, @@c := 2",
+		"SELECT LAST_INSERT_ID(-5)", "SET @a = identity", "SELECT 1 FROM", "SELECT 1 FROM DUAL FROM t", "SELECT 1 FROM -1",
+		"SELECT * FROM t WHERE a IS\nNULL", "SELECT 'this is null' FROM `processlist`", "SHOW full processlist", "KILL 5 6", "KILL HARD HARD 5", "KILL QUERY CONNECTION 5", ";KILL 5", "KILL 5;;", "(KILL 5)", "SET CHARACTER , @@a = 1", "SET CHARACTER SET utf8, @@a = 1",
 	} {
 		f.Add(q)
 	}
@@ -37,10 +42,10 @@ func FuzzScan(f *testing.F) {
 			t.Fatalf("RewriteSessionFuncs(%q) changed nothing but wrote %q", q, out)
 		}
 		_ = SetAssignments(b)
-		_ = SetsInsertIDUnseen(b, info)
-		if out, ok := QualifySessionSets(nil, b); ok && len(out) <= len(b) {
+		if out, ok := info.QualifySessionSets(nil, b); ok && len(out) <= len(b) {
 			t.Fatalf("QualifySessionSets(%q) = %q: shorter than the input", q, out)
 		}
+		checkFacts(t, b, info)
 		norm := Normalize(nil, b)
 		if d := DigestText(norm); d != info.Digest {
 			t.Fatalf("Scan(%q).Digest = %x, DigestText(%q) = %x", q, info.Digest, norm, d)
@@ -51,8 +56,6 @@ func FuzzScan(f *testing.F) {
 		if info.Class > ClassSession {
 			t.Fatalf("Scan(%q).Class = %d", q, info.Class)
 		}
-		KillTarget(b)
-		FirstKeyword(b)
 		lx := NewLexer(b)
 		lx.KeepComments = true
 		prev := -1

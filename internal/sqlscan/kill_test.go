@@ -32,9 +32,9 @@ func TestKillTarget(t *testing.T) {
 		{"", 0, false, false},
 	}
 	for _, tt := range tests {
-		id, query, ok := KillTarget([]byte(tt.q))
+		id, query, ok := Scan([]byte(tt.q)).KillTarget()
 		if id != tt.id || query != tt.query || ok != tt.ok {
-			t.Errorf("KillTarget(%q) = %d, %v, %v; want %d, %v, %v", tt.q, id, query, ok, tt.id, tt.query, tt.ok)
+			t.Errorf("Scan(%q).KillTarget() = %d, %v, %v; want %d, %v, %v", tt.q, id, query, ok, tt.id, tt.query, tt.ok)
 		}
 	}
 }

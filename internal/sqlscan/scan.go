@@ -6,26 +6,12 @@ func Scan(q []byte) Info {
 	n := normalizer{h: fnvOffset64}
 	c := classifier{start: true, budget: 1024 + len(q)/2}
 	run(q, &n, &c)
+	c.facts.end()
 	var digest uint64
 	if n.size > 0 {
 		digest = nonZero(n.h)
 	}
-	return Info{Class: c.class, Flags: c.flags, Digest: digest}
-}
-
-// FirstKeyword returns the first keyword of q after leading whitespace,
-// comments and parentheses, or 0 if q does not start with one (useful as a
-// metrics label: FirstKeyword(q).String()).
-func FirstKeyword(q []byte) Keyword {
-	lx := NewLexer(q)
-	t := lx.Next()
-	for t.Kind == TokLParen {
-		t = lx.Next()
-	}
-	if t.Kind != TokWord {
-		return kwNone
-	}
-	return t.Keyword
+	return Info{Class: c.class, Flags: c.flags, Digest: digest, First: c.facts.first, Facts: c.facts.facts, sets: c.sets, kill: c.facts.kill}
 }
 
 // run is the single pass: each token goes to the classifier (unless nil)
@@ -69,10 +55,14 @@ type classifier struct {
 	prev2Kind  TokenKind
 	prev2Start int
 	prev2End   int
+
+	facts factTracker
+	sets  setSites
 }
 
 func (c *classifier) observe(t Token, lx *Lexer) {
 	c.budget++
+	c.facts.observe(t, lx.src, c.prevKind, c.prevKw, c.prev2Kw)
 	if t.Kind == TokSemicolon {
 		if c.cur.compound {
 			if c.end {
@@ -120,6 +110,9 @@ func (c *classifier) observe(t Token, lx *Lexer) {
 
 func (c *classifier) classify(t Token, lx *Lexer) head {
 	hl := headLexer{lx: *lx, budget: &c.budget}
+	if c.facts.ntok == 1 && t.Kind == TokWord && t.Keyword == KwSet {
+		hl.sets = &c.sets // the text starts with SET: record its session @@names
+	}
 	return classifyStmt(t, &hl, 0)
 }
 

@@ -69,7 +69,7 @@ func TestSetsInsertIDUnseen(t *testing.T) {
 		"SELECT 'LAST_INSERT_ID(5)'":               false,
 		"SELECT @@last_insert_id":                  false,
 	} {
-		if got := SetsInsertIDUnseen([]byte(q), Scan([]byte(q))); got != want {
+		if got := Scan([]byte(q)).SetsInsertIDUnseen(); got != want {
 			t.Errorf("SetsInsertIDUnseen(%q) = %v, want %v", q, got, want)
 		}
 	}

@@ -19,14 +19,10 @@ func SetAssignments(q []byte) []string {
 	return out
 }
 
-// QualifySessionSets appends to dst q with every unqualified @@name that
-// a SET statement assigns in session scope written @@SESSION.name, and
-// reports whether it changed anything. The meaning is the same, but
-// MariaDB's session tracker does not report a change made through the
-// unqualified form (SET @@sql_mode = 'ANSI' sends no
-// session_track_system_variables entry; SET @@SESSION.sql_mode does), and
-// a proxy that follows session state by the tracker would miss it.
-func QualifySessionSets(dst, q []byte) ([]byte, bool) {
+// qualifySessionSets is Info.QualifySessionSets for a SET statement whose
+// assignments Scan did not record (more than maxSetSites, or beyond its
+// look-ahead): it walks the statement again.
+func qualifySessionSets(dst, q []byte) ([]byte, bool) {
 	var at []int
 	walkSet(q, func(t Token, name []byte, global bool) {
 		if t.Kind == TokSysVar && !global && name != nil && t.End-t.Start == len(name)+2 {

@@ -35,7 +35,8 @@ func TestQualifySessionSets(t *testing.T) {
 		"SELECT @@sql_mode":                                       "",
 		"SET STATEMENT @@max_statement_time=1 FOR SELECT 1":       "",
 	} {
-		got, ok := QualifySessionSets(nil, []byte(q))
+		info := Scan([]byte(q))
+		got, ok := info.QualifySessionSets(nil, []byte(q))
 		if want == "" {
 			if ok {
 				t.Errorf("QualifySessionSets(%q) = %q, want unchanged", q, got)
