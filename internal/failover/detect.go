@@ -109,7 +109,7 @@ func (v *view) detect() detection {
 	// need: in the silent bound, how long each replica must have received
 	// nothing; soonest: when the first replica still short of it gets
 	// there (the decision's recheck).
-	need := v.silenceNeeded()
+	need := v.opts.DetectAfterSilent
 	var soonest time.Time
 	var sees, lost []verdict
 	var stale, unreached []string
@@ -270,10 +270,6 @@ func (v *view) earlyBound(o *topology.Observation, since time.Time, failing stri
 	}
 	return kind, nil
 }
-
-// silenceNeeded is how long a replica must have received nothing from
-// its source for the silent bound: DetectAfterSilent.
-func (v *view) silenceNeeded() time.Duration { return v.opts.DetectAfterSilent }
 
 // silentFor says whether a replica whose IO thread still runs has
 // received nothing from its source — no event, no heartbeat — for need
