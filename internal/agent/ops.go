@@ -462,21 +462,41 @@ func (s *Server) extract(ctx context.Context, body io.Reader, dir string) (int64
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("mbstream: %w", err)
 	}
-	n, copyErr := io.CopyBuffer(in, body, make([]byte, copyBufSize))
+	src := &readErrReader{r: body}
+	n, copyErr := io.CopyBuffer(in, src, make([]byte, copyBufSize))
 	_ = in.Close()
-	if copyErr != nil {
+	if src.err != nil {
+		// The requester's stream broke: whatever mbstream made of it is
+		// thrown away.
 		cancel()
 	}
 	waitErr := cmd.Wait()
 	switch {
-	case copyErr != nil:
-		return n, fmt.Errorf("receive the stream (after %d bytes): %w", n, copyErr)
+	case src.err != nil:
+		return n, fmt.Errorf("receive the stream (after %d bytes): %w", n, src.err)
 	case waitErr != nil:
 		return n, fmt.Errorf("mbstream -x: %w: %s", waitErr, stderr.lastLines(5))
+	case copyErr != nil:
+		return n, fmt.Errorf("feed mbstream: %w", copyErr)
 	case n == 0:
 		return n, errors.New("receive the stream: it was empty")
 	}
 	return n, nil
+}
+
+// readErrReader remembers a read error, to tell a broken stream from
+// mbstream refusing what it got.
+type readErrReader struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErrReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
 }
 
 // prepare runs mariadb-backup --prepare and checks that it says so.

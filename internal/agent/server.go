@@ -152,6 +152,10 @@ func (s *Server) op(name string, mutating bool, fn opFunc) http.HandlerFunc {
 				"bytes", c.bytes, "duration_ms", time.Since(t0).Milliseconds()}
 			attrs = append(attrs, c.attrs...)
 			if err != nil {
+				var ae *Error
+				if errors.As(err, &ae) {
+					attrs = append(attrs, "code", ae.Code)
+				}
 				attrs = append(attrs, "error", err.Error())
 				s.audit.Warn("agent", attrs...)
 				return
