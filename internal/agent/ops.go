@@ -509,12 +509,13 @@ func (s *Server) prepare(ctx context.Context, dir string) error {
 		return fmt.Errorf("mariadb-backup --prepare: %w: %s", err, stderr.lastLines(5))
 	}
 	// A stream cut at a file boundary extracts cleanly; a complete backup
-	// has its checkpoints file, which prepare marks as prepared.
+	// has its checkpoints file, which prepare marks as prepared
+	// ("log-applied" since MariaDB 10.5, "full-prepared" before).
 	data, err := os.ReadFile(filepath.Join(dir, "xtrabackup_checkpoints"))
 	if err != nil {
 		return fmt.Errorf("the backup is incomplete (no xtrabackup_checkpoints): %w", err)
 	}
-	if !bytes.Contains(data, []byte("full-prepared")) {
+	if !bytes.Contains(data, []byte("backup_type = log-applied")) && !bytes.Contains(data, []byte("backup_type = full-prepared")) {
 		return fmt.Errorf("the backup is not prepared: xtrabackup_checkpoints says %q", oneLine(string(data)))
 	}
 	return nil

@@ -1,0 +1,477 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/vigil-db/vigil/internal/agent"
+	"github.com/vigil-db/vigil/internal/sandbox"
+)
+
+const testBinary = "/tmp/vigil-agent-test/vigil"
+
+// itSandbox is a 2-node replication sandbox run through the vigil binary,
+// with one in-process agent per node.
+type itSandbox struct {
+	t      *testing.T
+	bin    string
+	dir    string
+	m      sandbox.Manifest
+	certs  agent.InitFiles
+	audits map[string]*bytes.Buffer
+}
+
+func requireIntegration(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: real mariadbd sandboxes (run without -short)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the sandbox runs as root")
+	}
+	for _, p := range []string{"mariadbd", "mariadb-backup", "mbstream"} {
+		if _, err := exec.LookPath(p); err != nil {
+			if _, err := os.Stat("/usr/sbin/" + p); err != nil {
+				t.Skipf("%s missing (scripts/install-deps.sh)", p)
+			}
+		}
+	}
+}
+
+func buildVigil(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-o", testBinary, "./cmd/vigil")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return testBinary
+}
+
+func (s *itSandbox) vigil(args ...string) string {
+	s.t.Helper()
+	out, err := exec.Command(s.bin, args...).CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("vigil %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func upSandbox(t *testing.T) *itSandbox {
+	t.Helper()
+	bin := buildVigil(t)
+	dir, err := os.MkdirTemp("", "vigil-agent-it-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &itSandbox{t: t, bin: bin, dir: dir, audits: map[string]*bytes.Buffer{}}
+	t.Cleanup(func() {
+		if out, err := exec.Command(bin, "sandbox", "down", "--dir", dir, "--purge").CombinedOutput(); err != nil {
+			t.Errorf("sandbox down: %v\n%s", err, out)
+		}
+		_ = os.RemoveAll(dir)
+	})
+	out := s.vigil("sandbox", "up", "--dir", dir, "--nodes", "2", "--json")
+	if err := json.Unmarshal([]byte(out), &s.m); err != nil {
+		t.Fatalf("sandbox up --json: %v\n%s", err, out)
+	}
+	if s.certs, err = agent.Init(agent.InitOptions{Dir: filepath.Join(dir, "agent-certs")}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startAgent runs node's agent in this process and returns its client.
+func (s *itSandbox) startAgent(node sandbox.Node) *agent.Client {
+	t := s.t
+	t.Helper()
+	cfg, err := agent.ParseConfig(fmt.Appendf(nil, `
+listen: 127.0.0.1:0
+tls: {ca: %q, cert: %q, key: %q}
+datadir: %q
+pid_file: %q
+server: {socket: %q, user: root}
+commands:
+  start: [%q, sandbox, start, %s, --dir, %q]
+  stop: [%q, sandbox, stop, %s, --dir, %q]
+  timeout: 60s
+tmp_dir: %q
+`, s.certs.CA, s.certs.AgentCert, s.certs.AgentKey, node.Datadir, node.PIDFile, node.Socket,
+		s.bin, node.Name, s.dir, s.bin, node.Name, s.dir, s.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := &bytes.Buffer{}
+	s.audits[node.Name] = audit
+	srv, err := agent.NewServer(cfg, &lockedWriter{w: audit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c, err := agent.NewClient(agent.ClientConfig{Addr: ln.Addr().String(), CA: s.certs.CA, Cert: s.certs.ClientCert, Key: s.certs.ClientKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+type lockedWriter struct {
+	mu chan struct{}
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	// A one-slot channel as a mutex keeps the type's zero value usable.
+	if l.mu == nil {
+		l.mu = make(chan struct{}, 1)
+	}
+	l.mu <- struct{}{}
+	defer func() { <-l.mu }()
+	return l.w.Write(p)
+}
+
+func (s *itSandbox) db(node sandbox.Node) *sql.DB {
+	s.t.Helper()
+	db, err := sql.Open("mysql", sandbox.TCPDSN(node.Addr(), s.m.Accounts.App.User, s.m.Accounts.App.Password, "")+"?timeout=5s")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func count(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM vigil_test.rows_t").Scan(&n); err != nil {
+		t.Fatalf("count: %v", err)
+	}
+	return n
+}
+
+func insert(t *testing.T, db *sql.DB, from, to int) {
+	t.Helper()
+	for i := from; i < to; i += 100 {
+		var b strings.Builder
+		b.WriteString("INSERT INTO vigil_test.rows_t (id, v) VALUES ")
+		for j := i; j < min(i+100, to); j++ {
+			if j > i {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, "(%d, REPEAT('x', 200))", j)
+		}
+		if _, err := db.Exec(b.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCloneThroughAgents backs the primary up through its agent into a
+// restore on the replica's agent (stop, swap, start), points the replica
+// at the primary from the backup's GTID, and checks rows and replication;
+// then that a garbage or cut stream leaves the replica as it was, and that
+// the writable primary refuses a restore.
+func TestCloneThroughAgents(t *testing.T) {
+	requireIntegration(t)
+	s := upSandbox(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n1, n2 := s.m.Nodes[0], s.m.Nodes[1]
+	a1, a2 := s.startAgent(n1), s.startAgent(n2)
+	p, r := s.db(n1), s.db(n2)
+	if _, err := p.Exec("CREATE TABLE vigil_test.rows_t (id INT PRIMARY KEY, v VARCHAR(255))"); err != nil {
+		t.Fatal(err)
+	}
+	insert(t, p, 0, 5000)
+
+	st, err := a1.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Running || !st.Answering || st.ReadOnly || st.Replica || st.MariadbBackup == "" || st.Mbstream == "" || !strings.Contains(st.Version, "MariaDB") {
+		t.Fatalf("primary's status: %+v", st)
+	}
+	st2, err := a2.Status(ctx)
+	if err != nil || !st2.ReadOnly || !st2.Replica {
+		t.Fatalf("replica's status: %+v, %v", st2, err)
+	}
+	// The replica drifts a little from the primary so the restore visibly
+	// replaces its datadir: stop its replication first.
+	if _, err := r.Exec("STOP SLAVE"); err != nil {
+		t.Fatal(err)
+	}
+
+	// The writable primary refuses to be overwritten.
+	_, err = a1.Restore(ctx, strings.NewReader("anything"), agent.RestoreOptions{})
+	var ae *agent.Error
+	if !errors.As(err, &ae) || ae.Code != agent.CodeWritable {
+		t.Fatalf("restore onto the writable primary: err = %v, want code writable", err)
+	}
+
+	// Raw pipe, for comparison: mariadb-backup straight to /dev/null.
+	t0 := time.Now()
+	raw := exec.CommandContext(ctx, "mariadb-backup", "--no-defaults", "--backup", "--stream=xbstream", "--user=root",
+		"--socket="+n1.Socket, "--target-dir="+filepath.Join(s.dir, "raw-target"))
+	var rawOut countWriter
+	raw.Stdout = &rawOut
+	if out, err := func() ([]byte, error) { var e bytes.Buffer; raw.Stderr = &e; err := raw.Run(); return e.Bytes(), err }(); err != nil {
+		t.Fatalf("raw mariadb-backup: %v\n%s", err, lastLines(string(out), 10))
+	}
+	rawTook := time.Since(t0)
+
+	// The clone.
+	t0 = time.Now()
+	res, sent, err := agent.Clone(ctx, a1, a2, agent.BackupOptions{}, agent.RestoreOptions{ExpectedSize: rawOut.n})
+	if err != nil {
+		t.Fatalf("clone: %v\naudit node1:\n%s\naudit node2:\n%s", err, s.audits[n1.Name], s.audits[n2.Name])
+	}
+	cloneTook := time.Since(t0)
+	t.Logf("raw backup pipe: %d bytes in %v (%.1f MB/s); through the agents (backup+extract+prepare+swap+start): %d bytes in %v; restore phases: extract %.2fs prepare %.2fs swap %.2fs",
+		rawOut.n, rawTook, float64(rawOut.n)/rawTook.Seconds()/1e6, sent, cloneTook, res.ExtractSeconds, res.PrepareSeconds, res.SwapSeconds)
+	if res.GTID == "" || res.BytesReceived != sent || !strings.Contains(res.OldDatadir, ".vigil-old-") {
+		t.Fatalf("restore result: %+v (sent %d)", res, sent)
+	}
+	if _, err := os.Stat(res.OldDatadir); err != nil {
+		t.Errorf("old datadir: %v", err)
+	}
+	if want, got := ownerUID(t, res.OldDatadir), ownerUID(t, filepath.Join(n2.Datadir, "ibdata1")); got != want {
+		t.Errorf("restored ibdata1 is owned by uid %d, want %d (the old datadir's)", got, want)
+	}
+
+	// Point the restored replica at the primary from the backup's GTID.
+	for _, q := range []string{
+		"STOP SLAVE", "RESET SLAVE ALL",
+		fmt.Sprintf("SET GLOBAL gtid_slave_pos = '%s'", res.GTID),
+		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%d, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
+			n1.Host, n1.Port, s.m.Accounts.Repl.User, s.m.Accounts.Repl.Password),
+		"START SLAVE",
+	} {
+		if _, err := r.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if n := count(t, r); n != 5000 {
+		t.Errorf("restored replica has %d rows, want 5000", n)
+	}
+	insert(t, p, 5000, 6000)
+	waitRows(t, r, 6000)
+
+	// A cut stream: a real backup, half of it.
+	var full bytes.Buffer
+	if _, err := a1.Backup(ctx, &full, agent.BackupOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	half := full.Bytes()[:full.Len()/2]
+	for name, stream := range map[string][]byte{"garbage": bytes.Repeat([]byte("garbage!"), 1<<16), "cut": half} {
+		_, err := a2.Restore(ctx, bytes.NewReader(stream), agent.RestoreOptions{})
+		if err == nil {
+			t.Fatalf("%s stream: restore succeeded", name)
+		}
+		t.Logf("%s stream refused: %v", name, err)
+		st, err := a2.Status(ctx)
+		if err != nil || !st.Answering {
+			t.Fatalf("%s stream: the replica no longer answers: %+v %v", name, st, err)
+		}
+		if left, _ := filepath.Glob(n2.Datadir + ".vigil-new-*"); len(left) > 0 {
+			t.Errorf("%s stream: left %v", name, left)
+		}
+		insert(t, p, 6000+1000*len(name), 6000+1000*len(name)+10)
+	}
+	waitRows(t, r, 6020)
+	if _, err := os.Stat(res.OldDatadir); err != nil {
+		t.Errorf("the old datadir went away without a cleanup: %v", err)
+	}
+
+	// A restored datadir that does not start is swapped back out: an agent
+	// on a scratch datadir whose start command fails.
+	s.rollbackCheck(ctx, full.Bytes())
+
+	// Warm numbers, interleaved (mariadb-backup's redo copier polls once a
+	// second, so single runs vary by about that): the raw pipe and a
+	// backup through the agent, three of each.
+	var rawTimes, agentTimes []time.Duration
+	var rawBytes, agentBytes int64
+	for i := range 3 {
+		t0 = time.Now()
+		raw = exec.CommandContext(ctx, "mariadb-backup", "--no-defaults", "--backup", "--stream=xbstream", "--user=root",
+			"--socket="+n1.Socket, "--target-dir="+filepath.Join(s.dir, fmt.Sprintf("raw-target-%d", i)))
+		rawOut = countWriter{}
+		raw.Stdout = &rawOut
+		if err := raw.Run(); err != nil {
+			t.Fatal(err)
+		}
+		rawTimes, rawBytes = append(rawTimes, time.Since(t0)), rawOut.n
+		t0 = time.Now()
+		var viaAgent countWriter
+		if _, err := a1.Backup(ctx, &viaAgent, agent.BackupOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		agentTimes, agentBytes = append(agentTimes, time.Since(t0)), viaAgent.n
+	}
+	t.Logf("warm backups of the primary: raw mariadb-backup --stream %d bytes in %v; through the agent (mTLS, HTTP) %d bytes in %v",
+		rawBytes, rawTimes, agentBytes, agentTimes)
+
+	// A throttled backup takes at least size/rate.
+	rate := int64(full.Len()) / 2 // about 2 s
+	t0 = time.Now()
+	if _, err := a2.Backup(ctx, io.Discard, agent.BackupOptions{Rate: rate}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(t0); took < 1500*time.Millisecond {
+		t.Errorf("backup at %d B/s of about %d bytes took %v", rate, full.Len(), took)
+	} else {
+		t.Logf("throttled backup of the replica at %d B/s: %v", rate, took)
+	}
+
+	cl, err := a2.Cleanup(ctx)
+	if err != nil || len(cl.Removed) != 1 || cl.Removed[0] != res.OldDatadir {
+		t.Errorf("cleanup: %+v %v", cl, err)
+	}
+	for _, name := range []string{n1.Name, n2.Name} {
+		if strings.Contains(s.audits[name].String(), s.m.Accounts.App.Password+`"`) {
+			t.Errorf("audit of %s shows a password", name)
+		}
+	}
+	if a := s.audits[n2.Name].String(); !strings.Contains(a, `"op":"restore"`) || !strings.Contains(a, `"op":"cleanup"`) {
+		t.Errorf("node2's audit:\n%s", a)
+	}
+}
+
+// rollbackCheck restores a good backup onto a scratch datadir whose
+// server does not start: the agent must put the old datadir back.
+func (s *itSandbox) rollbackCheck(ctx context.Context, backup []byte) {
+	t := s.t
+	t.Helper()
+	base := t.TempDir()
+	datadir := filepath.Join(base, "data")
+	if err := os.Mkdir(datadir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(datadir, "marker"), []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := agent.ParseConfig(fmt.Appendf(nil, `
+listen: 127.0.0.1:0
+tls: {ca: %q, cert: %q, key: %q}
+datadir: %q
+server: {socket: %q}
+commands: {start: [sh, -c, "echo cannot start >&2; exit 1"], stop: ["true"], timeout: 5s}
+`, s.certs.CA, s.certs.AgentCert, s.certs.AgentKey, datadir, filepath.Join(base, "none.sock")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := agent.NewServer(cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	defer func() { cancel(); <-done }()
+	c, err := agent.NewClient(agent.ClientConfig{Addr: ln.Addr().String(), CA: s.certs.CA, Cert: s.certs.ClientCert, Key: s.certs.ClientKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Restore(ctx, bytes.NewReader(backup), agent.RestoreOptions{})
+	if err == nil || !strings.Contains(err.Error(), "old one is back in place") {
+		t.Fatalf("restore with a failing start: err = %v", err)
+	}
+	t.Logf("failing start rolled back: %v", err)
+	if data, err := os.ReadFile(filepath.Join(datadir, "marker")); err != nil || string(data) != "old" {
+		t.Errorf("the old datadir is not back: %q %v", data, err)
+	}
+	if failed, _ := filepath.Glob(datadir + ".vigil-failed-*"); len(failed) != 1 {
+		t.Errorf("the restored datadir was not kept aside: %v", failed)
+	}
+}
+
+func waitRows(t *testing.T, db *sql.DB, want int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := count(t, db)
+		if n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			var io, sqlRun, lastErr string
+			rows, err := db.Query("SHOW SLAVE STATUS")
+			if err == nil {
+				cols, _ := rows.Columns()
+				vals := make([]sql.NullString, len(cols))
+				ptrs := make([]any, len(cols))
+				for i := range vals {
+					ptrs[i] = &vals[i]
+				}
+				if rows.Next() && rows.Scan(ptrs...) == nil {
+					for i, c := range cols {
+						switch c {
+						case "Slave_IO_Running":
+							io = vals[i].String
+						case "Slave_SQL_Running":
+							sqlRun = vals[i].String
+						case "Last_Error", "Last_IO_Error", "Last_SQL_Error":
+							lastErr += " " + vals[i].String
+						}
+					}
+				}
+				rows.Close()
+			}
+			t.Fatalf("replica has %d rows, want %d (io=%s sql=%s%s)", n, want, io, sqlRun, lastErr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func ownerUID(t *testing.T, path string) uint32 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Uid
+}
+
+type countWriter struct{ n int64 }
+
+func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
