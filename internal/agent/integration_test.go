@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ type itSandbox struct {
 	dir    string
 	m      sandbox.Manifest
 	certs  agent.InitFiles
-	audits map[string]*bytes.Buffer
+	audits map[string]*lockedBuffer
 }
 
 func requireIntegration(t *testing.T) {
@@ -83,7 +84,7 @@ func upSandbox(t *testing.T) *itSandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &itSandbox{t: t, bin: bin, dir: dir, audits: map[string]*bytes.Buffer{}}
+	s := &itSandbox{t: t, bin: bin, dir: dir, audits: map[string]*lockedBuffer{}}
 	t.Cleanup(func() {
 		if out, err := exec.Command(bin, "sandbox", "down", "--dir", dir, "--purge").CombinedOutput(); err != nil {
 			t.Errorf("sandbox down: %v\n%s", err, out)
@@ -120,9 +121,17 @@ tmp_dir: %q
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit := &bytes.Buffer{}
+	audit := &lockedBuffer{}
 	s.audits[node.Name] = audit
-	srv, err := agent.NewServer(cfg, &lockedWriter{w: audit})
+	return s.serve(cfg, audit)
+}
+
+// serve runs an agent of cfg in this process until the test ends and
+// returns a client with the sandbox's client certificate.
+func (s *itSandbox) serve(cfg *agent.Config, audit io.Writer) *agent.Client {
+	t := s.t
+	t.Helper()
+	srv, err := agent.NewServer(cfg, audit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,19 +151,22 @@ tmp_dir: %q
 	return c
 }
 
-type lockedWriter struct {
-	mu chan struct{}
-	w  io.Writer
+// lockedBuffer collects audit lines the agent writes from its handlers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	// A one-slot channel as a mutex keeps the type's zero value usable.
-	if l.mu == nil {
-		l.mu = make(chan struct{}, 1)
-	}
-	l.mu <- struct{}{}
-	defer func() { <-l.mu }()
-	return l.w.Write(p)
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func (s *itSandbox) db(node sandbox.Node) *sql.DB {
@@ -387,23 +399,7 @@ commands: {start: [sh, -c, "echo cannot start >&2; exit 1"], stop: ["true"], tim
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := agent.NewServer(cfg, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	defer func() { cancel(); <-done }()
-	c, err := agent.NewClient(agent.ClientConfig{Addr: ln.Addr().String(), CA: s.certs.CA, Cert: s.certs.ClientCert, Key: s.certs.ClientKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := s.serve(cfg, io.Discard)
 	_, err = c.Restore(ctx, bytes.NewReader(backup), agent.RestoreOptions{})
 	if err == nil || !strings.Contains(err.Error(), "old one is back in place") {
 		t.Fatalf("restore with a failing start: err = %v", err)
