@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -98,6 +99,8 @@ func LoadConfig(path string) (*Config, error) {
 	return c, nil
 }
 
+var unknownKey = regexp.MustCompile(`field (\S+) not found in type agent\.\w+`)
+
 // ParseConfig decodes strictly (unknown keys are errors), applies
 // defaults, reads the password and token files and validates.
 func ParseConfig(data []byte) (*Config, error) {
@@ -105,7 +108,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
-		return nil, errors.New(strings.ReplaceAll(strings.TrimPrefix(err.Error(), "yaml: "), "\n", "; "))
+		msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "yaml: "), "unmarshal errors:\n")
+		msg = unknownKey.ReplaceAllString(msg, `unknown key "$1" (check the spelling; docs/lifecycle.md lists every key)`)
+		return nil, errors.New(strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " "))
 	}
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {
