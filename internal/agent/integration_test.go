@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,7 +34,7 @@ type itSandbox struct {
 	dir    string
 	m      sandbox.Manifest
 	certs  agent.InitFiles
-	audits map[string]*lockedBuffer
+	audits map[string]*agent.SyncBuffer
 }
 
 func requireIntegration(t *testing.T) {
@@ -85,7 +84,7 @@ func upSandbox(t *testing.T) *itSandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &itSandbox{t: t, bin: bin, dir: dir, audits: map[string]*lockedBuffer{}}
+	s := &itSandbox{t: t, bin: bin, dir: dir, audits: map[string]*agent.SyncBuffer{}}
 	t.Cleanup(func() {
 		if out, err := exec.Command(bin, "sandbox", "down", "--dir", dir, "--purge").CombinedOutput(); err != nil {
 			t.Errorf("sandbox down: %v\n%s", err, out)
@@ -122,7 +121,7 @@ tmp_dir: %q
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit := &lockedBuffer{}
+	audit := &agent.SyncBuffer{}
 	s.audits[node.Name] = audit
 	return s.serve(cfg, audit)
 }
@@ -150,24 +149,6 @@ func (s *itSandbox) serve(cfg *agent.Config, audit io.Writer) *agent.Client {
 	}
 	t.Cleanup(c.Close)
 	return c
-}
-
-// lockedBuffer collects audit lines the agent writes from its handlers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func (s *itSandbox) db(node sandbox.Node) *sql.DB {
