@@ -103,6 +103,13 @@ func startAgent(t *testing.T, edit func(*Config)) *testAgent {
 		t.Fatal(err)
 	}
 	audit := &syncBuffer{}
+	srv, addr := serveTest(t, cfg, audit)
+	return &testAgent{cfg: cfg, certs: certs, audit: audit, addr: addr, srv: srv}
+}
+
+// serveTest runs an agent of cfg on 127.0.0.1:0 until the test ends.
+func serveTest(t *testing.T, cfg *Config, audit io.Writer) (*Server, string) {
+	t.Helper()
 	srv, err := NewServer(cfg, audit)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +127,7 @@ func startAgent(t *testing.T, edit func(*Config)) *testAgent {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return &testAgent{cfg: cfg, certs: certs, audit: audit, addr: ln.Addr().String(), srv: srv}
+	return srv, ln.Addr().String()
 }
 
 func (a *testAgent) client(t *testing.T, token string) *Client {

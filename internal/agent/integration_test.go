@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,19 +130,8 @@ tmp_dir: %q
 func (s *itSandbox) serve(cfg *agent.Config, audit io.Writer) *agent.Client {
 	t := s.t
 	t.Helper()
-	srv, err := agent.NewServer(cfg, audit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
-	c, err := agent.NewClient(agent.ClientConfig{Addr: ln.Addr().String(), CA: s.certs.CA, Cert: s.certs.ClientCert, Key: s.certs.ClientKey})
+	addr := agent.ServeTest(t, cfg, audit)
+	c, err := agent.NewClient(agent.ClientConfig{Addr: addr, CA: s.certs.CA, Cert: s.certs.ClientCert, Key: s.certs.ClientKey})
 	if err != nil {
 		t.Fatal(err)
 	}
