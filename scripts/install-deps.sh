@@ -7,6 +7,8 @@
 #   ruby-mysql2 nodejs node-mysql default-jdk-headless libmariadb-java
 #   (the client drivers of the compatibility test, docs/compatibility.md)
 #   mariadb-test (MariaDB's own test suite, run by TestMTRCompat)
+#   mariadb-backup (mariadb-backup and mbstream: `vigil agent` streams
+#   backups and restores them, docs/lifecycle.md)
 #   etcd-server etcd-client (etcd and etcdctl: `vigil sandbox up --etcd N`
 #   runs its own etcd cluster, docs/sandbox.md)
 # and checks for Go >= 1.26 (not from apt: Debian's Go is too old).
@@ -26,7 +28,7 @@ GO_MIN_MAJOR=1
 GO_MIN_MINOR=26
 PACKAGES=(mariadb-server mariadb-client galera-4 sysbench haproxy iproute2 iptables rsync procps chromium
 	python3-pymysql python3-mysqldb php-cli php-mysql libdbd-mariadb-perl ruby-mysql2 nodejs node-mysql
-	default-jdk-headless libmariadb-java mariadb-test etcd-server etcd-client)
+	default-jdk-headless libmariadb-java mariadb-test mariadb-backup etcd-server etcd-client)
 
 usage() {
 	# The comment at the top of this file, up to the first line of code.

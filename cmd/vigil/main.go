@@ -1,6 +1,6 @@
 // Command vigil is the Vigil daemon and its tools: run (the proxy and
-// failover manager), sandbox (local MariaDB topologies), ctl (the operator
-// CLI), config and version. The benchmarks are a program of their own,
+// failover manager), agent (the datadir agent of a database host), sandbox
+// (local MariaDB topologies), ctl (the operator CLI), config and version. The benchmarks are a program of their own,
 // vigil-bench, so that this one links no plotting code (deps_test.go).
 package main
 
@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/vigil-db/vigil/internal/agent"
 	"github.com/vigil-db/vigil/internal/ctl"
 	"github.com/vigil-db/vigil/internal/sandbox"
 )
@@ -26,6 +27,7 @@ const usage = `vigil — a MySQL/MariaDB proxy that routes, watches and fails ov
 
 Usage:
   vigil run --config FILE          serve the clusters of FILE
+  vigil agent COMMAND ...          the datadir agent of a database host (vigil agent help)
   vigil sandbox COMMAND ...        local MariaDB topologies (vigil sandbox help)
   vigil ctl COMMAND ...            operate a running Vigil (vigil ctl --help)
   vigil config validate FILE       check FILE as vigil run and a reload would
@@ -55,6 +57,8 @@ func realMain(args []string) int {
 		return 0
 	case "run":
 		return cmdRun(ctx, rest)
+	case "agent":
+		return agent.Command(ctx, rest, os.Stdout, os.Stderr)
 	case "sandbox":
 		return sandbox.Command(ctx, rest, os.Stdout, os.Stderr)
 	case "bench":
