@@ -46,13 +46,13 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		idx = alt
 	}
 	var c *backend.Conn
-	if ph := s.prevHeld; ph != nil {
+	if ph := s.prev.held; ph != nil {
 		// The previous statement's connection serves this one when it is
 		// on the chosen server; otherwise it goes back now.
-		s.prevHeld = nil
+		s.prev.held = nil
 		if ph.Index == idx && !ph.ClosedWhileIdle(time.Now()) {
 			c = ph
-			s.ranOnPrev = true
+			s.prev.ranOnPrev = true
 		} else {
 			s.returnPrev(ph) // closed if the server closed it meanwhile
 		}

@@ -186,7 +186,7 @@ func (s *Server) Fence(idx int, reason string) int {
 			c.NetConn().Close()
 			n++
 		}
-		if c := sess.prevAt.Load(); c != nil && c.Index == idx {
+		if c := sess.prev.at.Load(); c != nil && c.Index == idx {
 			// A connection kept for the previous statement's warnings or
 			// insert id: no transaction, but no traffic either.
 			c.NetConn().Close()

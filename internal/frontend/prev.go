@@ -3,6 +3,8 @@ package frontend
 import (
 	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
@@ -56,6 +58,142 @@ const prevValues = sqlscan.FlagLastInsertID | sqlscan.FlagRowCount | sqlscan.Fla
 // table counts; the statement changes nothing else a client can see.
 const clearDiagnosticsSQL = "SELECT 1 FROM (SELECT 1) AS vigil_clear LIMIT 0"
 
+// prevState is what the session knows of its previous statement: the
+// connection it holds for it (soft hold) and the outcome Vigil recorded.
+// The rules that need only this record are its methods; those that move
+// connections stay on Session.
+type prevState struct {
+	// conn is the held connection between commands, guarded by mu (its
+	// idle timer may give it back); at shows it to Fence; held is conn
+	// during a command (session goroutine).
+	mu       sync.Mutex
+	conn     *backend.Conn
+	at       atomic.Pointer[backend.Conn]
+	timer    *time.Timer
+	held     *backend.Conn
+	lastConn *backend.Conn // the last connection given back (may be another session's by now)
+	lastPuts uint64        // lastConn's put count when given back (backend.Pool.Reclaim)
+
+	insertConn  *backend.Conn // the connection of the session's last insert id
+	insertToken uint64        // its InsertToken then (backend.Pool.ReclaimInsert)
+	// insertTrusted: insertConn's LAST_INSERT_ID() was no other session's
+	// before this session's insert, so the server's answer there is this
+	// session's.
+	insertTrusted bool
+	// valuesFetched: Vigil ran a statement of its own on the previous
+	// statement's connection (fetchInsertID), so the server's ROW_COUNT()
+	// and FOUND_ROWS() there are no longer the session's: Vigil's record
+	// answers them.
+	valuesFetched bool
+	// insertPending: a statement on the session's own connection may have
+	// set LAST_INSERT_ID() unseen; Vigil asks before the next read of it
+	// or when the connection goes back (fetchInsertID).
+	insertPending bool
+	// execUnseen: the statement being executed (COM_STMT_EXECUTE) may set
+	// LAST_INSERT_ID() unseen (clientStmt.insertUnseen).
+	execUnseen bool
+
+	noteStmt  bool // the command is a statement: its outcome is the session's previous statement
+	pureDiag  bool // the statement only reads the diagnostics area
+	clearDiag bool // run the statement on an empty diagnostics area
+	ranOnPrev bool // the statement ran on the previous statement's connection
+	stmtText  []byte
+
+	lastDiag   bool // the previous statement left warnings or an error
+	rowCount   int64
+	foundRows  int64
+	insertID   uint64
+	sessionBuf []byte // the statement with Vigil's values in place of the calls
+}
+
+// take ends the hold: it returns the held connection, or nil (session
+// goroutine or the idle timer).
+func (p *prevState) take() *backend.Conn {
+	p.mu.Lock()
+	c := p.conn
+	p.conn = nil
+	p.at.Store(nil)
+	p.mu.Unlock()
+	return c
+}
+
+// hold makes c the held connection and returns the one held before.
+func (p *prevState) hold(c *backend.Conn) (old *backend.Conn) {
+	p.mu.Lock()
+	old = p.conn
+	p.conn = c
+	p.at.Store(c)
+	p.mu.Unlock()
+	return old
+}
+
+// gaveBack remembers c, given back to its pool, as the connection that
+// knows the previous statement's outcome if nobody uses it meanwhile.
+func (p *prevState) gaveBack(c *backend.Conn) {
+	p.lastConn, p.lastPuts = c, c.NextPut()
+}
+
+// noteDiag records whether the diagnostics area holds something after a
+// statement that left warnings (or an error) or not, and that opened a
+// table or not (info).
+func (p *prevState) noteDiag(warned bool, info sqlscan.Info) {
+	switch {
+	case warned:
+		p.lastDiag = true
+	case p.lastDiag && p.ranOnPrev && !info.OpensTable():
+		// It ran where the warnings are and did not clear them.
+	default:
+		p.lastDiag = false
+	}
+}
+
+// noteLast records what a finished statement tells about the session's
+// previous statement and reports whether its connection must be kept
+// until the next statement, and whether that hold may end when the client
+// stays idle.
+func (p *prevState) noteLast(info sqlscan.Info, out outcome) (hold, expire bool) {
+	if p.pureDiag && out.err == nil {
+		// The diagnostics area is as it was: keep holding it if it was
+		// held for it.
+		p.rowCount = -1
+		return p.lastDiag, false
+	}
+	p.noteDiag(out.warnings > 0 || out.err != nil, info)
+	switch {
+	case out.err != nil:
+		p.rowCount = -1
+	case out.resultSet:
+		p.rowCount = -1
+		p.foundRows = out.setRows
+	default:
+		p.rowCount = int64(out.affected)
+	}
+	if out.insertID != 0 {
+		p.insertID = out.insertID
+	}
+	id := out.insertID != 0 || info.Flags&sqlscan.FlagLastInsertID != 0
+	return p.lastDiag || id, !p.lastDiag
+}
+
+// insertAnswerOn reports whether LAST_INSERT_ID() on c is the session's:
+// c is the connection of the session's last insert id and had no other
+// session's before it, or c never had one and neither did the session.
+func (p *prevState) insertAnswerOn(c *backend.Conn) bool {
+	if c.InsertToken == 0 {
+		return p.insertID == 0
+	}
+	return c == p.insertConn && c.InsertToken == p.insertToken && p.insertTrusted
+}
+
+// forget drops the recorded outcome (new or reset session); the held
+// connection is the caller's to give back first.
+func (p *prevState) forget() {
+	p.lastConn = nil
+	p.lastDiag = false
+	p.rowCount, p.foundRows, p.insertID = -1, 0, 0
+	p.insertPending, p.valuesFetched = false, false
+}
+
 // keepPrev holds c, the connection of the statement that just ended,
 // until the next statement. expire: give it back when the client stays
 // idle for softHoldIdle.
@@ -63,13 +201,9 @@ func (s *Session) keepPrev(c *backend.Conn, expire bool) {
 	s.setConn(nil)
 	// If the hold ends unused (idle timer, another command), the
 	// connection can still be reclaimed from the pool as the last one.
-	s.lastConn, s.lastPuts = c, c.NextPut()
+	s.prev.gaveBack(c)
 	c.Park()
-	s.prevMu.Lock()
-	old := s.prev
-	s.prev = c
-	s.prevAt.Store(c)
-	s.prevMu.Unlock()
+	old := s.prev.hold(c)
 	if old != nil && old != c {
 		// A command that does not take the previous connection (a
 		// prepare) left a new outcome: the older one is gone.
@@ -79,39 +213,31 @@ func (s *Session) keepPrev(c *backend.Conn, expire bool) {
 	if !expire || s.sticky != nil || (s.user != nil && !s.user.Multiplexing) {
 		return
 	}
-	if s.prevTimer == nil {
-		s.prevTimer = time.AfterFunc(softHoldIdle, s.expirePrev)
+	if s.prev.timer == nil {
+		s.prev.timer = time.AfterFunc(softHoldIdle, s.expirePrev)
 		return
 	}
-	s.prevTimer.Reset(softHoldIdle)
+	s.prev.timer.Reset(softHoldIdle)
 }
 
 // takePrev ends the soft hold at the start of a command: the connection
 // comes back for the command to use or give back (prevHeld).
 func (s *Session) takePrev() {
-	if s.prevTimer != nil {
-		s.prevTimer.Stop()
+	if s.prev.timer != nil {
+		s.prev.timer.Stop()
 	}
-	s.prevMu.Lock()
-	c := s.prev
-	s.prev = nil
-	s.prevAt.Store(nil)
-	s.prevMu.Unlock()
+	c := s.prev.take()
 	if c != nil && s.srv.Fenced(c.Index) {
 		s.putBack(c)
 		c = nil
 	}
-	s.prevHeld = c
+	s.prev.held = c
 }
 
 // expirePrev gives the held connection back when the client stayed idle
 // (timer goroutine). The session goroutine takes prev under prevMu too.
 func (s *Session) expirePrev() {
-	s.prevMu.Lock()
-	c := s.prev
-	s.prev = nil
-	s.prevAt.Store(nil)
-	s.prevMu.Unlock()
+	c := s.prev.take()
 	if c == nil {
 		return
 	}
@@ -126,8 +252,8 @@ func (s *Session) expirePrev() {
 // dropPrevHeld gives back the previous statement's connection when the
 // command did not use it.
 func (s *Session) dropPrevHeld() {
-	if c := s.prevHeld; c != nil {
-		s.prevHeld = nil
+	if c := s.prev.held; c != nil {
+		s.prev.held = nil
 		s.returnPrev(c)
 	}
 }
@@ -136,7 +262,7 @@ func (s *Session) dropPrevHeld() {
 // stays the one to reclaim (its session state and outcome are the
 // session's previous statement's).
 func (s *Session) returnPrev(c *backend.Conn) {
-	s.lastConn, s.lastPuts = c, c.NextPut()
+	s.prev.gaveBack(c)
 	s.putBack(c)
 }
 
@@ -175,12 +301,12 @@ func pureDiagnostics(info sqlscan.Info) bool {
 // needs of the previous one. It returns true when the statement must run
 // on the previous statement's connection, which is then the session's
 // connection. Otherwise, for a statement that reads the previous one's
-// outcome, it sets s.clearDiag (run on a connection with an empty
+// outcome, it sets s.prev.clearDiag (run on a connection with an empty
 // diagnostics area) or returns a rewritten text in rewrite (the values
 // Vigil knows in place of the calls). CONNECTION_ID() is always answered
 // with the id Vigil gave the client.
 func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (onPrev bool, rewrite []byte) {
-	s.clearDiag = false
+	s.prev.clearDiag = false
 	// CONNECTION_ID() is always Vigil's id, as in the handshake and KILL,
 	// except next to the processlist, where it finds the statement's own
 	// server connection (information_schema.PROCESSLIST WHERE ID =
@@ -195,51 +321,51 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 		rw |= info.Flags & sqlscan.FlagSessionTrack
 	}
 	scoped := info.Flags & sessionScoped
-	if s.insertPending && scoped&sqlscan.FlagLastInsertID != 0 {
+	if s.prev.insertPending && scoped&sqlscan.FlagLastInsertID != 0 {
 		if c := s.conn; c != nil && s.bound() && !c.Broken {
-			s.insertPending = false
+			s.prev.insertPending = false
 			s.fetchInsertID(c)
 		}
 	}
-	if scoped != 0 && s.prevHeld == nil && !s.bound() {
-		if scoped&(sqlscan.FlagLastInsertID|sqlscan.FlagDiagnostics) == 0 && !s.prevValuesFetched {
+	if scoped != 0 && s.prev.held == nil && !s.bound() {
+		if scoped&(sqlscan.FlagLastInsertID|sqlscan.FlagDiagnostics) == 0 && !s.prev.valuesFetched {
 			// The previous statement's connection went back to the
 			// pool; if nobody used it since, it still knows ROW_COUNT()
 			// and FOUND_ROWS() exactly. (Not the diagnostics area: a
 			// statement that used no table left the one before it, maybe
 			// another client's, in place.)
-			s.prevHeld = s.reclaimLast()
-		} else if scoped == sqlscan.FlagLastInsertID && s.insertTrusted {
+			s.prev.held = s.reclaimLast()
+		} else if scoped == sqlscan.FlagLastInsertID && s.prev.insertTrusted {
 			// LAST_INSERT_ID() is the connection of the last insert, if
 			// no one set another there since.
-			s.prevHeld = s.reclaimInsert(ctx)
+			s.prev.held = s.reclaimInsert(ctx)
 		}
 	}
-	if scoped == sqlscan.FlagLastInsertID && s.prevHeld != nil && !s.insertAnswerOn(s.prevHeld) {
+	if scoped == sqlscan.FlagLastInsertID && s.prev.held != nil && !s.prev.insertAnswerOn(s.prev.held) {
 		// Held for another reason (warnings): its LAST_INSERT_ID() is not
 		// known to be the session's.
-		s.returnPrev(s.prevHeld)
-		s.prevHeld = nil
+		s.returnPrev(s.prev.held)
+		s.prev.held = nil
 	}
 	if scoped != 0 && !s.bound() {
 		// While the previous statement's warnings are kept, reads run on
 		// their connection too: MariaDB keeps the diagnostics area across
 		// statements that use no table (SELECT 1, SELECT @@warning_count),
 		// and only that connection knows whether this one does.
-		if s.prevHeld != nil {
+		if s.prev.held != nil {
 			onPrev = true
 		} else {
 			// The previous statement left no warnings or errors (it would
 			// be held otherwise): the answer is an empty diagnostics area,
 			// and Vigil knows ROW_COUNT() and the like.
-			s.clearDiag = scoped&sqlscan.FlagDiagnostics != 0
+			s.prev.clearDiag = scoped&sqlscan.FlagDiagnostics != 0
 			rw |= scoped & prevValues
 		}
-	} else if s.lastDiag && s.prevHeld != nil && !s.bound() &&
+	} else if s.prev.lastDiag && s.prev.held != nil && !s.bound() &&
 		info.Class == sqlscan.ClassRead && info.Flags&readOnWriter == 0 {
 		onPrev = true
 	}
-	if s.prevValuesFetched {
+	if s.prev.valuesFetched {
 		// Vigil's own query ran on the previous statement's connection
 		// after it (fetchInsertID): ROW_COUNT() and FOUND_ROWS() there
 		// describe that query.
@@ -249,23 +375,23 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 		// Where the statement runs anyway (the session's own connection,
 		// or the previous statement's), LAST_INSERT_ID() there may be
 		// another client's: then Vigil's record answers.
-		if c := s.conn; s.bound() && c != nil && !s.insertAnswerOn(c) {
+		if c := s.conn; s.bound() && c != nil && !s.prev.insertAnswerOn(c) {
 			rw |= sqlscan.FlagLastInsertID
 		}
-		if onPrev && !s.insertAnswerOn(s.prevHeld) {
+		if onPrev && !s.prev.insertAnswerOn(s.prev.held) {
 			rw |= sqlscan.FlagLastInsertID
 		}
 	}
 	if onPrev {
-		s.setConn(s.prevHeld)
-		s.prevHeld = nil
-		s.ranOnPrev = true
+		s.setConn(s.prev.held)
+		s.prev.held = nil
+		s.prev.ranOnPrev = true
 		s.srv.Stats.PrevReads.Add(1)
 	}
 	if rw != 0 {
-		v := sqlscan.SessionValues{RowCount: s.rowCount, FoundRows: s.foundRows, LastInsertID: s.insertID, ConnectionID: s.id, Track: s.trackRaw}
-		if out, ok := sqlscan.RewriteSessionFuncs(s.sessionBuf[:0], q, v, rw); ok {
-			s.sessionBuf = out
+		v := sqlscan.SessionValues{RowCount: s.prev.rowCount, FoundRows: s.prev.foundRows, LastInsertID: s.prev.insertID, ConnectionID: s.id, Track: s.trackRaw}
+		if out, ok := sqlscan.RewriteSessionFuncs(s.prev.sessionBuf[:0], q, v, rw); ok {
+			s.prev.sessionBuf = out
 			if rw&prevValues != 0 {
 				s.srv.Stats.SessionRewrites.Add(1)
 			}
@@ -278,8 +404,8 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 // reclaimLast takes back the connection the session last gave back, if
 // nobody used it since.
 func (s *Session) reclaimLast() *backend.Conn {
-	c := s.lastConn
-	s.lastConn = nil
+	c := s.prev.lastConn
+	s.prev.lastConn = nil
 	if c == nil {
 		return nil
 	}
@@ -290,30 +416,20 @@ func (s *Session) reclaimLast() *backend.Conn {
 		}
 		return nil
 	}
-	if s.srv.pool(c.Index).Reclaim(c, s.lastPuts) {
+	if s.srv.pool(c.Index).Reclaim(c, s.prev.lastPuts) {
 		return c
 	}
 	return nil
 }
 
-// insertAnswerOn reports whether LAST_INSERT_ID() on c is the session's:
-// c is the connection of the session's last insert id and had no other
-// session's before it, or c never had one and neither did the session.
-func (s *Session) insertAnswerOn(c *backend.Conn) bool {
-	if c.InsertToken == 0 {
-		return s.insertID == 0
-	}
-	return c == s.insertConn && c.InsertToken == s.insertToken && s.insertTrusted
-}
-
 // reclaimInsert takes back, made to the session's state, the connection
 // of the session's last insert id, if nobody set another there since.
 func (s *Session) reclaimInsert(ctx context.Context) *backend.Conn {
-	c := s.insertConn
+	c := s.prev.insertConn
 	if c == nil || s.sticky != nil {
 		return nil
 	}
-	if !s.srv.pool(c.Index).ReclaimInsert(c, s.insertToken) {
+	if !s.srv.pool(c.Index).ReclaimInsert(c, s.prev.insertToken) {
 		return nil
 	}
 	if err := s.syncConn(ctx, c, &s.state); err != nil {
@@ -326,7 +442,7 @@ func (s *Session) reclaimInsert(ctx context.Context) *backend.Conn {
 // clearDiagnostics empties the diagnostics area of c when a statement
 // left something there, before a statement that reads it runs on c.
 func (s *Session) clearDiagnostics(ctx context.Context, c *backend.Conn) error {
-	if !s.clearDiag || !c.DiagDirty {
+	if !s.prev.clearDiag || !c.DiagDirty {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.opts().ConnectTimeout)
@@ -342,54 +458,15 @@ func (s *Session) clearDiagnostics(ctx context.Context, c *backend.Conn) error {
 	return nil
 }
 
-// noteLast records what a finished statement tells about the session's
-// previous statement and reports whether its connection must be kept
-// until the next statement, and whether that hold may end when the client
-// stays idle.
-func (s *Session) noteLast(info sqlscan.Info, out outcome) (hold, expire bool) {
-	if s.pureDiag && out.err == nil {
-		// The diagnostics area is as it was: keep holding it if it was
-		// held for it.
-		s.rowCount = -1
-		return s.lastDiag, false
-	}
-	switch {
-	case out.warnings > 0 || out.err != nil:
-		s.lastDiag = true
-	case s.lastDiag && s.ranOnPrev && !info.OpensTable():
-		// It ran where the warnings are and did not clear them.
-	default:
-		s.lastDiag = false
-	}
-	switch {
-	case out.err != nil:
-		s.rowCount = -1
-	case out.resultSet:
-		s.rowCount = -1
-		s.foundRows = out.setRows
-	default:
-		s.rowCount = int64(out.affected)
-	}
-	if out.insertID != 0 {
-		s.insertID = out.insertID
-	}
-	id := out.insertID != 0 || info.Flags&sqlscan.FlagLastInsertID != 0
-	return s.lastDiag || id, !s.lastDiag
-}
-
 // notePrepared records a successful prepare as the session's previous
 // statement for the diagnostics area: its warnings (a deprecated syntax)
 // are what SHOW WARNINGS shows next. It reports whether it kept c.
 func (s *Session) notePrepared(c *backend.Conn, info sqlscan.Info, warnings uint16) bool {
-	switch {
-	case warnings > 0:
-		s.lastDiag = true
+	if warnings > 0 {
 		c.DiagDirty = true
-	case s.lastDiag && s.ranOnPrev && !info.OpensTable():
-	default:
-		s.lastDiag = false
 	}
-	if !s.lastDiag || s.bound() || c.Broken {
+	s.prev.noteDiag(warnings > 0, info)
+	if !s.prev.lastDiag || s.bound() || c.Broken {
 		return false
 	}
 	s.keepPrev(c, false)
@@ -404,8 +481,8 @@ func (s *Session) failedOn(c *backend.Conn) {
 		s.release(c)
 		return
 	}
-	s.lastDiag = true
-	s.rowCount = -1
+	s.prev.lastDiag = true
+	s.prev.rowCount = -1
 	s.keepPrev(c, false)
 }
 
@@ -413,10 +490,7 @@ func (s *Session) failedOn(c *backend.Conn) {
 func (s *Session) resetPrev() {
 	s.takePrev()
 	s.dropPrevHeld()
-	s.lastConn = nil
-	s.lastDiag = false
-	s.rowCount, s.foundRows, s.insertID = -1, 0, 0
-	s.insertPending, s.prevValuesFetched = false, false
+	s.prev.forget()
 }
 
 // trackDefaults is the session tracking a new session has: the servers'
@@ -542,7 +616,7 @@ func onValue(v string) bool { return strings.EqualFold(v, "ON") || v == "1" }
 func (s *Session) noteInsert(c *backend.Conn, id uint64) {
 	tok := s.srv.insertTokens.Add(1)
 	c.InsertToken, c.InsertSession, c.InsertValue = tok, s.id, id
-	s.insertConn, s.insertToken = c, tok
+	s.prev.insertConn, s.prev.insertToken = c, tok
 }
 
 // fetchInsertID asks c for its LAST_INSERT_ID() after a statement that may
@@ -557,7 +631,7 @@ func (s *Session) fetchInsertID(c *backend.Conn) {
 	defer cancel()
 	v, err := c.LastInsertID(ctx)
 	s.srv.Stats.InsertIDFetches.Add(1)
-	s.prevValuesFetched = true
+	s.prev.valuesFetched = true
 	if err != nil {
 		if _, ok := err.(*mysqlproto.SQLError); !ok {
 			// An I/O error, or a server without session tracking: the
@@ -569,7 +643,7 @@ func (s *Session) fetchInsertID(c *backend.Conn) {
 	if v == c.InsertValue {
 		return // unchanged: whoever it was before, it still is
 	}
-	s.insertID = v
-	s.insertTrusted = true
+	s.prev.insertID = v
+	s.prev.insertTrusted = true
 	s.noteInsert(c, v)
 }

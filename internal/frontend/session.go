@@ -66,44 +66,8 @@ type Session struct {
 	heldIdx  atomic.Int32
 	heldConn atomic.Pointer[backend.Conn]
 
-	// The previous statement's connection and outcome (prev.go). prev is
-	// guarded by prevMu (its idle timer may give it back); prevAt shows
-	// it to Fence; prevHeld is prev during a command (session goroutine).
-	prevMu      sync.Mutex
-	prev        *backend.Conn
-	prevAt      atomic.Pointer[backend.Conn]
-	prevTimer   *time.Timer
-	prevHeld    *backend.Conn
-	lastConn    *backend.Conn // the last connection given back (may be another session's by now)
-	lastPuts    uint64        // lastConn's put count when given back (backend.Pool.Reclaim)
-	insertConn  *backend.Conn // the connection of the session's last insert id
-	insertToken uint64        // its InsertToken then (backend.Pool.ReclaimInsert)
-	// insertTrusted: insertConn's LAST_INSERT_ID() was no other session's
-	// before this session's insert, so the server's answer there is this
-	// session's.
-	insertTrusted bool
-	// prevValuesFetched: Vigil ran a statement of its own on the previous
-	// statement's connection (fetchInsertID), so the server's ROW_COUNT()
-	// and FOUND_ROWS() there are no longer the session's: Vigil's record
-	// answers them.
-	prevValuesFetched bool
-	// insertPending: a statement on the session's own connection may have
-	// set LAST_INSERT_ID() unseen; Vigil asks before the next read of it
-	// or when the connection goes back (fetchInsertID).
-	insertPending bool
-	// execUnseen: the statement being executed (COM_STMT_EXECUTE) may set
-	// LAST_INSERT_ID() unseen (clientStmt.insertUnseen).
-	execUnseen bool
-	noteStmt   bool // the command is a statement: its outcome is the session's previous statement
-	pureDiag   bool // the statement only reads the diagnostics area
-	clearDiag  bool // run the statement on an empty diagnostics area
-	ranOnPrev  bool // the statement ran on the previous statement's connection
-	stmtText   []byte
-	lastDiag   bool // the previous statement left warnings or an error
-	rowCount   int64
-	foundRows  int64
-	insertID   uint64
-	sessionBuf []byte
+	// prev is the previous statement's connection and outcome (prev.go).
+	prev prevState
 	// setBuf holds a SET statement with its @@ targets qualified
 	// (sqlscan.Info.QualifySessionSets).
 	setBuf []byte
@@ -171,7 +135,8 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 	// Until the client is authenticated nothing it sends may be larger
 	// than a handshake (setup lifts the bound after the login).
 	c.MaxPacket = mysqlproto.MaxHandshakePacket
-	s := &Session{srv: srv, id: id, client: c, remote: nc.RemoteAddr().String(), stmts: map[uint32]*clientStmt{}, rowCount: -1}
+	s := &Session{srv: srv, id: id, client: c, remote: nc.RemoteAddr().String(), stmts: map[uint32]*clientStmt{}}
+	s.prev.forget() // ROW_COUNT() answers -1 before any statement
 	s.heldIdx.Store(-1)
 	return s
 }
@@ -457,10 +422,10 @@ func (s *Session) dispatch(ctx context.Context, pkt []byte) error {
 		// use or give back (prev.go).
 		s.takePrev()
 		defer s.dropPrevHeld()
-		s.noteStmt = cmd == mysqlproto.ComQuery || cmd == mysqlproto.ComStmtExecute || cmd == mysqlproto.ComInitDB
-		s.pureDiag, s.clearDiag, s.ranOnPrev = false, false, false
-		s.stmtText = nil
-		s.execUnseen = false
+		s.prev.noteStmt = cmd == mysqlproto.ComQuery || cmd == mysqlproto.ComStmtExecute || cmd == mysqlproto.ComInitDB
+		s.prev.pureDiag, s.prev.clearDiag, s.prev.ranOnPrev = false, false, false
+		s.prev.stmtText = nil
+		s.prev.execUnseen = false
 	}
 	switch cmd {
 	case mysqlproto.ComQuery:
@@ -604,8 +569,8 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	}
 	s.nextTrxSet = info.Class == sqlscan.ClassSet && info.Facts&sqlscan.FactNextTrx != 0
 	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
-	s.pureDiag = pureDiagnostics(info)
-	s.stmtText = cq.Text
+	s.prev.pureDiag = pureDiagnostics(info)
+	s.prev.stmtText = cq.Text
 	onPrev, rw := s.routePrev(ctx, info, cq.Text)
 	if rw != nil {
 		s.rewriteBuf = mysqlproto.AppendQuery(s.rewriteBuf[:0], mysqlproto.Query{Text: rw})
@@ -865,7 +830,7 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 		}
 	}
 	if (s.trackTouched || (info.Flags&sqlscan.FlagSessionTrack != 0 && info.Class == sqlscan.ClassSet)) && !c.Broken {
-		s.restoreTracking(c, s.stmtText)
+		s.restoreTracking(c, s.prev.stmtText)
 	}
 	if info.Flags&sqlscan.FlagGlobalSet != 0 && out.err == nil && info.Facts&sqlscan.FactTrackName != 0 {
 		s.refreshTrackDefaults(c)
@@ -875,35 +840,35 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 		// the id was an explicit value (not generated: the server keeps
 		// the previous one) and another session set that one: then only
 		// Vigil's own record may answer (no other client's id).
-		s.insertTrusted = c.InsertToken == 0 || c.InsertSession == s.id
+		s.prev.insertTrusted = c.InsertToken == 0 || c.InsertSession == s.id
 		s.noteInsert(c, out.insertID)
 	}
-	s.prevValuesFetched = false
+	s.prev.valuesFetched = false
 	// The statement's Info decides, except for an execute whose text the
 	// session did not keep: that was judged at its prepare (execUnseen),
 	// and only a multi-statement counts again, as before.
-	unseen := s.execUnseen || info.Flags&sqlscan.FlagMulti != 0 || s.stmtText != nil && info.SetsInsertIDUnseen()
-	s.execUnseen = false
-	if !c.Broken && (s.insertPending || unseen) {
+	unseen := s.prev.execUnseen || info.Flags&sqlscan.FlagMulti != 0 || s.prev.stmtText != nil && info.SetsInsertIDUnseen()
+	s.prev.execUnseen = false
+	if !c.Broken && (s.prev.insertPending || unseen) {
 		// The statement may have set LAST_INSERT_ID() unseen. While the
 		// session keeps c, its reads of it run there (asked only when one
 		// comes, prev.go): Vigil's own query would count in the session's
 		// status counters. Once c may go to others, ask now.
-		s.insertPending = s.bound()
-		if !s.insertPending {
+		s.prev.insertPending = s.bound()
+		if !s.prev.insertPending {
 			s.fetchInsertID(c)
 		}
 	}
-	if s.noteStmt {
-		s.noteStmt = false
-		if hold, expire := s.noteLast(info, out); hold && !s.bound() && !c.Broken {
+	if s.prev.noteStmt {
+		s.prev.noteStmt = false
+		if hold, expire := s.prev.noteLast(info, out); hold && !s.bound() && !c.Broken {
 			s.keepPrev(c, expire)
 			return
 		}
 		// Remembered so that a statement reading what this one left
 		// (FOUND_ROWS(), ROW_COUNT(), the diagnostics area) can take the
 		// connection back if nobody used it since (prev.go).
-		s.lastConn, s.lastPuts = c, c.NextPut()
+		s.prev.gaveBack(c)
 	}
 	s.release(c)
 }

@@ -175,18 +175,18 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	// A prepare is a statement for the diagnostics area: MariaDB clears it
 	// (unless the statement prepared only reads it) and puts the
 	// prepare's own warnings and errors there (prev.go).
-	s.stmtText = nil
+	s.prev.stmtText = nil
 	if !pureDiagnostics(st.info) {
 		s.takePrev()
 		defer s.dropPrevHeld()
-		s.ranOnPrev = false
-		s.stmtText = []byte(st.query)
-		if s.prevHeld == nil && !s.bound() {
+		s.prev.ranOnPrev = false
+		s.prev.stmtText = []byte(st.query)
+		if s.prev.held == nil && !s.bound() {
 			// A prepare does not change what FOUND_ROWS() or ROW_COUNT()
 			// answer: on the previous statement's connection (when it is
 			// on the server the prepare goes to) it keeps that
 			// connection the one to reclaim for them.
-			s.prevHeld = s.reclaimLast()
+			s.prev.held = s.reclaimLast()
 		}
 	}
 	target := router.Writer
@@ -240,11 +240,11 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 			if evict := c.AddStmt(key, ss); evict != 0 {
 				closeServerStmt(c, evict)
 			}
-			if s.stmtText != nil && s.notePrepared(c, st.info, ss.Warnings) {
+			if s.prev.stmtText != nil && s.notePrepared(c, st.info, ss.Warnings) {
 				return nil
 			}
-			if s.ranOnPrev && !s.bound() {
-				s.lastConn, s.lastPuts = c, c.NextPut()
+			if s.prev.ranOnPrev && !s.bound() {
+				s.prev.gaveBack(c)
 			}
 			s.release(c)
 			return nil
@@ -415,10 +415,10 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 		s.startCapture(p)
 	}
 	text := st.query
-	if info.Flags&(sessionScoped|sqlscan.FlagConnectionID|sqlscan.FlagSessionTrack|sqlscan.FlagGlobalSet) != 0 || s.lastDiag {
+	if info.Flags&(sessionScoped|sqlscan.FlagConnectionID|sqlscan.FlagSessionTrack|sqlscan.FlagGlobalSet) != 0 || s.prev.lastDiag {
 		q := []byte(st.query)
-		s.stmtText = q
-		s.pureDiag = pureDiagnostics(info)
+		s.prev.stmtText = q
+		s.prev.pureDiag = pureDiagnostics(info)
 		onPrev, rw := s.routePrev(ctx, info, q)
 		if onPrev {
 			target, run.target = router.Keep, router.Keep
@@ -428,7 +428,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 		}
 	}
 	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
-	s.execUnseen = st.insertUnseen
+	s.prev.execUnseen = st.insertUnseen
 	s.cursorReq = flags&mysqlproto.CursorTypeReadOnly != 0
 	defer func() { s.cursorReq = false }()
 	exclude := -1
