@@ -183,7 +183,7 @@ func (s *Session) resetSession() {
 	s.inTrx, s.autocommitOff = false, false
 	s.pins = [numPins]int{}
 	s.tempTables = 0
-	clear(s.stmts)
+	s.stmts.clear()
 	s.resetTrack()
 	s.lastGTID, s.gtidSeen = "", 0
 	s.lastWrite = time.Time{}

@@ -54,8 +54,7 @@ type Session struct {
 	pins          [numPins]int
 	tempTables    int
 
-	stmts    map[uint32]*clientStmt
-	nextStmt uint32
+	stmts stmtRegistry // the client's prepared statements (stmt.go)
 
 	lastWrite time.Time
 	lastGTID  string
@@ -135,7 +134,7 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 	// Until the client is authenticated nothing it sends may be larger
 	// than a handshake (setup lifts the bound after the login).
 	c.MaxPacket = mysqlproto.MaxHandshakePacket
-	s := &Session{srv: srv, id: id, client: c, remote: nc.RemoteAddr().String(), stmts: map[uint32]*clientStmt{}}
+	s := &Session{srv: srv, id: id, client: c, remote: nc.RemoteAddr().String()}
 	s.prev.forget() // ROW_COUNT() answers -1 before any statement
 	s.heldIdx.Store(-1)
 	return s

@@ -66,6 +66,52 @@ type clientStmt struct {
 	isNullRead bool
 }
 
+// stmtRegistry is the client's prepared statements by the ids Vigil gave
+// them. Ids are never reused within a session, even after a close or a
+// COM_RESET_CONNECTION, as a server does.
+type stmtRegistry struct {
+	byID map[uint32]*clientStmt
+	last uint32 // the last id given
+}
+
+// get returns the statement with id, or nil.
+func (r *stmtRegistry) get(id uint32) *clientStmt { return r.byID[id] }
+
+// nextID is the id the next statement added gets.
+func (r *stmtRegistry) nextID() uint32 { return r.last + 1 }
+
+// add gives st the next id and registers it.
+func (r *stmtRegistry) add(st *clientStmt) {
+	r.last++
+	st.id = r.last
+	if r.byID == nil {
+		r.byID = map[uint32]*clientStmt{}
+	}
+	r.byID[st.id] = st
+}
+
+// close forgets the statement with id (unknown ids are ignored, as
+// COM_STMT_CLOSE has no reply).
+func (r *stmtRegistry) close(id uint32) { delete(r.byID, id) }
+
+// clear forgets every statement (COM_RESET_CONNECTION, COM_CHANGE_USER).
+func (r *stmtRegistry) clear() { clear(r.byID) }
+
+// held counts the statements that keep their server connection: those
+// with an open cursor and those with parameters sent ahead of the
+// execute (COM_STMT_SEND_LONG_DATA).
+func (r *stmtRegistry) held() (cursors, longData int) {
+	for _, st := range r.byID {
+		if st.cursor {
+			cursors++
+		}
+		if st.longData {
+			longData++
+		}
+	}
+	return cursors, longData
+}
+
 // execInfo is st's classification for one execute: with sql_auto_is_null
 // on, a read testing IS NULL reads the connection's LAST_INSERT_ID().
 func (s *Session) execInfo(st *clientStmt) sqlscan.Info {
@@ -214,7 +260,7 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 		// On a replica, an error for a missing object is not forwarded:
 		// the replica may not have the object yet, the writer decides.
 		onReplica := c.Index != writerIndex(s.srv.topo.Load()) && !s.bound() && attempt == 0
-		ss, se, err := s.readPrepare(c, true, s.nextStmt+1, onReplica)
+		ss, se, err := s.readPrepare(c, true, s.stmts.nextID(), onReplica)
 		s.noteOutcome(c, outcome{err: se})
 		if err != nil {
 			return s.failed(c, err, outcome{sent: true})
@@ -227,13 +273,11 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 		}
 		if se == nil {
 			prepared = true
-			s.nextStmt++
-			st.id = s.nextStmt
 			st.params, st.columns = ss.Params, ss.Columns
 			st.prep = c.State.Clone()
 			key := backend.KeyFor(&st.prep, st.query)
 			st.lastKey = key
-			s.stmts[st.id] = st
+			s.stmts.add(st)
 			if old := c.Stmt(key); old != nil {
 				closeServerStmt(c, old.ID)
 			}
@@ -257,10 +301,8 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 // prepareKill answers the prepare of KILL <id> itself (no parameters, no
 // columns); the execute runs Vigil's KILL.
 func (s *Session) prepareKill(st *clientStmt, id uint64, query bool) error {
-	s.nextStmt++
-	st.id = s.nextStmt
 	st.kill, st.killID, st.killQuery = true, id, query
-	s.stmts[st.id] = st
+	s.stmts.add(st)
 	p := mysqlproto.AppendStmtPrepareOK(s.scratch[:0], mysqlproto.StmtPrepareOK{StmtID: st.id})
 	s.client.Seq = 1
 	if err := s.client.WritePacket(p); err != nil {
@@ -366,7 +408,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 	if bad != nil {
 		return s.sendError(bad)
 	}
-	st := s.stmts[ex.StmtID]
+	st := s.stmts.get(ex.StmtID)
 	if st == nil {
 		return s.unknownStmt(ex.StmtID)
 	}
@@ -522,15 +564,7 @@ func (s *Session) rewriteExecute(pkt []byte, ex mysqlproto.StmtExecute, params *
 }
 
 func (s *Session) updateStmtPins() {
-	cursor, long := 0, 0
-	for _, st := range s.stmts {
-		if st.cursor {
-			cursor++
-		}
-		if st.longData {
-			long++
-		}
-	}
+	cursor, long := s.stmts.held()
 	if cursor > 0 && s.pins[PinCursor] == 0 {
 		s.srv.Stats.Pins[PinCursor].Add(1)
 	}
@@ -545,7 +579,7 @@ func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
 	if bad != nil {
 		return nil // no reply to this command, ever
 	}
-	st := s.stmts[ld.StmtID]
+	st := s.stmts.get(ld.StmtID)
 	if st == nil {
 		return nil
 	}
@@ -581,7 +615,7 @@ func (s *Session) comStmtClose(ctx context.Context, pkt []byte) error {
 	if bad != nil {
 		return nil // no reply
 	}
-	delete(s.stmts, cl.StmtID)
+	s.stmts.close(cl.StmtID)
 	s.updateStmtPins()
 	if s.conn != nil && !s.bound() {
 		s.release(s.conn)
@@ -595,7 +629,7 @@ func (s *Session) comStmtReset(ctx context.Context, pkt []byte) error {
 		return s.sendError(bad)
 	}
 	id := r.StmtID
-	st := s.stmts[id]
+	st := s.stmts.get(id)
 	if st == nil {
 		return s.unknownStmt(id)
 	}
@@ -624,7 +658,7 @@ func (s *Session) comStmtFetch(ctx context.Context, pkt []byte) error {
 		return s.sendError(bad)
 	}
 	id := fetch.StmtID
-	st := s.stmts[id]
+	st := s.stmts.get(id)
 	if st == nil {
 		return s.unknownStmt(id)
 	}
