@@ -10,76 +10,18 @@ import (
 	"github.com/vigil-db/vigil/internal/sqlscan"
 )
 
-// flagPins are the statements that pin the session to its server
-// connection by what they leave there.
-var flagPins = [...]struct {
-	flag sqlscan.Flags
-	pin  int
-}{
-	{sqlscan.FlagCalcFoundRows, PinFoundRows},
-	{sqlscan.FlagPrepare, PinPrepare},
-	{sqlscan.FlagUserVar, PinUserVar},
-	{sqlscan.FlagSqlLogBinOff, PinSqlLogBin},
-	// Session status counters and profiles describe one server
-	// connection: read them from one.
-	{sqlscan.FlagSessionStatus, PinSessionStatus},
-	// LASTVAL() / PREVIOUS VALUE FOR answer from the NEXTVAL connection.
-	{sqlscan.FlagSequence, PinSequence},
-	{sqlscan.FlagRole, PinRole},
-	{sqlscan.FlagHandler, PinHandler},
-	// What a stored procedure left on the connection (temporary tables,
-	// user variables, OUT parameters in @x, SET @@x) is reported by no
-	// reply: the session keeps the connection that has it.
-	{sqlscan.FlagCall, PinCall},
+// updatePins records what a successful statement did to the session's
+// ability to move between server connections, and counts new pins.
+func (s *Session) updatePins(info sqlscan.Info, out outcome) {
+	s.countPins(s.bind.notePins(info, s.nextTrxSet))
 }
 
-// updatePins records what a successful statement did to the session's
-// ability to move between server connections.
-func (s *Session) updatePins(info sqlscan.Info, out outcome) {
-	f := info.Flags
-	pin := func(reason int) {
-		if s.pins[reason] == 0 {
+// countPins counts the sessions that took a new pin reason.
+func (s *Session) countPins(added pinSet) {
+	for reason := range numPins {
+		if added&(1<<reason) != 0 {
 			s.srv.Stats.Pins[reason].Add(1)
 		}
-		s.pins[reason]++
-	}
-	if f&sqlscan.FlagTempTable != 0 {
-		if s.tempTables == 0 {
-			s.srv.Stats.Pins[PinTempTable].Add(1)
-		}
-		s.tempTables++
-	}
-	if f&sqlscan.FlagDropTemp != 0 && s.tempTables > 0 {
-		s.tempTables--
-	}
-	if f&sqlscan.FlagGetLock != 0 {
-		pin(PinGetLock)
-	}
-	if f&sqlscan.FlagLockTables != 0 {
-		pin(PinLockTables)
-	}
-	if f&sqlscan.FlagUnlockTables != 0 {
-		s.pins[PinLockTables] = 0
-	}
-	for _, fp := range flagPins {
-		if f&fp.flag != 0 {
-			pin(fp.pin)
-		}
-	}
-	if f&sqlscan.FlagXA != 0 {
-		switch info.Class {
-		case sqlscan.ClassBegin:
-			pin(PinXA)
-		case sqlscan.ClassCommit, sqlscan.ClassRollback:
-			s.pins[PinXA] = 0
-		}
-	}
-	// SET TRANSACTION (without SESSION) applies to the next transaction
-	// only: keep the connection until a statement ends outside one.
-	if s.nextTrxSet && s.pins[PinTrxCharacteristics] == 0 {
-		pin(PinTrxCharacteristics)
-	} else if s.pins[PinTrxCharacteristics] > 0 && info.Class != sqlscan.ClassSet && !s.inTrx {
-		s.pins[PinTrxCharacteristics] = 0
 	}
 }
 
@@ -159,7 +101,7 @@ func (s *Session) comSetOption(pkt []byte) error {
 // rolled back, variables, temporary tables, locks and prepared statements
 // gone; the schema is kept.
 func (s *Session) comResetConnection(ctx context.Context) error {
-	if c := s.conn; c != nil && s.bound() {
+	if c := s.bind.conn; c != nil && s.bound() {
 		// The held connection has state only this session knows: reset it
 		// on the server too (without forwarding the server's OK: Vigil
 		// answers the client itself below).
@@ -180,9 +122,7 @@ func (s *Session) comResetConnection(ctx context.Context) error {
 func (s *Session) resetSession() {
 	schema := s.state.Schema
 	s.state.Reset(schema)
-	s.inTrx, s.autocommitOff = false, false
-	s.pins = [numPins]int{}
-	s.tempTables = 0
+	s.bind.clear()
 	s.stmts.clear()
 	s.resetTrack()
 	s.lastGTID, s.gtidSeen = "", 0
@@ -276,8 +216,8 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_CHANGE_USER"))
 	}
 	oldUser, oldKey, oldState := s.user, s.key, s.state.Clone()
-	if s.conn != nil {
-		s.dropConn(s.conn)
+	if s.bind.conn != nil {
+		s.dropConn(s.bind.conn)
 	}
 	s.releaseAll()
 	s.resetSession()

@@ -18,18 +18,18 @@ import (
 // made to match the session's.
 func (s *Session) acquire(ctx context.Context, target router.Target, exclude int) (*backend.Conn, error) {
 	held := -1
-	if s.conn != nil {
-		held = s.conn.Index
+	if s.bind.conn != nil {
+		held = s.bind.conn.Index
 	}
 	if err := s.checkWriteGate(target, held); err != nil {
 		return nil, err
 	}
-	if s.conn != nil {
+	if s.bind.conn != nil {
 		if target == router.Keep || s.bound() {
-			return s.conn, nil
+			return s.bind.conn, nil
 		}
 		// Not bound any more (e.g. multiplexing was just turned on again).
-		s.release(s.conn)
+		s.release(s.bind.conn)
 	}
 	if err := s.waitGate(ctx); err != nil {
 		return nil, err
@@ -60,9 +60,9 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 	if idx >= 0 && c == nil {
 		// Fast path: an idle pooled connection whose state already fits,
 		// without a deadline context.
-		if s.sticky != nil {
-			c = s.sticky[idx]
-			delete(s.sticky, idx)
+		if s.bind.sticky != nil {
+			c = s.bind.sticky[idx]
+			delete(s.bind.sticky, idx)
 			if c != nil && c.ClosedWhileIdle(time.Now()) {
 				// Killed, or timed out, while the session was idle: it
 				// held nothing the session needs (not bound), take another.
@@ -238,7 +238,7 @@ func (s *Session) release(c *backend.Conn) {
 		return
 	}
 	if c.Broken {
-		if s.conn == c && s.bound() {
+		if s.bind.conn == c && s.bound() {
 			// The transaction and pinned session state went with the
 			// connection (the server closed it after an error, or it
 			// failed): the session's next statement starts afresh.
@@ -257,11 +257,11 @@ func (s *Session) release(c *backend.Conn) {
 
 // dropConn closes a server connection that cannot be reused.
 func (s *Session) dropConn(c *backend.Conn) {
-	if s.conn == c {
+	if s.bind.conn == c {
 		s.setConn(nil)
 	}
-	if s.sticky != nil && s.sticky[c.Index] == c {
-		delete(s.sticky, c.Index)
+	if s.bind.sticky != nil && s.bind.sticky[c.Index] == c {
+		delete(s.bind.sticky, c.Index)
 	}
 	s.srv.pool(c.Index).Discard(c)
 }
@@ -269,31 +269,28 @@ func (s *Session) dropConn(c *backend.Conn) {
 // releaseAll ends the session's hold on server connections. A connection
 // with a transaction or pins is closed: its state belongs to this client.
 func (s *Session) releaseAll() {
-	if s.conn != nil {
+	if s.bind.conn != nil {
 		if s.bound() || s.panicked {
-			s.dropConn(s.conn)
+			s.dropConn(s.bind.conn)
 		} else {
-			s.srv.pool(s.conn.Index).Put(s.conn)
+			s.srv.pool(s.bind.conn.Index).Put(s.bind.conn)
 		}
 		s.setConn(nil)
 	}
-	for _, c := range s.sticky {
+	for _, c := range s.bind.sticky {
 		if s.bound() || s.panicked {
 			s.srv.pool(c.Index).Discard(c)
 		} else {
 			s.srv.pool(c.Index).Put(c)
 		}
 	}
-	s.sticky = nil
+	s.bind.sticky = nil
 }
 
 // resetTxn forgets transaction state and pins after the server connection
 // that held them was lost.
 func (s *Session) resetTxn() {
-	s.inTrx = false
-	s.autocommitOff = false
-	s.pins = [numPins]int{}
-	s.tempTables = 0
+	s.bind.clear()
 	if v, ok := s.state.Get("autocommit"); ok && v == "OFF" {
 		s.state.Set("autocommit", "ON")
 	}
@@ -401,16 +398,7 @@ func (s *Session) writeOK(affected, lastID uint64) error {
 	return nil
 }
 
-func (s *Session) status() uint16 {
-	var st uint16
-	if !s.autocommitOff {
-		st |= mysqlproto.ServerStatusAutocommit
-	}
-	if s.inTrx {
-		st |= mysqlproto.ServerStatusInTrans
-	}
-	return st
-}
+func (s *Session) status() uint16 { return s.bind.status() }
 
 // applySessionState records the changes an OK packet reports on both the
 // server connection and the session.

@@ -26,16 +26,7 @@ type gate struct {
 
 // setConn records the server connection the session holds, where the
 // control plane can see it.
-func (s *Session) setConn(c *backend.Conn) {
-	s.conn = c
-	if c == nil {
-		s.heldIdx.Store(-1)
-		s.heldConn.Store(nil)
-	} else {
-		s.heldIdx.Store(int32(c.Index))
-		s.heldConn.Store(c)
-	}
-}
+func (s *Session) setConn(c *backend.Conn) { s.bind.set(c) }
 
 // Hold makes new statements (those of sessions that hold no server
 // connection) wait until Release, at most max; statements of sessions
@@ -94,7 +85,7 @@ func (s *Server) cutWriterSessions() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sess := range s.sessions {
-		if c := sess.heldConn.Load(); c != nil && c.Index == w {
+		if c := sess.bind.heldConn.Load(); c != nil && c.Index == w {
 			c.NetConn().Close()
 		}
 	}
@@ -179,7 +170,7 @@ func (s *Server) Fence(idx int, reason string) int {
 	n := 0
 	s.mu.Lock()
 	for _, sess := range s.sessions {
-		if c := sess.heldConn.Load(); c != nil && c.Index == idx {
+		if c := sess.bind.heldConn.Load(); c != nil && c.Index == idx {
 			c.NetConn().Close()
 			n++
 		} else if c := sess.running.Load(); c != nil && c.Index == idx {
@@ -243,7 +234,7 @@ func (s *Server) BoundSessions(idx int) int {
 	n := 0
 	s.mu.Lock()
 	for _, sess := range s.sessions {
-		if int(sess.heldIdx.Load()) == idx {
+		if int(sess.bind.heldIdx.Load()) == idx {
 			n++
 		}
 	}
@@ -258,7 +249,7 @@ func (s *Server) KillBound(idx int) int {
 	n := 0
 	s.mu.Lock()
 	for _, sess := range s.sessions {
-		if c := sess.heldConn.Load(); c != nil && c.Index == idx {
+		if c := sess.bind.heldConn.Load(); c != nil && c.Index == idx {
 			c.NetConn().Close()
 			n++
 		}

@@ -210,7 +210,7 @@ func (s *Session) keepPrev(c *backend.Conn, expire bool) {
 		s.putBack(old)
 	}
 	s.srv.Stats.SoftHolds.Add(1)
-	if !expire || s.sticky != nil || (s.user != nil && !s.user.Multiplexing) {
+	if !expire || s.bind.sticky != nil || (s.user != nil && !s.user.Multiplexing) {
 		return
 	}
 	if s.prev.timer == nil {
@@ -274,14 +274,14 @@ func (s *Session) putBack(c *backend.Conn) {
 		return
 	}
 	if s.user != nil && !s.user.Multiplexing {
-		if s.sticky == nil {
-			s.sticky = map[int]*backend.Conn{}
+		if s.bind.sticky == nil {
+			s.bind.sticky = map[int]*backend.Conn{}
 		}
-		if old := s.sticky[c.Index]; old != nil && old != c {
+		if old := s.bind.sticky[c.Index]; old != nil && old != c {
 			s.srv.pool(old.Index).Put(old)
 		}
 		c.Park()
-		s.sticky[c.Index] = c
+		s.bind.sticky[c.Index] = c
 		return
 	}
 	s.srv.pool(c.Index).Put(c)
@@ -322,7 +322,7 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 	}
 	scoped := info.Flags & sessionScoped
 	if s.prev.insertPending && scoped&sqlscan.FlagLastInsertID != 0 {
-		if c := s.conn; c != nil && s.bound() && !c.Broken {
+		if c := s.bind.conn; c != nil && s.bound() && !c.Broken {
 			s.prev.insertPending = false
 			s.fetchInsertID(c)
 		}
@@ -375,7 +375,7 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 		// Where the statement runs anyway (the session's own connection,
 		// or the previous statement's), LAST_INSERT_ID() there may be
 		// another client's: then Vigil's record answers.
-		if c := s.conn; s.bound() && c != nil && !s.prev.insertAnswerOn(c) {
+		if c := s.bind.conn; s.bound() && c != nil && !s.prev.insertAnswerOn(c) {
 			rw |= sqlscan.FlagLastInsertID
 		}
 		if onPrev && !s.prev.insertAnswerOn(s.prev.held) {
@@ -409,9 +409,9 @@ func (s *Session) reclaimLast() *backend.Conn {
 	if c == nil {
 		return nil
 	}
-	if s.sticky != nil {
-		if s.sticky[c.Index] == c {
-			delete(s.sticky, c.Index)
+	if s.bind.sticky != nil {
+		if s.bind.sticky[c.Index] == c {
+			delete(s.bind.sticky, c.Index)
 			return c
 		}
 		return nil
@@ -426,7 +426,7 @@ func (s *Session) reclaimLast() *backend.Conn {
 // of the session's last insert id, if nobody set another there since.
 func (s *Session) reclaimInsert(ctx context.Context) *backend.Conn {
 	c := s.prev.insertConn
-	if c == nil || s.sticky != nil {
+	if c == nil || s.bind.sticky != nil {
 		return nil
 	}
 	if !s.srv.pool(c.Index).ReclaimInsert(c, s.prev.insertToken) {

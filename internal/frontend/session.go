@@ -43,16 +43,8 @@ type Session struct {
 
 	state backend.State
 
-	// conn is the server connection the session holds between statements
-	// (transaction, pin), or nil.
-	conn *backend.Conn
-	// sticky holds one connection per server when multiplexing is off.
-	sticky map[int]*backend.Conn
-
-	inTrx         bool
-	autocommitOff bool
-	pins          [numPins]int
-	tempTables    int
+	// bind is the server connection the session holds and why (conns.go).
+	bind binding
 
 	stmts stmtRegistry // the client's prepared statements (stmt.go)
 
@@ -61,9 +53,6 @@ type Session struct {
 	// lastGTIDFresh: the statement that just ran reported a new last_gtid.
 	lastGTIDFresh bool
 	gtidSeen      uint64 // bit i: server i is known to have applied lastGTID
-
-	heldIdx  atomic.Int32
-	heldConn atomic.Pointer[backend.Conn]
 
 	// prev is the previous statement's connection and outcome (prev.go).
 	prev prevState
@@ -136,7 +125,7 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 	c.MaxPacket = mysqlproto.MaxHandshakePacket
 	s := &Session{srv: srv, id: id, client: c, remote: nc.RemoteAddr().String()}
 	s.prev.forget() // ROW_COUNT() answers -1 before any statement
-	s.heldIdx.Store(-1)
+	s.bind.heldIdx.Store(-1)
 	return s
 }
 
@@ -489,17 +478,7 @@ func (s *Session) autoIsNullOn() bool {
 }
 
 // bound reports whether the session must keep its server connection.
-func (s *Session) bound() bool {
-	if s.inTrx || s.autocommitOff || s.tempTables > 0 {
-		return true
-	}
-	for _, n := range s.pins {
-		if n > 0 {
-			return true
-		}
-	}
-	return false
-}
+func (s *Session) bound() bool { return s.bind.bound() }
 
 func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	cq, _ := mysqlproto.ParseQuery(pkt) // dispatch checked the command
@@ -610,8 +589,8 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	if info.Flags&sqlscan.FlagRelease != 0 && (info.Class == sqlscan.ClassCommit || info.Class == sqlscan.ClassRollback) {
 		// COMMIT RELEASE: the server closed the connection, and so does
 		// the client session.
-		if s.conn != nil {
-			s.dropConn(s.conn)
+		if s.bind.conn != nil {
+			s.dropConn(s.bind.conn)
 		}
 		_ = s.client.Flush()
 		return errQuit
@@ -793,12 +772,11 @@ func (s *Session) failed(c *backend.Conn, err error, out outcome) error {
 // server connection back unless the session must keep it.
 func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 	if out.status != 0 || out.err == nil {
-		s.inTrx = out.status&mysqlproto.ServerStatusInTrans != 0
-		s.autocommitOff = out.status&mysqlproto.ServerStatusAutocommit == 0
+		s.bind.noteStatus(out.status)
 	}
 	if out.err == nil {
 		s.updatePins(info, out)
-		if (info.Class == sqlscan.ClassWrite || info.Class == sqlscan.ClassCommit) && !s.inTrx {
+		if (info.Class == sqlscan.ClassWrite || info.Class == sqlscan.ClassCommit) && !s.bind.inTrx {
 			// With GTID read-your-writes the new last_gtid says where reads
 			// must wait; without one (binary log off), fall back to the
 			// session window.
@@ -808,8 +786,8 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 		}
 	}
 	s.lastGTIDFresh = false
-	if s.pins[PinFoundRows] > 0 && info.Flags&sqlscan.FlagCalcFoundRows == 0 {
-		s.pins[PinFoundRows] = 0
+	if info.Flags&sqlscan.FlagCalcFoundRows == 0 {
+		s.bind.unpin(PinFoundRows)
 	}
 	s.rs.LastWrite = s.lastWrite
 	if out.warnings > 0 || out.err != nil {

@@ -564,14 +564,7 @@ func (s *Session) rewriteExecute(pkt []byte, ex mysqlproto.StmtExecute, params *
 }
 
 func (s *Session) updateStmtPins() {
-	cursor, long := s.stmts.held()
-	if cursor > 0 && s.pins[PinCursor] == 0 {
-		s.srv.Stats.Pins[PinCursor].Add(1)
-	}
-	if long > 0 && s.pins[PinLongData] == 0 {
-		s.srv.Stats.Pins[PinLongData].Add(1)
-	}
-	s.pins[PinCursor], s.pins[PinLongData] = cursor, long
+	s.countPins(s.bind.setStmtPins(s.stmts.held()))
 }
 
 func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
@@ -617,8 +610,8 @@ func (s *Session) comStmtClose(ctx context.Context, pkt []byte) error {
 	}
 	s.stmts.close(cl.StmtID)
 	s.updateStmtPins()
-	if s.conn != nil && !s.bound() {
-		s.release(s.conn)
+	if s.bind.conn != nil && !s.bound() {
+		s.release(s.bind.conn)
 	}
 	return nil // no reply
 }
@@ -633,9 +626,9 @@ func (s *Session) comStmtReset(ctx context.Context, pkt []byte) error {
 	if st == nil {
 		return s.unknownStmt(id)
 	}
-	if (st.longData || st.cursor) && s.conn != nil {
-		if ss := s.conn.Stmt(st.lastKey); ss != nil {
-			c := s.conn
+	if (st.longData || st.cursor) && s.bind.conn != nil {
+		if ss := s.bind.conn.Stmt(st.lastKey); ss != nil {
+			c := s.bind.conn
 			mysqlproto.PutStmtID(pkt, ss.ID)
 			st.longData, st.cursor, st.tooLarge = false, false, false
 			out, err := s.roundTrip(c, pkt, respSimple)
@@ -662,7 +655,7 @@ func (s *Session) comStmtFetch(ctx context.Context, pkt []byte) error {
 	if st == nil {
 		return s.unknownStmt(id)
 	}
-	c := s.conn
+	c := s.bind.conn
 	if c == nil || !st.cursor {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERUnknownStmtHandler, "HY000",
 			"Unknown prepared statement handler (%d) given to mysqld_stmt_fetch: no open cursor", id))
