@@ -160,7 +160,7 @@ func (s *Session) kill(ctx context.Context, id uint64, query bool) error {
 		_ = s.client.Flush()
 		return errQuit
 	}
-	if c := target.running.Load(); c != nil {
+	if c := target.cur.running.Load(); c != nil {
 		kctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err := s.srv.pool(c.Index).Kill(kctx, s.key.User, c.ID, true)
 		cancel()

@@ -173,7 +173,7 @@ func (s *Server) Fence(idx int, reason string) int {
 		if c := sess.bind.heldConn.Load(); c != nil && c.Index == idx {
 			c.NetConn().Close()
 			n++
-		} else if c := sess.running.Load(); c != nil && c.Index == idx {
+		} else if c := sess.cur.running.Load(); c != nil && c.Index == idx {
 			c.NetConn().Close()
 			n++
 		}
@@ -278,7 +278,7 @@ func (s *Server) KillSession(ctx context.Context, id uint32, queryOnly bool) err
 	if target == nil {
 		return ErrNoSession
 	}
-	if c := target.running.Load(); c != nil {
+	if c := target.cur.running.Load(); c != nil {
 		kctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err := s.pool(c.Index).Kill(kctx, target.userName(), c.ID, true)
 		cancel()

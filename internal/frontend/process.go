@@ -81,18 +81,13 @@ func (s *Session) noteOutcome(c *backend.Conn, out outcome) {
 
 // setCurrent records the statement in flight for session listings.
 func (s *Session) setCurrent(q []byte, start time.Time) {
-	s.curMu.Lock()
-	s.curText = append(s.curText[:0], q[:min(len(q), curTextMax)]...)
-	s.curStart = start
-	s.curMu.Unlock()
+	s.cur.begin(q, start)
 }
 
 // finishStmt records a finished statement in the digest statistics and
 // the query log, and mirrors it when a rule asked for that.
 func (s *Session) finishStmt(p *Processing, r *stmtRun) {
-	s.curMu.Lock()
-	s.curText = s.curText[:0]
-	s.curMu.Unlock()
+	s.cur.end()
 	now := time.Now()
 	d := now.Sub(r.start)
 	hg := r.hostgroup

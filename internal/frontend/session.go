@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,21 +59,9 @@ type Session struct {
 	// (sqlscan.Info.QualifySessionSets).
 	setBuf []byte
 
-	// running is the server connection of the statement in flight, for KILL.
-	running atomic.Pointer[backend.Conn]
-	started time.Time
-
-	// The statement in flight and the user, for listings and for other
-	// sessions' KILL (guarded by curMu).
-	curMu    sync.Mutex
-	curUser  string
-	curText  []byte
-	curStart time.Time
-
-	watch     *time.Timer
-	watchDone chan struct{}
-	watchOn   atomic.Bool
-	noWatch   bool // LOAD DATA LOCAL reads the client itself
+	// cur is the statement in flight, for listings, KILL and the client
+	// watcher (inflight.go).
+	cur       inflight
 	cursorReq bool // the COM_STMT_EXECUTE in flight asked for a cursor
 
 	scratch    []byte
@@ -129,41 +116,6 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 	return s
 }
 
-// Info summarises the session (any goroutine).
-func (s *Session) Info() SessionInfo {
-	in := SessionInfo{ID: s.id, Client: s.remote}
-	if c := s.running.Load(); c != nil {
-		in.Server = c.Server
-	}
-	s.curMu.Lock()
-	in.User = s.curUser
-	if len(s.curText) > 0 {
-		in.Command = string(sqlscan.Mask(nil, s.curText, false))
-		in.Seconds = time.Since(s.curStart).Seconds()
-	}
-	s.curMu.Unlock()
-	return in
-}
-
-// setUser changes the session's user (session goroutine only).
-func (s *Session) setUser(u *User) {
-	s.user = u
-	s.userStats = nil
-	s.curMu.Lock()
-	s.curUser = ""
-	if u != nil {
-		s.curUser = u.Name
-	}
-	s.curMu.Unlock()
-}
-
-// userName is the session's user, for other goroutines ("" before login).
-func (s *Session) userName() string {
-	s.curMu.Lock()
-	defer s.curMu.Unlock()
-	return s.curUser
-}
-
 func (s *Session) opts() *Options { return s.srv.opts.Load() }
 
 func (s *Session) run(ctx context.Context) {
@@ -174,8 +126,8 @@ func (s *Session) run(ctx context.Context) {
 		s.client.Release()
 	}()
 	defer func() {
-		if s.watch != nil {
-			s.watch.Stop()
+		if s.cur.watch != nil {
+			s.cur.watch.Stop()
 		}
 	}()
 	defer s.releaseAll()
@@ -546,7 +498,7 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		info.Flags |= sqlscan.FlagLastInsertID | sqlscan.FlagSideEffect
 	}
 	s.nextTrxSet = info.Class == sqlscan.ClassSet && info.Facts&sqlscan.FactNextTrx != 0
-	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
+	s.cur.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
 	s.prev.pureDiag = pureDiagnostics(info)
 	s.prev.stmtText = cq.Text
 	onPrev, rw := s.routePrev(ctx, info, cq.Text)
@@ -642,8 +594,8 @@ func (s *Session) execute(ctx context.Context, pkt []byte, info sqlscan.Info, ta
 
 // roundTrip writes pkt to c and forwards the reply.
 func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome, error) {
-	s.running.Store(c)
-	defer s.running.Store(nil)
+	s.cur.running.Store(c)
+	defer s.cur.running.Store(nil)
 	epoch := s.srv.replyEpoch(c.Index)
 	if o, err := s.send(c, pkt); err != nil || o.sent {
 		return o, err
@@ -688,53 +640,6 @@ func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome
 	s.disarmWatch()
 	s.srv.bal.End(c.Index)
 	return out, err
-}
-
-// watchAfter is how long a statement runs before Vigil starts watching its
-// client for a disconnect.
-const watchAfter = time.Second
-
-// armWatch starts a timer; if the statement is still running when it
-// fires, a goroutine watches the client socket and kills the server-side
-// query when the client goes away (a client that vanishes mid-query must
-// not leave work running on the server).
-func (s *Session) armWatch() {
-	if s.watch == nil {
-		s.watchDone = make(chan struct{}, 1)
-		s.watch = time.AfterFunc(time.Hour, s.watchClient)
-	}
-	s.watchOn.Store(true)
-	s.watch.Reset(watchAfter)
-}
-
-func (s *Session) disarmWatch() {
-	s.watchOn.Store(false)
-	if s.watch.Stop() {
-		return // never fired
-	}
-	// The watcher may be blocked reading the client: unblock and wait.
-	_ = s.client.NetConn().SetReadDeadline(time.Unix(1, 0))
-	<-s.watchDone
-	_ = s.client.NetConn().SetReadDeadline(time.Time{})
-}
-
-func (s *Session) watchClient() {
-	defer func() { s.watchDone <- struct{}{} }()
-	if !s.watchOn.Load() || s.noWatch {
-		return
-	}
-	err := s.client.ReadAhead()
-	if err == nil || !s.watchOn.Load() {
-		return // data (a pipelined command) or we were stopped
-	}
-	var ne interface{ Timeout() bool }
-	if errors.As(err, &ne) && ne.Timeout() {
-		return
-	}
-	if c := s.running.Load(); c != nil {
-		s.srv.log.Info("client went away during a statement; killing it on the server", "session", s.id, "server", c.Server)
-		s.killRunning(c)
-	}
 }
 
 // failed handles an I/O failure during a statement.

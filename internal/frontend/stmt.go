@@ -469,7 +469,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 			text = string(rw)
 		}
 	}
-	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
+	s.cur.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
 	s.prev.execUnseen = st.insertUnseen
 	s.cursorReq = flags&mysqlproto.CursorTypeReadOnly != 0
 	defer func() { s.cursorReq = false }()
