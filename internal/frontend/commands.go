@@ -125,8 +125,7 @@ func (s *Session) resetSession() {
 	s.bind.clear()
 	s.stmts.clear()
 	s.resetTrack()
-	s.lastGTID, s.gtidSeen = "", 0
-	s.lastWrite = time.Time{}
+	s.ryw.forget()
 	s.resetPrev()
 }
 

@@ -312,10 +312,10 @@ func gtidWaitSQL(gtid string, timeout time.Duration) string {
 }
 
 func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn, error) {
-	gtid := s.lastGTID
+	gtid := s.ryw.gtid
 	switch s.user.RYW {
 	case router.RYWGTID:
-		if gtid == "" || s.gtidSeen&(1<<uint(c.Index)) != 0 {
+		if gtid == "" || s.ryw.seenOn(c.Index) {
 			return c, nil
 		}
 	case router.RYWGlobal:
@@ -327,9 +327,7 @@ func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn,
 		if gtid == "" {
 			return c, nil
 		}
-		if gtid != s.lastGTID {
-			s.lastGTID, s.gtidSeen = gtid, 0
-		} else if s.gtidSeen&(1<<uint(c.Index)) != 0 {
+		if !s.ryw.follow(gtid) && s.ryw.seenOn(c.Index) {
 			return c, nil
 		}
 	default:
@@ -342,7 +340,7 @@ func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn,
 	if snap != nil && c.Index < len(snap.Servers) && topology.Applied(snap.Servers[c.Index].GTID, gtid) {
 		// The monitor already saw the replica past the write.
 		s.srv.Stats.GTIDKnown.Add(1)
-		s.gtidSeen |= 1 << uint(c.Index)
+		s.ryw.markSeen(c.Index)
 		return c, nil
 	}
 	s.srv.Stats.GTIDWaits.Add(1)
@@ -351,7 +349,7 @@ func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn,
 	res, err := c.Exec(wctx, gtidWaitSQL(gtid, to))
 	cancel()
 	if err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 1 && res.Rows[0][0] == "0" {
-		s.gtidSeen |= 1 << uint(c.Index)
+		s.ryw.markSeen(c.Index)
 		return c, nil
 	}
 	// Timed out or failed: read from the writer instead.
@@ -409,10 +407,8 @@ func (s *Session) applySessionState(c *backend.Conn, ok *mysqlproto.OK) {
 			name := lowerASCII(ch.Name)
 			if name == "last_gtid" {
 				if len(ch.Value) > 0 {
-					s.lastGTID = string(ch.Value)
-					s.lastGTIDFresh = true
-					s.gtidSeen = 1 << uint(c.Index)
-					s.srv.noteGTID(s.lastGTID)
+					s.ryw.wrote(string(ch.Value), c.Index)
+					s.srv.noteGTID(s.ryw.gtid)
 				}
 				return
 			}
@@ -429,10 +425,8 @@ func (s *Session) applySessionState(c *backend.Conn, ok *mysqlproto.OK) {
 			// MySQL with session_track_gtids=OWN_GTID: the GTID(s) of the
 			// transaction this session just committed.
 			if len(ch.Name) > 0 {
-				s.lastGTID = string(ch.Name)
-				s.lastGTIDFresh = true
-				s.gtidSeen = 1 << uint(c.Index)
-				s.srv.noteGTID(s.lastGTID)
+				s.ryw.wrote(string(ch.Name), c.Index)
+				s.srv.noteGTID(s.ryw.gtid)
 			}
 		case mysqlproto.SessionTrackSchema:
 			db := string(ch.Name)

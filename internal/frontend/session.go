@@ -47,11 +47,7 @@ type Session struct {
 
 	stmts stmtRegistry // the client's prepared statements (stmt.go)
 
-	lastWrite time.Time
-	lastGTID  string
-	// lastGTIDFresh: the statement that just ran reported a new last_gtid.
-	lastGTIDFresh bool
-	gtidSeen      uint64 // bit i: server i is known to have applied lastGTID
+	ryw rywState // where the session's last write is, for read-your-writes (ryw.go)
 
 	// prev is the previous statement's connection and outcome (prev.go).
 	prev prevState
@@ -685,16 +681,16 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 			// With GTID read-your-writes the new last_gtid says where reads
 			// must wait; without one (binary log off), fall back to the
 			// session window.
-			if s.user.RYW == router.RYWSession || ((s.user.RYW == router.RYWGTID || s.user.RYW == router.RYWGlobal) && !s.lastGTIDFresh) {
-				s.lastWrite = time.Now()
+			if s.user.RYW == router.RYWSession || ((s.user.RYW == router.RYWGTID || s.user.RYW == router.RYWGlobal) && !s.ryw.fresh) {
+				s.ryw.lastWrite = time.Now()
 			}
 		}
 	}
-	s.lastGTIDFresh = false
+	s.ryw.fresh = false
 	if info.Flags&sqlscan.FlagCalcFoundRows == 0 {
 		s.bind.unpin(PinFoundRows)
 	}
-	s.rs.LastWrite = s.lastWrite
+	s.rs.LastWrite = s.ryw.lastWrite
 	if out.warnings > 0 || out.err != nil {
 		c.DiagDirty = true
 	}
