@@ -42,7 +42,7 @@ func (s *Session) comInitDB(ctx context.Context, pkt []byte) error {
 	}
 	if out.err == nil {
 		cs := c.ClientCharset() // COM_INIT_DB's name is in the client's character set
-		s.state.SetSchemaIn(db, cs)
+		s.vars.state.SetSchemaIn(db, cs)
 		c.State.SetSchemaIn(db, cs)
 	}
 	s.after(c, sqlscan.Info{Class: sqlscan.ClassUse}, out)
@@ -120,8 +120,8 @@ func (s *Session) comResetConnection(ctx context.Context) error {
 }
 
 func (s *Session) resetSession() {
-	schema := s.state.Schema
-	s.state.Reset(schema)
+	schema := s.vars.state.Schema
+	s.vars.state.Reset(schema)
 	s.bind.clear()
 	s.stmts.clear()
 	s.resetTrack()
@@ -214,7 +214,7 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 	if err != nil {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_CHANGE_USER"))
 	}
-	oldUser, oldKey, oldState := s.user, s.key, s.state.Clone()
+	oldUser, oldKey, oldState := s.user, s.key, s.vars.state.Clone()
 	if s.bind.conn != nil {
 		s.dropConn(s.bind.conn)
 	}
@@ -243,7 +243,7 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 			s.key.Collation = byte(cu.Collation)
 		}
 		s.rs = router.Session{RYW: u.RYW, SessionWindow: u.SessionWindow}
-		s.state.Reset(cu.DB)
+		s.vars.state.Reset(cu.DB)
 		// The servers must accept the account and the schema, as a server
 		// would check.
 		if err := s.checkLogin(ctx, cu.DB, len(cu.AuthResponse) > 0); err != nil && !errors.As(err, &denied) {
@@ -256,10 +256,10 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 		s.setUser(oldUser)
 		s.key = oldKey
 		s.rs = router.Session{RYW: oldUser.RYW, SessionWindow: oldUser.SessionWindow}
-		s.state.Reset(oldState.Schema)
+		s.vars.state.Reset(oldState.Schema)
 		for _, v := range []string{"character_set_client", "character_set_connection", "character_set_results", "collation_connection"} {
 			if val, ok := oldState.Get(v); ok {
-				s.state.Set(v, val)
+				s.vars.state.Set(v, val)
 			}
 		}
 		if denied.Code == mysqlproto.ERAccessDeniedError {

@@ -70,11 +70,11 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 				c = nil
 			}
 		} else {
-			c = s.srv.pool(idx).TryGet(s.key, &s.state)
+			c = s.srv.pool(idx).TryGet(s.key, &s.vars.state)
 		}
 	}
 	if idx >= 0 {
-		if c != nil && c.State.Satisfies(&s.state) {
+		if c != nil && c.State.Satisfies(&s.vars.state) {
 			s.countRoute(target)
 			s.setConn(c)
 			if target == router.Reader {
@@ -114,7 +114,7 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		s.countRoute(target)
 		if c == nil {
 			var err error
-			c, err = s.srv.pool(idx).Get(cctx, s.key, &s.state)
+			c, err = s.srv.pool(idx).Get(cctx, s.key, &s.vars.state)
 			if err != nil {
 				if errors.Is(err, backend.ErrPoolExhausted) {
 					return nil, mysqlproto.NewError(mysqlproto.ERVigilPoolExhausted, mysqlproto.SSVigilUnavailable,
@@ -164,7 +164,7 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 				return w, nil // the writer, already in the session's state
 			}
 		}
-		if err := c.Sync(cctx, &s.state); err != nil {
+		if err := c.Sync(cctx, &s.vars.state); err != nil {
 			var se *mysqlproto.SQLError
 			if errors.As(err, &se) {
 				s.srv.pool(idx).Put(c)
@@ -291,8 +291,8 @@ func (s *Session) releaseAll() {
 // that held them was lost.
 func (s *Session) resetTxn() {
 	s.bind.clear()
-	if v, ok := s.state.Get("autocommit"); ok && v == "OFF" {
-		s.state.Set("autocommit", "ON")
+	if v, ok := s.vars.state.Get("autocommit"); ok && v == "OFF" {
+		s.vars.state.Set("autocommit", "ON")
 	}
 }
 
@@ -397,63 +397,6 @@ func (s *Session) writeOK(affected, lastID uint64) error {
 }
 
 func (s *Session) status() uint16 { return s.bind.status() }
-
-// applySessionState records the changes an OK packet reports on both the
-// server connection and the session.
-func (s *Session) applySessionState(c *backend.Conn, ok *mysqlproto.OK) {
-	_ = mysqlproto.EachSessionChange(ok.SessionState, func(ch mysqlproto.SessionChange) {
-		switch ch.Type {
-		case mysqlproto.SessionTrackSystemVariables:
-			name := lowerASCII(ch.Name)
-			if name == "last_gtid" {
-				if len(ch.Value) > 0 {
-					s.ryw.wrote(string(ch.Value), c.Index)
-					s.srv.noteGTID(s.ryw.gtid)
-				}
-				return
-			}
-			if backendUntracked(name) {
-				if strings.HasPrefix(name, "session_track_") {
-					s.noteTracking(name, string(ch.Value))
-				}
-				return
-			}
-			v := string(ch.Value)
-			c.State.Set(name, v)
-			s.state.Set(name, v)
-		case mysqlproto.SessionTrackGTIDs:
-			// MySQL with session_track_gtids=OWN_GTID: the GTID(s) of the
-			// transaction this session just committed.
-			if len(ch.Name) > 0 {
-				s.ryw.wrote(string(ch.Name), c.Index)
-				s.srv.noteGTID(s.ryw.gtid)
-			}
-		case mysqlproto.SessionTrackSchema:
-			db := string(ch.Name)
-			// The server reports the name in its system character set.
-			c.State.SetSchemaIn(db, backend.TrackedCharset)
-			s.state.SetSchemaIn(db, backend.TrackedCharset)
-		}
-	})
-}
-
-func backendUntracked(name string) bool { return backend.Untracked(name) }
-
-func lowerASCII(b []byte) string {
-	for _, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			out := make([]byte, len(b))
-			for i, c := range b {
-				if c >= 'A' && c <= 'Z' {
-					c += 'a' - 'A'
-				}
-				out[i] = c
-			}
-			return string(out)
-		}
-	}
-	return string(b)
-}
 
 // connectError is 7005 (cannot connect to a server), with the failure
 // behind it kept for errors.As.

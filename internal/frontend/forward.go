@@ -165,16 +165,16 @@ func (r *relay) okFrame(f []byte) error {
 	}
 	if len(ok.SessionState) > 0 {
 		s.applySessionState(c, &ok)
-		if s.sessionTrack {
+		if s.vars.sessionTrack {
 			// Vigil's server connections track every variable and state
 			// changes; the client sees only what it asked to track.
-			if out, changed := mysqlproto.FilterSessionState(s.scratch[:0], p, ok, &s.track); changed {
+			if out, changed := mysqlproto.FilterSessionState(s.scratch[:0], p, ok, &s.vars.track); changed {
 				s.scratch = out
 				return r.writeRewritten(mysqlproto.FrameSeq(f), out)
 			}
 		}
 	}
-	if s.sessionTrack || !ok.Tail {
+	if s.vars.sessionTrack || !ok.Tail {
 		return r.write(f)
 	}
 	s.scratch = mysqlproto.StripSessionState(s.scratch[:0], p, ok)

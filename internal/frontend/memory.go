@@ -21,7 +21,7 @@ const keepBuf = 64 << 10
 // share of security.statement_memory) and scratch buffers grown for it.
 func (s *Session) dropLarge() {
 	s.client.ReleaseBig()
-	for _, b := range []*[]byte{&s.rewriteBuf, &s.setBuf, &s.cacheKeyBuf, &s.scratch} {
+	for _, b := range []*[]byte{&s.rewriteBuf, &s.vars.setBuf, &s.cacheKeyBuf, &s.scratch} {
 		if cap(*b) > keepBuf {
 			*b = nil
 		}

@@ -2,7 +2,6 @@ package frontend
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -389,7 +388,7 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 		s.srv.Stats.PrevReads.Add(1)
 	}
 	if rw != 0 {
-		v := sqlscan.SessionValues{RowCount: s.prev.rowCount, FoundRows: s.prev.foundRows, LastInsertID: s.prev.insertID, ConnectionID: s.id, Track: s.trackRaw}
+		v := sqlscan.SessionValues{RowCount: s.prev.rowCount, FoundRows: s.prev.foundRows, LastInsertID: s.prev.insertID, ConnectionID: s.id, Track: s.vars.trackRaw}
 		if out, ok := sqlscan.RewriteSessionFuncs(s.prev.sessionBuf[:0], q, v, rw); ok {
 			s.prev.sessionBuf = out
 			if rw&prevValues != 0 {
@@ -432,7 +431,7 @@ func (s *Session) reclaimInsert(ctx context.Context) *backend.Conn {
 	if !s.srv.pool(c.Index).ReclaimInsert(c, s.prev.insertToken) {
 		return nil
 	}
-	if err := s.syncConn(ctx, c, &s.state); err != nil {
+	if err := s.syncConn(ctx, c, &s.vars.state); err != nil {
 		s.putBack(c)
 		return nil
 	}
@@ -492,125 +491,6 @@ func (s *Session) resetPrev() {
 	s.dropPrevHeld()
 	s.prev.forget()
 }
-
-// trackDefaults is the session tracking a new session has: the servers'
-// global session_track_* values (MariaDB's defaults until a SET GLOBAL
-// through Vigil says otherwise).
-type trackDefaults struct {
-	filter mysqlproto.TrackFilter
-	raw    map[string]string // by variable name
-}
-
-func builtinTrackDefaults() *trackDefaults {
-	return &trackDefaults{
-		filter: mysqlproto.TrackFilter{Vars: mysqlproto.DefaultTrackVars, Schema: true},
-		raw: map[string]string{
-			"session_track_system_variables": strings.Join(mysqlproto.DefaultTrackVars, ","),
-			"session_track_schema":           "ON", "session_track_state_change": "OFF", "session_track_gtids": "OFF",
-		},
-	}
-}
-
-// resetTrack gives the session the tracking a new session has.
-func (s *Session) resetTrack() {
-	d := s.srv.trackDefault.Load()
-	s.track, s.trackRaw = d.filter, d.raw // trackRaw is copied before it changes
-}
-
-// refreshTrackDefaults reads the servers' global session_track_* values
-// after a SET GLOBAL of one of them through Vigil (c ran it).
-func (s *Session) refreshTrackDefaults(c *backend.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts().ConnectTimeout)
-	defer cancel()
-	res, err := c.Exec(ctx, "SELECT @@GLOBAL.session_track_system_variables, @@GLOBAL.session_track_schema, @@GLOBAL.session_track_state_change")
-	if err != nil || len(res.Rows) != 1 || len(res.Rows[0]) != 3 {
-		return
-	}
-	r := res.Rows[0]
-	d := &trackDefaults{raw: map[string]string{
-		"session_track_system_variables": r[0], "session_track_schema": r[1],
-		"session_track_state_change": r[2], "session_track_gtids": "OFF",
-	}}
-	d.filter = trackFilterOf(d.raw)
-	s.srv.trackDefault.Store(d)
-}
-
-// trackFilterOf turns session_track_* values into what the client is
-// told.
-func trackFilterOf(raw map[string]string) mysqlproto.TrackFilter {
-	t := mysqlproto.TrackFilter{Schema: onValue(raw["session_track_schema"]), StateChange: onValue(raw["session_track_state_change"])}
-	g := raw["session_track_gtids"]
-	t.GTIDs = g != "" && !strings.EqualFold(g, "OFF")
-	vars := raw["session_track_system_variables"]
-	if strings.TrimSpace(vars) == "*" {
-		t.AllVars = true
-		return t
-	}
-	for _, v := range strings.Split(vars, ",") {
-		if v = strings.ToLower(strings.TrimSpace(v)); v != "" {
-			t.Vars = append(t.Vars, v)
-		}
-	}
-	return t
-}
-
-// noteTracking records a change of the client's own session tracking, as
-// the server reported it (its connections track every variable, these
-// too): the client is told only what it now asks for, and Vigil's own
-// tracking is restored on the connection after the statement.
-func (s *Session) noteTracking(name, value string) bool {
-	switch name {
-	case "session_track_system_variables", "session_track_schema", "session_track_state_change", "session_track_gtids":
-	default:
-		return false
-	}
-	raw := make(map[string]string, len(s.trackRaw)+1)
-	for k, v := range s.trackRaw {
-		raw[k] = v
-	}
-	raw[name] = value
-	s.trackRaw = raw
-	s.track = trackFilterOf(raw)
-	s.trackTouched = true
-	return true
-}
-
-// restoreTracking gives c back the session tracking Vigil needs after the
-// client changed its own (a client's SET session_track_system_variables =
-// 'x' would otherwise blind Vigil to the session state of every later user
-// of c). While the client's tracking was in force the server may not have
-// reported the statement's other assignments (nor a change of
-// session_track_system_variables itself), so every variable the SET
-// statement q assigned is read back first.
-func (s *Session) restoreTracking(c *backend.Conn, q []byte) {
-	s.trackTouched = false
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts().ConnectTimeout)
-	defer cancel()
-	if names := sqlscan.SetAssignments(q); len(names) > 0 {
-		sel := "SELECT @@session." + strings.Join(names, ", @@session.")
-		res, err := c.Exec(ctx, sel)
-		if err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == len(names) {
-			for i, n := range names {
-				switch {
-				case s.noteTracking(n, res.Rows[0][i]):
-				case !backend.Untracked(n):
-					c.State.Set(n, res.Rows[0][i])
-					s.state.Set(n, res.Rows[0][i])
-				}
-			}
-			s.trackTouched = false
-		} else if err != nil {
-			c.Broken = true
-		}
-	}
-	if err := c.RestoreTracking(ctx); err != nil {
-		c.Broken = true
-		s.srv.log.Warn("could not restore session tracking on a server connection after the client changed its own; the connection is closed",
-			"session", s.id, "server", c.Server, "err", err)
-	}
-}
-
-func onValue(v string) bool { return strings.EqualFold(v, "ON") || v == "1" }
 
 // noteInsert records that c's LAST_INSERT_ID() is the session's id now.
 func (s *Session) noteInsert(c *backend.Conn, id uint64) {

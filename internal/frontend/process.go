@@ -117,7 +117,7 @@ func (s *Session) finishStmt(p *Processing, r *stmtRun) {
 		}
 	}
 	if p.Digests != nil {
-		p.Digests.Record(qstats.Key{Digest: r.digest, User: s.user.Name, Schema: s.state.Schema, Hostgroup: hg},
+		p.Digests.Record(qstats.Key{Digest: r.digest, User: s.user.Name, Schema: s.vars.state.Schema, Hostgroup: hg},
 			r.query, d, s.stmtRows, s.stmtErr, now)
 	}
 	s.logStmt(p, r, now)
@@ -136,7 +136,7 @@ func (s *Session) logStmt(p *Processing, r *stmtRun, now time.Time) {
 	}
 	e := &s.logEntry
 	*e = qlog.Entry{Time: now, Kind: qlog.KindQuery, Session: s.id, Cluster: s.opts().Cluster, User: s.user.Name,
-		Client: s.remote, Schema: s.state.Schema, Digest: r.digest, Statement: r.query, Server: s.stmtServer,
+		Client: s.remote, Schema: s.vars.state.Schema, Digest: r.digest, Statement: r.query, Server: s.stmtServer,
 		Duration: now.Sub(r.start), Rows: s.stmtRows, ErrCode: s.stmtErr, Message: s.stmtErrMsg, Rule: r.rule, Cached: r.cached,
 		Refused: s.stmtErr != 0 && s.stmtServer == ""}
 	if !p.Log.Log(e) {
@@ -181,7 +181,7 @@ func (s *Session) applyRules(p *Processing, q []byte, digest uint64) rules.Resul
 	if p.Rules.Len() == 0 {
 		return rules.Result{}
 	}
-	in := rules.Input{User: s.user.Name, Schema: s.state.Schema, Client: s.clientAddr(), Digest: digest, Query: q}
+	in := rules.Input{User: s.user.Name, Schema: s.vars.state.Schema, Client: s.clientAddr(), Digest: digest, Query: q}
 	res := p.Rules.Apply(&in)
 	if res.Query != nil {
 		s.srv.Stats.Rewrites.Add(1)
@@ -248,9 +248,9 @@ func (s *Session) cacheKeyFor(proto byte, text string) []byte {
 	k = append(k, 0)
 	k = append(k, s.user.Name...)
 	k = append(k, 0)
-	k = append(k, s.state.Schema...)
+	k = append(k, s.vars.state.Schema...)
 	k = append(k, 0)
-	h := s.state.Hash()
+	h := s.vars.state.Hash()
 	f := s.key.Flavour
 	for i := range 8 {
 		k = append(k, byte(h>>(8*i)))
@@ -259,7 +259,7 @@ func (s *Session) cacheKeyFor(proto byte, text string) []byte {
 		k = append(k, byte(f>>(8*i)))
 	}
 	k = append(k, s.key.Collation)
-	if s.sessionTrack {
+	if s.vars.sessionTrack {
 		proto |= 1
 	}
 	k = append(k, proto)
@@ -347,7 +347,7 @@ func (m *mirrorer) enqueue(s *Session, members []int, q []byte) {
 		return
 	}
 	select {
-	case m.jobs <- mirrorJob{members: members, key: s.key, schema: s.state.Schema, query: string(q)}:
+	case m.jobs <- mirrorJob{members: members, key: s.key, schema: s.vars.state.Schema, query: string(q)}:
 	default:
 		m.queued.Add(-n)
 		m.srv.Stats.MirrorDrops.Add(1)

@@ -40,7 +40,7 @@ func BenchmarkProcessing(b *testing.B) {
 	defer c2.Close()
 	s := newSession(srv, 1, c1)
 	s.setUser((*srv.users.Load())["app"])
-	s.state.SetSchema("sbtest")
+	s.vars.state.SetSchema("sbtest")
 	q := []byte("SELECT c FROM sbtest1 WHERE id=5000")
 	info := sqlscan.Scan(q)
 	p := srv.proc.Load()
@@ -89,7 +89,7 @@ func BenchmarkProcessingLargeStatement(b *testing.B) {
 		// the one that costs (what it copies is kept for the next).
 		s := newSession(srv, 1, c1)
 		s.setUser((*srv.users.Load())["app"])
-		s.state.SetSchema("sbtest")
+		s.vars.state.SetSchema("sbtest")
 		s.beginStmt()
 		run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
 		s.setCurrent(q, run.start)

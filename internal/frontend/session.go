@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -28,19 +27,12 @@ type Session struct {
 	client *mysqlproto.Conn
 	remote string
 
-	user         *User
-	caps         uint32
-	key          backend.Key
-	sessionTrack bool
-	multiStmts   bool
-	// track is what the client asked session tracking to tell it (its
-	// own session_track_* settings; the server's defaults until it sets
-	// them): the server connections track more (prev.go, forward.go).
-	track        mysqlproto.TrackFilter
-	trackTouched bool              // the statement changed the client's tracking (restore the server connection's)
-	trackRaw     map[string]string // the client's session_track_* values (shared with the defaults until changed)
+	user       *User
+	caps       uint32
+	key        backend.Key
+	multiStmts bool
 
-	state backend.State
+	vars sessionVars // the session's variables and schema, and the client's tracking of them (vars.go)
 
 	// bind is the server connection the session holds and why (conns.go).
 	bind binding
@@ -51,9 +43,6 @@ type Session struct {
 
 	// prev is the previous statement's connection and outcome (prev.go).
 	prev prevState
-	// setBuf holds a SET statement with its @@ targets qualified
-	// (sqlscan.Info.QualifySessionSets).
-	setBuf []byte
 
 	// cur is the statement in flight, for listings, KILL and the client
 	// watcher (inflight.go).
@@ -331,11 +320,11 @@ func (s *Session) setup(hello *mysqlproto.Hello) {
 	users := *s.srv.users.Load()
 	s.setUser(users[hello.User])
 	s.caps = hello.Capabilities
-	s.sessionTrack = s.caps&mysqlproto.CapabilityClientSessionTrack != 0
+	s.vars.sessionTrack = s.caps&mysqlproto.CapabilityClientSessionTrack != 0
 	s.resetTrack()
 	s.multiStmts = s.caps&mysqlproto.CapabilityClientMultiStatements != 0
 	s.key = backend.Key{User: hello.User, Flavour: hello.Flavour(), Collation: hello.Collation}
-	s.state.SetSchema(hello.DB)
+	s.vars.state.SetSchema(hello.DB)
 	s.rs = router.Session{RYW: s.user.RYW, SessionWindow: s.user.SessionWindow}
 }
 
@@ -412,17 +401,7 @@ func (s *Session) dispatch(ctx context.Context, pkt []byte) error {
 // autoIsNull reports whether the session has sql_auto_is_null on and the
 // statement tests something for IS NULL.
 func (s *Session) autoIsNull(info sqlscan.Info) bool {
-	return info.Facts&sqlscan.FactIsNull != 0 && s.autoIsNullOn()
-}
-
-// autoIsNullOn reports whether the session has sql_auto_is_null on.
-func (s *Session) autoIsNullOn() bool {
-	for _, v := range s.state.Vars() {
-		if v.Name == "sql_auto_is_null" {
-			return v.Value == "1" || strings.EqualFold(v.Value, "ON")
-		}
-	}
-	return false
+	return info.Facts&sqlscan.FactIsNull != 0 && s.vars.autoIsNullOn()
 }
 
 // bound reports whether the session must keep its server connection.
@@ -482,8 +461,8 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		// SET @@x = v: sent as SET @@SESSION.x = v, which the server's
 		// session tracker reports (the unqualified form it does not, and
 		// the value would stay on the pooled connection unseen).
-		if out, ok := info.QualifySessionSets(mysqlproto.AppendQuery(s.setBuf[:0], mysqlproto.Query{}), cq.Text); ok {
-			s.setBuf = out
+		if out, ok := info.QualifySessionSets(mysqlproto.AppendQuery(s.vars.setBuf[:0], mysqlproto.Query{}), cq.Text); ok {
+			s.vars.setBuf = out
 			pkt = out
 			cq, _ = mysqlproto.ParseQuery(pkt)
 		}
@@ -707,7 +686,7 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 			c.Broken = true // this one too, once the session is done with it
 		}
 	}
-	if (s.trackTouched || (info.Flags&sqlscan.FlagSessionTrack != 0 && info.Class == sqlscan.ClassSet)) && !c.Broken {
+	if (s.vars.trackTouched || (info.Flags&sqlscan.FlagSessionTrack != 0 && info.Class == sqlscan.ClassSet)) && !c.Broken {
 		s.restoreTracking(c, s.prev.stmtText)
 	}
 	if info.Flags&sqlscan.FlagGlobalSet != 0 && out.err == nil && info.Facts&sqlscan.FactTrackName != 0 {

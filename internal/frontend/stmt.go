@@ -116,7 +116,7 @@ func (r *stmtRegistry) held() (cursors, longData int) {
 // on, a read testing IS NULL reads the connection's LAST_INSERT_ID().
 func (s *Session) execInfo(st *clientStmt) sqlscan.Info {
 	info := st.info
-	if st.isNullRead && s.autoIsNullOn() {
+	if st.isNullRead && s.vars.autoIsNullOn() {
 		info.Flags |= sqlscan.FlagLastInsertID | sqlscan.FlagSideEffect
 	}
 	return info
@@ -372,7 +372,7 @@ func (s *Session) ensurePrepared(ctx context.Context, c *backend.Conn, st *clien
 	}
 	ss, se, err := s.readPrepare(c, false, 0, false)
 	if err == nil && switched {
-		if serr := s.syncConn(ctx, c, &s.state); serr != nil {
+		if serr := s.syncConn(ctx, c, &s.vars.state); serr != nil {
 			return nil, nil, serr
 		}
 	}
