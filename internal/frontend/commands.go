@@ -272,7 +272,7 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 		}
 		s.key.Flavour = mysqlproto.FlavourAfterChangeUser(s.key.Flavour)
 		s.logAuth(cu.User, denied)
-		s.stmtErr, s.stmtErrMsg = denied.Code, denied.Message
+		s.result.err, s.result.errMsg = denied.Code, denied.Message
 		s.srv.Stats.Errors.Add(1)
 		if err := s.client.RejectChangeUser(ctx, denied); err != nil {
 			return errClient{err}

@@ -378,7 +378,7 @@ func (s *Session) sendError(err error) error {
 	if !errors.As(err, &se) {
 		se = mysqlproto.NewError(mysqlproto.ERUnknownError, mysqlproto.SSUnknown, "Vigil: %v", err)
 	}
-	s.stmtErr, s.stmtErrMsg = se.Code, se.Message
+	s.result.err, s.result.errMsg = se.Code, se.Message
 	s.srv.Stats.Errors.Add(1)
 	s.client.Seq = 1
 	if err := s.client.WritePacket(mysqlproto.AppendErr(s.scratch[:0], se)); err != nil {

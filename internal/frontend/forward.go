@@ -104,8 +104,8 @@ func (r *relay) readFrame() ([]byte, error) {
 // write passes a frame on as it came.
 func (r *relay) write(f []byte) error {
 	r.o.sent = true
-	if r.s.capturing {
-		r.s.captureFrame(f)
+	if r.s.capture.on {
+		r.s.capture.frame(f)
 	}
 	if err := r.cl.WriteFrame(f); err != nil {
 		return errClient{err}
@@ -118,8 +118,8 @@ func (r *relay) write(f []byte) error {
 func (r *relay) writeRewritten(seq uint8, p []byte) error {
 	r.cl.Seq = seq
 	r.o.sent = true
-	if r.s.capturing {
-		r.s.captureStripped(seq, p)
+	if r.s.capture.on {
+		r.s.capture.stripped(seq, p)
 	}
 	if err := r.cl.WritePacket(p); err != nil {
 		return errClient{err}
@@ -133,7 +133,7 @@ func (r *relay) writeRewritten(seq uint8, p []byte) error {
 func (r *relay) errFrame(f []byte) error {
 	s := r.s
 	r.o.err = r.c.NoteErr(mysqlproto.FramePayload(f))
-	if !s.timedOut.Load() {
+	if !s.timeout.fired.Load() {
 		return r.write(f)
 	}
 	r.o.err = s.timeoutError(r.c)

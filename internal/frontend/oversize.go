@@ -67,7 +67,7 @@ func (s *Session) refuseUnread() {
 // continues the client's sequence (a command of several frames is
 // answered after its last one).
 func (s *Session) refuse(se *mysqlproto.SQLError) error {
-	s.stmtErr, s.stmtErrMsg = se.Code, se.Message
+	s.result.err, s.result.errMsg = se.Code, se.Message
 	s.srv.Stats.Errors.Add(1)
 	if err := s.client.WritePacket(mysqlproto.AppendErr(s.scratch[:0], se)); err != nil {
 		return errClient{err}

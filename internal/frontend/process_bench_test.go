@@ -53,7 +53,7 @@ func BenchmarkProcessing(b *testing.B) {
 		res := s.applyRules(p, q, info.Digest)
 		run.rule, run.log = res.Rule, res.Log
 		run.target, run.hostgroup = s.routeByRule(p, res.Route, router.Reader)
-		s.stmtIdx, s.stmtRows = -1, 1
+		s.result.idx, s.result.rows = -1, 1
 		s.finishStmt(p, &run)
 	}
 }
@@ -97,7 +97,7 @@ func BenchmarkProcessingLargeStatement(b *testing.B) {
 		res := s.applyRules(p, q, info.Digest)
 		run.rule, run.log = res.Rule, res.Log
 		run.target, run.hostgroup = s.routeByRule(p, res.Route, router.Reader)
-		s.stmtIdx, s.stmtRows = -1, 1
+		s.result.idx, s.result.rows = -1, 1
 		s.finishStmt(p, &run)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"runtime"
 	"runtime/debug"
-	"sync/atomic"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/backend"
@@ -34,7 +33,7 @@ type Session struct {
 
 	vars sessionVars // the session's variables and schema, and the client's tracking of them (vars.go)
 
-	// bind is the server connection the session holds and why (conns.go).
+	// bind is the server connection the session holds and why (binding.go).
 	bind binding
 
 	stmts stmtRegistry // the client's prepared statements (stmt.go)
@@ -57,20 +56,12 @@ type Session struct {
 	// Query processing, per statement.
 	clientIP     netip.Addr
 	clientIPDone bool
-	group        []int // servers of the rule-chosen group (target Group)
-	stmtErr      uint16
-	stmtErrMsg   string
-	stmtServer   string
-	stmtIdx      int
-	stmtRows     int64
-	stmtTimeout  time.Duration
-	timeoutRule  string
-	timedOut     atomic.Bool
+	group        []int       // servers of the rule-chosen group (target Group)
+	result       stmtResult  // how the statement ended, for statistics and the log
+	timeout      stmtTimeout // a rule's timeout for the statement
 	rewriteBuf   []byte
 	cacheKeyBuf  []byte
-	capture      []byte
-	capturing    bool
-	captureMax   int
+	capture      replyCapture // the reply being captured for the query cache
 	logEntry     qlog.Entry
 	userStats    *UserStats
 }
@@ -499,13 +490,13 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		}
 		s.startCapture(p)
 	}
-	s.stmtTimeout, s.timeoutRule = res.Timeout, res.Rule
+	s.timeout.limit, s.timeout.rule = res.Timeout, res.Rule
 	run.mirror = res.Mirror
 	err := s.execute(ctx, pkt, info, run.target, respQuery)
-	s.stmtTimeout = 0
-	if s.capturing {
+	s.timeout.limit = 0
+	if s.capture.on {
 		if err != nil {
-			s.capturing = false
+			s.capture.on = false
 		}
 		s.storeCapture(p, cacheKey, res.CacheTTL)
 	}
@@ -583,11 +574,11 @@ func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome
 	s.armWatch()
 	var timer *time.Timer
 	var killed chan struct{}
-	if s.stmtTimeout > 0 {
+	if s.timeout.limit > 0 {
 		killed = make(chan struct{})
-		timer = time.AfterFunc(s.stmtTimeout, func() {
+		timer = time.AfterFunc(s.timeout.limit, func() {
 			defer close(killed)
-			s.timedOut.Store(true)
+			s.timeout.fired.Store(true)
 			s.srv.Stats.Timeouts.Add(1)
 			s.killRunning(c)
 		})
@@ -607,7 +598,7 @@ func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome
 		// The kill may land after the statement ended: never reuse the
 		// connection it may hit.
 		<-killed
-		s.timedOut.Store(false)
+		s.timeout.fired.Store(false)
 		if !s.bound() {
 			c.Broken = true
 		}

@@ -183,8 +183,8 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	prepared := false
 	defer func() {
 		if !prepared {
-			if s.stmtErr == 0 {
-				s.stmtErr, s.stmtErrMsg = mysqlproto.ERVigilBackendLost, "Vigil: lost connection to the server during the prepare"
+			if s.result.err == 0 {
+				s.result.err, s.result.errMsg = mysqlproto.ERVigilBackendLost, "Vigil: lost connection to the server during the prepare"
 			}
 			s.logStmt(p, &run, time.Now())
 		}
@@ -434,10 +434,10 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 	info := s.execInfo(st)
 	target, hg := s.stmtTarget(p, st)
 	run.target, run.hostgroup = target, hg
-	s.stmtTimeout, s.timeoutRule = st.timeout, st.rule
+	s.timeout.limit, s.timeout.rule = st.timeout, st.rule
 	defer func() {
-		s.stmtTimeout = 0
-		s.capturing = false
+		s.timeout.limit = 0
+		s.capture.on = false
 		s.finishStmt(p, &run)
 	}()
 	// The query cache: outside transactions and pins, without a cursor
