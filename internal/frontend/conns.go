@@ -45,10 +45,26 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		}
 		idx = alt
 	}
+	c := s.idleFor(idx)
+	if idx >= 0 && c != nil && c.State.Satisfies(&s.vars.state) {
+		s.countRoute(target)
+		s.setConn(c)
+		if target == router.Reader {
+			return s.waitGTID(ctx, c)
+		}
+		return c, nil
+	}
+	return s.acquireWait(ctx, target, exclude, snap, idx, reason, c)
+}
+
+// idleFor returns a connection to server idx (-1: none chosen) that the
+// session can take without waiting, or nil: the previous statement's
+// connection when it is on idx (otherwise it goes back now), the
+// session's sticky one, or an idle pooled one whose state already fits
+// (the fast path, without a deadline context).
+func (s *Session) idleFor(idx int) *backend.Conn {
 	var c *backend.Conn
 	if ph := s.prev.held; ph != nil {
-		// The previous statement's connection serves this one when it is
-		// on the chosen server; otherwise it goes back now.
 		s.prev.held = nil
 		if ph.Index == idx && !ph.ClosedWhileIdle(time.Now()) {
 			c = ph
@@ -57,32 +73,28 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 			s.returnPrev(ph) // closed if the server closed it meanwhile
 		}
 	}
-	if idx >= 0 && c == nil {
-		// Fast path: an idle pooled connection whose state already fits,
-		// without a deadline context.
-		if s.bind.sticky != nil {
-			c = s.bind.sticky[idx]
-			delete(s.bind.sticky, idx)
-			if c != nil && c.ClosedWhileIdle(time.Now()) {
-				// Killed, or timed out, while the session was idle: it
-				// held nothing the session needs (not bound), take another.
-				s.srv.pool(idx).Discard(c)
-				c = nil
-			}
-		} else {
-			c = s.srv.pool(idx).TryGet(s.key, &s.vars.state)
-		}
+	if idx < 0 || c != nil {
+		return c
 	}
-	if idx >= 0 {
-		if c != nil && c.State.Satisfies(&s.vars.state) {
-			s.countRoute(target)
-			s.setConn(c)
-			if target == router.Reader {
-				return s.waitGTID(ctx, c)
-			}
-			return c, nil
-		}
+	if s.bind.sticky == nil {
+		return s.srv.pool(idx).TryGet(s.key, &s.vars.state)
 	}
+	c = s.bind.sticky[idx]
+	delete(s.bind.sticky, idx)
+	if c != nil && c.ClosedWhileIdle(time.Now()) {
+		// Killed, or timed out, while the session was idle: it held
+		// nothing the session needs (not bound), take another.
+		s.srv.pool(idx).Discard(c)
+		c = nil
+	}
+	return c
+}
+
+// acquireWait is acquire's slow path: it waits, within connect_timeout,
+// for a server to pick and a connection to it, and makes the
+// connection's session state the session's. idx, reason: the first pick;
+// c: a connection to idx to make fit, or nil.
+func (s *Session) acquireWait(ctx context.Context, target router.Target, exclude int, snap *topology.Snapshot, idx int, reason string, c *backend.Conn) (*backend.Conn, error) {
 	opts := s.opts()
 	deadline := time.Now().Add(opts.ConnectTimeout)
 	cctx, cancel := context.WithDeadline(ctx, deadline)
@@ -105,10 +117,7 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 				return nil, s.noServerError(snap, target, reason)
 			}
 			// Wait for the topology to change (failover, recovery).
-			select {
-			case <-time.After(50 * time.Millisecond):
-			case <-cctx.Done():
-			}
+			waitTopology(cctx)
 			continue
 		}
 		s.countRoute(target)
@@ -116,23 +125,8 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 			var err error
 			c, err = s.srv.pool(idx).Get(cctx, s.key, &s.vars.state)
 			if err != nil {
-				if errors.Is(err, backend.ErrPoolExhausted) {
-					return nil, mysqlproto.NewError(mysqlproto.ERVigilPoolExhausted, mysqlproto.SSVigilUnavailable,
-						"Vigil: no connection to server %s became free within connect_timeout %s (cluster %s): %v",
-						snap.Servers[idx].Name, opts.ConnectTimeout, opts.Cluster, err)
-				}
-				if se := serverRefused(err); se != nil {
-					if target == router.Reader && (se.Code == 1045 || missingObject(se.Code)) {
-						// A replica refuses the account or its schema: it
-						// may not have replicated a user or grant created a
-						// moment ago. The writer decides.
-						s.srv.Stats.PrepareRetries.Add(1)
-						return s.acquire(ctx, router.Writer, -1)
-					}
-					// The server answered the login with an error (the
-					// account does not exist there, is locked…): waiting
-					// or another server will not change that.
-					return nil, s.connectError(target, snap.Servers[idx].Name, err)
+				if w, final, ferr := s.getFailed(ctx, opts, target, snap.Servers[idx].Name, err); final {
+					return w, ferr
 				}
 				if target == router.Reader && exclude < 0 {
 					// Try another reader before giving up.
@@ -144,10 +138,7 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 					// The writer does not answer: it may be dying and about
 					// to be replaced. Wait for the topology rather than fail
 					// the statement at once.
-					select {
-					case <-time.After(50 * time.Millisecond):
-					case <-cctx.Done():
-					}
+					waitTopology(cctx)
 					continue
 				}
 				return nil, s.connectError(target, snap.Servers[idx].Name, err)
@@ -165,34 +156,81 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 			}
 		}
 		if err := c.Sync(cctx, &s.vars.state); err != nil {
-			var se *mysqlproto.SQLError
-			if errors.As(err, &se) {
-				s.srv.pool(idx).Put(c)
-				if target == router.Reader && missingObject(se.Code) {
-					// The replica does not have the session's schema (yet:
-					// another session created it a moment ago): the
-					// writer decides.
-					s.srv.Stats.PrepareRetries.Add(1)
-					return s.acquire(ctx, router.Writer, -1)
-				}
-				return nil, se
-			}
-			if errors.Is(err, backend.ErrSchemaSet) {
-				// A connection with a default schema for a session
-				// without one: take another (the pool hands out only
-				// schemaless ones for such sessions).
-				s.srv.pool(idx).Put(c)
+			retry, w, err := s.syncFailed(ctx, target, idx, c, err)
+			if retry {
 				c = nil
 				havePick = true
 				continue
 			}
-			s.srv.pool(idx).Discard(c)
-			return nil, mysqlproto.NewError(mysqlproto.ERVigilBackendConnect, mysqlproto.SSVigilUnavailable,
-				"Vigil: %v", err)
+			return w, err
 		}
 		s.setConn(c)
 		return c, nil
 	}
+}
+
+// waitTopology pauses a connection wait for the topology to change.
+func waitTopology(cctx context.Context) {
+	select {
+	case <-time.After(50 * time.Millisecond):
+	case <-cctx.Done():
+	}
+}
+
+// getFailed answers a failed connection Get that neither waiting nor
+// another server will change (final): the pool stayed exhausted, or the
+// server refused the login. Otherwise the server could not be reached.
+func (s *Session) getFailed(ctx context.Context, opts *Options, target router.Target, server string, err error) (_ *backend.Conn, final bool, _ error) {
+	if errors.Is(err, backend.ErrPoolExhausted) {
+		return nil, true, mysqlproto.NewError(mysqlproto.ERVigilPoolExhausted, mysqlproto.SSVigilUnavailable,
+			"Vigil: no connection to server %s became free within connect_timeout %s (cluster %s): %v",
+			server, opts.ConnectTimeout, opts.Cluster, err)
+	}
+	se := serverRefused(err)
+	if se == nil {
+		return nil, false, nil
+	}
+	if target == router.Reader && (se.Code == 1045 || missingObject(se.Code)) {
+		// A replica refuses the account or its schema: it may not have
+		// replicated a user or grant created a moment ago. The writer
+		// decides.
+		s.srv.Stats.PrepareRetries.Add(1)
+		c, err := s.acquire(ctx, router.Writer, -1)
+		return c, true, err
+	}
+	// The server answered the login with an error (the account does not
+	// exist there, is locked…): waiting or another server will not change
+	// that.
+	return nil, true, s.connectError(target, server, err)
+}
+
+// syncFailed handles a failure to make c, on server idx, match the
+// session's state: retry (take another connection), the writer's
+// connection for a read, or the error for the client.
+func (s *Session) syncFailed(ctx context.Context, target router.Target, idx int, c *backend.Conn, err error) (retry bool, _ *backend.Conn, _ error) {
+	var se *mysqlproto.SQLError
+	if errors.As(err, &se) {
+		s.srv.pool(idx).Put(c)
+		if target == router.Reader && missingObject(se.Code) {
+			// The replica does not have the session's schema (yet:
+			// another session created it a moment ago): the writer
+			// decides.
+			s.srv.Stats.PrepareRetries.Add(1)
+			w, err := s.acquire(ctx, router.Writer, -1)
+			return false, w, err
+		}
+		return false, nil, se
+	}
+	if errors.Is(err, backend.ErrSchemaSet) {
+		// A connection with a default schema for a session without one:
+		// take another (the pool hands out only schemaless ones for such
+		// sessions).
+		s.srv.pool(idx).Put(c)
+		return true, nil, nil
+	}
+	s.srv.pool(idx).Discard(c)
+	return false, nil, mysqlproto.NewError(mysqlproto.ERVigilBackendConnect, mysqlproto.SSVigilUnavailable,
+		"Vigil: %v", err)
 }
 
 // pickExcept picks a server for target other than exclude, the server
