@@ -110,6 +110,15 @@ func (s *Session) run(ctx context.Context) {
 	defer s.resetPrev()
 	defer s.recoverPanic()
 	s.srv.Stats.Connections.Add(1)
+	if !s.login(ctx) {
+		return
+	}
+	s.serve(ctx)
+}
+
+// login runs the handshake under the login guard's admission and
+// reports whether the client is in.
+func (s *Session) login(ctx context.Context) bool {
 	host := s.clientHost()
 	g := s.srv.guard.Load()
 	release := func() {}
@@ -123,12 +132,39 @@ func (s *Session) run(ctx context.Context) {
 			s.client.Seq = 0
 			_ = s.client.WriteErr(refused)
 			g.warn(s.srv.log, "connection refused before login", "client", s.remote, "err", refused.Message)
-			return
+			return false
 		}
 		ticket, release, timeout = tk, tk.release, g.o().HandshakeTimeout
 	}
 	defer release()
 	hctx, cancel := context.WithTimeout(ctx, timeout)
+	cfg := s.loginConfig(ctx, g, ticket)
+	hello, err := s.client.Accept(hctx, cfg, s.id, host)
+	cancel()
+	release()
+	if err == nil {
+		s.client.MaxPacket = s.opts().MaxPacket
+		if b := s.srv.budget.Load(); b != nil {
+			s.client.SetBudget(b)
+		}
+		if g != nil {
+			g.succeeded(hello.User, s.remoteIP())
+		}
+	}
+	if hello != nil && (err == nil || errors.Is(err, mysqlproto.ErrAccessDenied)) {
+		s.logAuth(hello.User, err)
+	}
+	if err != nil {
+		s.loginFailed(hello, err)
+		return false
+	}
+	return true
+}
+
+// loginConfig is the handshake's configuration: the guard's throttle
+// and block (ticket: the admission, nil without a guard), and the check
+// of the account and schema with the servers.
+func (s *Session) loginConfig(ctx context.Context, g *LoginGuard, ticket *admitTicket) *mysqlproto.ServerConfig {
 	cfg := &mysqlproto.ServerConfig{
 		ServerVersion: s.opts().ServerVersion, Plugin: s.opts().AuthPlugin, TLS: s.opts().TLS, RSAKey: s.opts().RSAKey,
 		ShaCache: &s.srv.sha, Lookup: s.lookupUser, MariaDBCaps: s.opts().MariaDBCaps, Collation: s.opts().Collation,
@@ -164,43 +200,36 @@ func (s *Session) run(ctx context.Context) {
 		// and be allowed, as a server would check.
 		return s.checkLogin(ctx, h.DB, h.Password)
 	}
-	hello, err := s.client.Accept(hctx, cfg, s.id, host)
-	cancel()
-	release()
-	if err == nil {
-		s.client.MaxPacket = s.opts().MaxPacket
-		if b := s.srv.budget.Load(); b != nil {
-			s.client.SetBudget(b)
-		}
-		if g != nil {
-			g.succeeded(hello.User, s.remoteIP())
-		}
-	}
-	if hello != nil && (err == nil || errors.Is(err, mysqlproto.ErrAccessDenied)) {
+	return cfg
+}
+
+// loginFailed counts and logs a failed handshake and tells the client
+// what it can still be told.
+func (s *Session) loginFailed(hello *mysqlproto.Hello, err error) {
+	var se *mysqlproto.SQLError
+	if errors.As(err, &se) && refusalCode(se.Code) && hello != nil {
+		// A server refused the account (checkLogin).
 		s.logAuth(hello.User, err)
+		s.srv.Stats.AuthFailures.Add(1)
 	}
-	if err != nil {
-		var se *mysqlproto.SQLError
-		if errors.As(err, &se) && refusalCode(se.Code) && hello != nil {
-			// A server refused the account (checkLogin).
-			s.logAuth(hello.User, err)
-			s.srv.Stats.AuthFailures.Add(1)
-		}
-		if errors.Is(err, mysqlproto.ErrAccessDenied) {
-			s.srv.Stats.AuthFailures.Add(1)
-			s.srv.log.Warn("client authentication failed", "session", s.id, "client", s.remote, "err", err)
-		} else if !errors.Is(err, io.EOF) {
-			s.srv.log.Debug("client handshake failed", "session", s.id, "client", s.remote, "err", err)
-		}
-		if errors.Is(err, mysqlproto.ErrPacketTooLarge) {
-			// As a server answers an oversized packet; the frame was
-			// refused from its header, nothing of it was read.
-			_ = s.client.NetConn().SetWriteDeadline(time.Now().Add(time.Second))
-			_ = s.client.WriteErr(mysqlproto.NewError(mysqlproto.ERNetPacketTooLarge, "08S01",
-				"Got a packet bigger than %d bytes before login", mysqlproto.MaxHandshakePacket))
-		}
-		return
+	if errors.Is(err, mysqlproto.ErrAccessDenied) {
+		s.srv.Stats.AuthFailures.Add(1)
+		s.srv.log.Warn("client authentication failed", "session", s.id, "client", s.remote, "err", err)
+	} else if !errors.Is(err, io.EOF) {
+		s.srv.log.Debug("client handshake failed", "session", s.id, "client", s.remote, "err", err)
 	}
+	if errors.Is(err, mysqlproto.ErrPacketTooLarge) {
+		// As a server answers an oversized packet; the frame was
+		// refused from its header, nothing of it was read.
+		_ = s.client.NetConn().SetWriteDeadline(time.Now().Add(time.Second))
+		_ = s.client.WriteErr(mysqlproto.NewError(mysqlproto.ERNetPacketTooLarge, "08S01",
+			"Got a packet bigger than %d bytes before login", mysqlproto.MaxHandshakePacket))
+	}
+}
+
+// serve reads and dispatches the client's commands until it quits or
+// its connection ends.
+func (s *Session) serve(ctx context.Context) {
 	for {
 		s.client.Seq = 0
 		// Waiting for the next command the client holds no buffers
