@@ -202,13 +202,26 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 				"Vigil: KILL with a parameter cannot be prepared through Vigil; send KILL <id> as a statement"))
 		}
 	}
+	pkt = s.prepareText(st, res.Query, orig, pkt)
+	if s.prepareDiagnostics(st) {
+		defer s.dropPrevHeld()
+	}
+	ok, err := s.prepareOn(ctx, p, st, pkt)
+	prepared = ok
+	return err
+}
+
+// prepareText gives st the text the server prepares: a rule's rewrite
+// (query, nil for none) of orig, and SETs qualified; it returns the
+// COM_STMT_PREPARE to send (pkt when unchanged).
+func (s *Session) prepareText(st *clientStmt, query, orig, pkt []byte) []byte {
 	text := orig // what st.info was scanned from
-	if res.Query != nil {
-		st.query = string(res.Query)
-		ri := sqlscan.Scan(res.Query)
+	if query != nil {
+		st.query = string(query)
+		ri := sqlscan.Scan(query)
 		ri.Digest = st.info.Digest
-		st.info, text = ri, res.Query
-		pkt = mysqlproto.AppendStmtPrepare(nil, mysqlproto.StmtPrepare{Query: res.Query})
+		st.info, text = ri, query
+		pkt = mysqlproto.AppendStmtPrepare(nil, mysqlproto.StmtPrepare{Query: query})
 	}
 	if st.info.Class == sqlscan.ClassSet {
 		// As for text SETs (comQuery): the tracker reports only the
@@ -218,23 +231,38 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 			pkt = mysqlproto.AppendStmtPrepare(nil, mysqlproto.StmtPrepare{Query: out})
 		}
 	}
-	// A prepare is a statement for the diagnostics area: MariaDB clears it
-	// (unless the statement prepared only reads it) and puts the
-	// prepare's own warnings and errors there (prev.go).
+	return pkt
+}
+
+// prepareDiagnostics makes the prepare the session's previous statement
+// for the diagnostics area, and reports whether it took the previous
+// statement's connection for it (the caller gives it back if unused:
+// dropPrevHeld).
+//
+// A prepare is a statement for the diagnostics area: MariaDB clears it
+// (unless the statement prepared only reads it) and puts the prepare's
+// own warnings and errors there (prev.go).
+func (s *Session) prepareDiagnostics(st *clientStmt) bool {
 	s.prev.stmtText = nil
-	if !pureDiagnostics(st.info) {
-		s.takePrev()
-		defer s.dropPrevHeld()
-		s.prev.ranOnPrev = false
-		s.prev.stmtText = []byte(st.query)
-		if s.prev.held == nil && !s.bound() {
-			// A prepare does not change what FOUND_ROWS() or ROW_COUNT()
-			// answer: on the previous statement's connection (when it is
-			// on the server the prepare goes to) it keeps that
-			// connection the one to reclaim for them.
-			s.prev.held = s.reclaimLast()
-		}
+	if pureDiagnostics(st.info) {
+		return false
 	}
+	s.takePrev()
+	s.prev.ranOnPrev = false
+	s.prev.stmtText = []byte(st.query)
+	if s.prev.held == nil && !s.bound() {
+		// A prepare does not change what FOUND_ROWS() or ROW_COUNT()
+		// answer: on the previous statement's connection (when it is on
+		// the server the prepare goes to) it keeps that connection the
+		// one to reclaim for them.
+		s.prev.held = s.reclaimLast()
+	}
+	return true
+}
+
+// prepareOn prepares st on a server, forwards the reply with the client's
+// statement id, and registers st; prepared: it succeeded.
+func (s *Session) prepareOn(ctx context.Context, p *Processing, st *clientStmt, pkt []byte) (prepared bool, _ error) {
 	target := router.Writer
 	if s.bound() {
 		target = router.Keep
@@ -245,17 +273,17 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	for attempt := 0; ; attempt++ {
 		c, err := s.acquire(ctx, target, -1)
 		if err != nil {
-			return s.sendError(err)
+			return false, s.sendError(err)
 		}
 		if s.tooLarge(c.Index, len(pkt)) {
-			return s.refuseTooLarge(c)
+			return false, s.refuseTooLarge(c)
 		}
 		if o, err := s.send(c, pkt); err != nil {
-			return s.failed(c, err, o)
+			return false, s.failed(c, err, o)
 		} else if o.sent {
 			s.noteOutcome(c, o)
 			s.failedOn(c) // the server refused it (and closed the connection)
-			return nil
+			return false, nil
 		}
 		// On a replica, an error for a missing object is not forwarded:
 		// the replica may not have the object yet, the writer decides.
@@ -263,7 +291,7 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 		ss, se, err := s.readPrepare(c, true, s.stmts.nextID(), onReplica)
 		s.noteOutcome(c, outcome{err: se})
 		if err != nil {
-			return s.failed(c, err, outcome{sent: true})
+			return false, s.failed(c, err, outcome{sent: true})
 		}
 		if se != nil && onReplica && missingObject(se.Code) {
 			s.srv.Stats.PrepareRetries.Add(1)
@@ -272,30 +300,35 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 			continue
 		}
 		if se == nil {
-			prepared = true
-			st.params, st.columns = ss.Params, ss.Columns
-			st.prep = c.State.Clone()
-			key := backend.KeyFor(&st.prep, st.query)
-			st.lastKey = key
-			s.stmts.add(st)
-			if old := c.Stmt(key); old != nil {
-				closeServerStmt(c, old.ID)
-			}
-			if evict := c.AddStmt(key, ss); evict != 0 {
-				closeServerStmt(c, evict)
-			}
-			if s.prev.stmtText != nil && s.notePrepared(c, st.info, ss.Warnings) {
-				return nil
-			}
-			if s.prev.ranOnPrev && !s.bound() {
-				s.prev.gaveBack(c)
-			}
-			s.release(c)
-			return nil
+			s.registerPrepared(c, st, ss)
+			return true, nil
 		}
 		s.failedOn(c) // the client got the server's error: SHOW WARNINGS shows it
-		return nil
+		return false, nil
 	}
+}
+
+// registerPrepared registers st, just prepared on c as ss, and gives c
+// back or keeps it for the prepare's warnings.
+func (s *Session) registerPrepared(c *backend.Conn, st *clientStmt, ss *backend.ServerStmt) {
+	st.params, st.columns = ss.Params, ss.Columns
+	st.prep = c.State.Clone()
+	key := backend.KeyFor(&st.prep, st.query)
+	st.lastKey = key
+	s.stmts.add(st)
+	if old := c.Stmt(key); old != nil {
+		closeServerStmt(c, old.ID)
+	}
+	if evict := c.AddStmt(key, ss); evict != 0 {
+		closeServerStmt(c, evict)
+	}
+	if s.prev.stmtText != nil && s.notePrepared(c, st.info, ss.Warnings) {
+		return
+	}
+	if s.prev.ranOnPrev && !s.bound() {
+		s.prev.gaveBack(c)
+	}
+	s.release(c)
 }
 
 // prepareKill answers the prepare of KILL <id> itself (no parameters, no
@@ -416,22 +449,21 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 	if st.kill {
 		return s.kill(ctx, st.killID, st.killQuery)
 	}
-	flags := ex.Flags
+	x := execCall{st: st, ex: ex, pkt: pkt}
 	// Parameter block: null bitmap, new-params-bound flag, types, values.
-	var params mysqlproto.ExecuteParams
 	if st.params > 0 {
-		if bad := params.Parse(ex.Params, st.params); bad != nil {
+		if bad := x.params.Parse(ex.Params, st.params); bad != nil {
 			return s.sendError(bad)
 		}
-		if params.NewParamsBound() {
-			st.types = append(st.types[:0], params.Types...)
+		if x.params.NewParamsBound() {
+			st.types = append(st.types[:0], x.params.Types...)
 		}
 	}
 	p := s.srv.proc.Load()
 	s.beginStmt()
 	run := stmtRun{start: time.Now(), digest: st.digest, query: st.orig, rule: st.rule, log: st.log}
 	s.setCurrent(st.orig, run.start)
-	info := s.execInfo(st)
+	x.info = s.execInfo(st)
 	target, hg := s.stmtTarget(p, st)
 	run.target, run.hostgroup = target, hg
 	s.timeout.limit, s.timeout.rule = st.timeout, st.rule
@@ -440,39 +472,67 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 		s.capture.on = false
 		s.finishStmt(p, &run)
 	}()
-	// The query cache: outside transactions and pins, without a cursor
-	// or parameters sent as long data; the key has the statement's text
-	// and the parameters' types and values.
-	var cacheKey []byte
-	if st.cacheTTL > 0 && p.Cache != nil && target != router.Keep && flags == 0 && !st.longData && cacheable(info) {
-		cacheKey = s.stmtCacheKey(st, &params)
-		if frames := p.Cache.Get(cacheKey, run.start); frames != nil {
-			s.srv.Stats.CacheHits.Add(1)
-			run.cached, run.hostgroup = true, "cache"
-			if err := s.client.WriteFrame(frames); err != nil {
-				return errClient{err}
-			}
-			return nil
-		}
-		s.startCapture(p)
+	if served, err := s.execCached(p, &x, target, &run); served {
+		return err
 	}
-	text := st.query
-	if info.Flags&(sessionScoped|sqlscan.FlagConnectionID|sqlscan.FlagSessionTrack|sqlscan.FlagGlobalSet) != 0 || s.prev.lastDiag {
+	x.text = st.query
+	if x.info.Flags&(sessionScoped|sqlscan.FlagConnectionID|sqlscan.FlagSessionTrack|sqlscan.FlagGlobalSet) != 0 || s.prev.lastDiag {
 		q := []byte(st.query)
 		s.prev.stmtText = q
-		s.prev.pureDiag = pureDiagnostics(info)
-		onPrev, rw := s.routePrev(ctx, info, q)
+		s.prev.pureDiag = pureDiagnostics(x.info)
+		onPrev, rw := s.routePrev(ctx, x.info, q)
 		if onPrev {
 			target, run.target = router.Keep, router.Keep
 		}
 		if rw != nil {
-			text = string(rw)
+			x.text = string(rw)
 		}
 	}
-	s.cur.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
+	s.cur.noWatch = x.info.Flags&sqlscan.FlagLoadLocal != 0
 	s.prev.execUnseen = st.insertUnseen
-	s.cursorReq = flags&mysqlproto.CursorTypeReadOnly != 0
+	s.cursorReq = ex.Flags&mysqlproto.CursorTypeReadOnly != 0
 	defer func() { s.cursorReq = false }()
+	return s.executeOn(ctx, p, &x, target)
+}
+
+// execCall is one COM_STMT_EXECUTE on its way to a server.
+type execCall struct {
+	st       *clientStmt
+	ex       mysqlproto.StmtExecute
+	params   mysqlproto.ExecuteParams
+	pkt      []byte       // the command as the client sent it
+	text     string       // the text to prepare (st.query, or with Vigil's values in it)
+	info     sqlscan.Info // execInfo
+	cacheKey []byte       // the query-cache key the reply is stored under, or nil
+}
+
+// execCached serves an execute from the query cache (served), or starts
+// capturing its reply for it (x.cacheKey): outside transactions and
+// pins, without a cursor or parameters sent as long data; the key has
+// the statement's text and the parameters' types and values.
+func (s *Session) execCached(p *Processing, x *execCall, target router.Target, run *stmtRun) (served bool, _ error) {
+	st := x.st
+	if st.cacheTTL <= 0 || p.Cache == nil || target == router.Keep || x.ex.Flags != 0 || st.longData || !cacheable(x.info) {
+		return false, nil
+	}
+	x.cacheKey = s.stmtCacheKey(st, &x.params)
+	if frames := p.Cache.Get(x.cacheKey, run.start); frames != nil {
+		s.srv.Stats.CacheHits.Add(1)
+		run.cached, run.hostgroup = true, "cache"
+		if err := s.client.WriteFrame(frames); err != nil {
+			return true, errClient{err}
+		}
+		return true, nil
+	}
+	s.startCapture(p)
+	return false, nil
+}
+
+// executeOn runs x on a server chosen for target: prepared there first
+// if needed, retried on the writer when a replica lacks an object, or on
+// another reader when a read's server failed before the reply.
+func (s *Session) executeOn(ctx context.Context, p *Processing, x *execCall, target router.Target) error {
+	st := x.st
 	exclude := -1
 	for attempt := 0; ; attempt++ {
 		c, err := s.acquire(ctx, target, exclude)
@@ -480,25 +540,16 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 			return s.sendError(err)
 		}
 		grow := 0
-		if !params.NewParamsBound() {
+		if !x.params.NewParamsBound() {
 			grow = 2 * int(st.params) // rewriteExecute may add the types
 		}
-		if s.tooLarge(c.Index, len(pkt)+grow) || s.tooLarge(c.Index, len(text)+1) || st.tooLarge {
-			if ss := c.Stmt(st.lastKey); st.tooLarge && ss != nil {
-				// The server holds the parameters' other long data:
-				// closing its statement drops them (the next execute
-				// prepares it again).
-				closeServerStmt(c, ss.ID)
-				c.DropStmt(st.lastKey)
-			}
-			st.tooLarge, st.longData = false, false
-			s.updateStmtPins()
-			return s.refuseTooLarge(c)
+		if s.tooLarge(c.Index, len(x.pkt)+grow) || s.tooLarge(c.Index, len(x.text)+1) || st.tooLarge {
+			return s.refuseExecute(c, st)
 		}
 		if err := s.clearDiagnostics(ctx, c); err != nil {
 			return s.prepFailed(c, err)
 		}
-		ss, se, err := s.ensurePrepared(ctx, c, st, text)
+		ss, se, err := s.ensurePrepared(ctx, c, st, x.text)
 		s.noteOutcome(c, outcome{err: se})
 		if err != nil {
 			return s.failed(c, err, outcome{})
@@ -515,7 +566,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 			s.failedOn(c)
 			return s.sendError(se)
 		}
-		out := s.rewriteExecute(pkt, ex, &params, ss, st)
+		out := s.rewriteExecute(x.pkt, x.ex, &x.params, ss, st)
 		st.longData = false
 		o, err := s.roundTrip(c, out, respExecute)
 		s.noteOutcome(c, o)
@@ -529,14 +580,28 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 			}
 			return s.failed(c, err, o)
 		}
-		st.cursor = o.cursor && flags&mysqlproto.CursorTypeReadOnly != 0
+		st.cursor = o.cursor && x.ex.Flags&mysqlproto.CursorTypeReadOnly != 0
 		s.updateStmtPins()
-		s.after(c, info, o)
-		if cacheKey != nil {
-			s.storeCapture(p, cacheKey, st.cacheTTL)
+		s.after(c, x.info, o)
+		if x.cacheKey != nil {
+			s.storeCapture(p, x.cacheKey, st.cacheTTL)
 		}
 		return nil
 	}
+}
+
+// refuseExecute answers 1153 for an execute over the server's
+// max_allowed_packet (or whose long data was), without sending it.
+func (s *Session) refuseExecute(c *backend.Conn, st *clientStmt) error {
+	if ss := c.Stmt(st.lastKey); st.tooLarge && ss != nil {
+		// The server holds the parameters' other long data: closing its
+		// statement drops them (the next execute prepares it again).
+		closeServerStmt(c, ss.ID)
+		c.DropStmt(st.lastKey)
+	}
+	st.tooLarge, st.longData = false, false
+	s.updateStmtPins()
+	return s.refuseTooLarge(c)
 }
 
 // rewriteExecute builds the execute packet for the server: its statement
