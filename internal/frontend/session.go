@@ -15,6 +15,7 @@ import (
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/qlog"
 	"github.com/vigil-db/vigil/internal/router"
+	"github.com/vigil-db/vigil/internal/rules"
 	"github.com/vigil-db/vigil/internal/sqlscan"
 )
 
@@ -463,12 +464,7 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	}
 	if res.Query != nil {
 		// Route and pin by what will run; count and log what was sent.
-		s.rewriteBuf = mysqlproto.AppendQuery(s.rewriteBuf[:0], mysqlproto.Query{Text: res.Query})
-		pkt = s.rewriteBuf
-		cq, _ = mysqlproto.ParseQuery(pkt)
-		ri := sqlscan.Scan(res.Query)
-		ri.Digest = info.Digest
-		info = ri
+		pkt, cq, info = s.rewriteQuery(res.Query, info)
 	}
 	if info.Flags&sqlscan.FlagMulti != 0 && !s.multiStmts {
 		run.hostgroup = "refused"
@@ -477,6 +473,73 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		s.finishStmt(p, &run)
 		return err
 	}
+	pkt, cq, info = s.prepareQuery(pkt, cq, info)
+	s.nextTrxSet = info.Class == sqlscan.ClassSet && info.Facts&sqlscan.FactNextTrx != 0
+	s.cur.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
+	s.prev.pureDiag = pureDiagnostics(info)
+	s.prev.stmtText = cq.Text
+	onPrev, rw := s.routePrev(ctx, info, cq.Text)
+	if rw != nil {
+		pkt, cq = s.queryPacket(rw)
+	}
+	s.rs.Bound = s.bound() || onPrev
+	dec := router.Route(info, &s.rs, run.start)
+	run.target, run.hostgroup = s.routeByRule(p, res.Route, dec.Target)
+	cacheKey, served, err := s.queryCached(p, &res, info, cq.Text, &run)
+	if served {
+		return err
+	}
+	s.timeout.limit, s.timeout.rule = res.Timeout, res.Rule
+	run.mirror = res.Mirror
+	err = s.execute(ctx, pkt, info, run.target, respQuery)
+	s.timeout.limit = 0
+	if s.capture.on {
+		if err != nil {
+			s.capture.on = false
+		}
+		s.storeCapture(p, cacheKey, res.CacheTTL)
+	}
+	s.finishStmt(p, &run)
+	if err != nil {
+		return err
+	}
+	return s.endIfReleased(info)
+}
+
+// endIfReleased ends the session after COMMIT RELEASE or ROLLBACK
+// RELEASE: the server closed the connection, and so does the client
+// session (errQuit).
+func (s *Session) endIfReleased(info sqlscan.Info) error {
+	if info.Flags&sqlscan.FlagRelease == 0 || (info.Class != sqlscan.ClassCommit && info.Class != sqlscan.ClassRollback) {
+		return nil
+	}
+	if s.bind.conn != nil {
+		s.dropConn(s.bind.conn)
+	}
+	_ = s.client.Flush()
+	return errQuit
+}
+
+// queryPacket is the COM_QUERY for text, in the session's rewrite buffer.
+func (s *Session) queryPacket(text []byte) ([]byte, mysqlproto.Query) {
+	s.rewriteBuf = mysqlproto.AppendQuery(s.rewriteBuf[:0], mysqlproto.Query{Text: text})
+	cq, _ := mysqlproto.ParseQuery(s.rewriteBuf)
+	return s.rewriteBuf, cq
+}
+
+// rewriteQuery is the COM_QUERY for a rule's rewrite q of a statement
+// (info: the original's, whose digest stays).
+func (s *Session) rewriteQuery(q []byte, info sqlscan.Info) ([]byte, mysqlproto.Query, sqlscan.Info) {
+	pkt, cq := s.queryPacket(q)
+	ri := sqlscan.Scan(q)
+	ri.Digest = info.Digest
+	return pkt, cq, ri
+}
+
+// prepareQuery adjusts a statement for what Vigil needs of the server:
+// SETs qualified so that the tracker reports them, and reads that see
+// LAST_INSERT_ID() through sql_auto_is_null sent where that is.
+func (s *Session) prepareQuery(pkt []byte, cq mysqlproto.Query, info sqlscan.Info) ([]byte, mysqlproto.Query, sqlscan.Info) {
 	if info.Class == sqlscan.ClassSet {
 		// SET @@x = v: sent as SET @@SESSION.x = v, which the server's
 		// session tracker reports (the unqualified form it does not, and
@@ -492,57 +555,27 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		// row of the connection's LAST_INSERT_ID(): read where that is.
 		info.Flags |= sqlscan.FlagLastInsertID | sqlscan.FlagSideEffect
 	}
-	s.nextTrxSet = info.Class == sqlscan.ClassSet && info.Facts&sqlscan.FactNextTrx != 0
-	s.cur.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
-	s.prev.pureDiag = pureDiagnostics(info)
-	s.prev.stmtText = cq.Text
-	onPrev, rw := s.routePrev(ctx, info, cq.Text)
-	if rw != nil {
-		s.rewriteBuf = mysqlproto.AppendQuery(s.rewriteBuf[:0], mysqlproto.Query{Text: rw})
-		pkt = s.rewriteBuf
-		cq, _ = mysqlproto.ParseQuery(pkt)
+	return pkt, cq, info
+}
+
+// queryCached serves a read from the query cache when a rule asked for
+// it (served), or starts capturing its reply under the returned key.
+func (s *Session) queryCached(p *Processing, res *rules.Result, info sqlscan.Info, text []byte, run *stmtRun) (key []byte, served bool, _ error) {
+	if res.CacheTTL <= 0 || p.Cache == nil || run.target == router.Keep || !cacheable(info) {
+		return nil, false, nil
 	}
-	s.rs.Bound = s.bound() || onPrev
-	dec := router.Route(info, &s.rs, run.start)
-	run.target, run.hostgroup = s.routeByRule(p, res.Route, dec.Target)
-	var cacheKey []byte
-	if res.CacheTTL > 0 && p.Cache != nil && run.target != router.Keep && cacheable(info) {
-		cacheKey = s.cacheKey(cq.Text)
-		if frames := p.Cache.Get(cacheKey, run.start); frames != nil {
-			s.srv.Stats.CacheHits.Add(1)
-			run.cached, run.hostgroup = true, "cache"
-			if err := s.client.WriteFrame(frames); err != nil {
-				return errClient{err}
-			}
-			s.finishStmt(p, &run)
-			return nil
+	key = s.cacheKey(text)
+	if frames := p.Cache.Get(key, run.start); frames != nil {
+		s.srv.Stats.CacheHits.Add(1)
+		run.cached, run.hostgroup = true, "cache"
+		if err := s.client.WriteFrame(frames); err != nil {
+			return key, true, errClient{err}
 		}
-		s.startCapture(p)
+		s.finishStmt(p, run)
+		return key, true, nil
 	}
-	s.timeout.limit, s.timeout.rule = res.Timeout, res.Rule
-	run.mirror = res.Mirror
-	err := s.execute(ctx, pkt, info, run.target, respQuery)
-	s.timeout.limit = 0
-	if s.capture.on {
-		if err != nil {
-			s.capture.on = false
-		}
-		s.storeCapture(p, cacheKey, res.CacheTTL)
-	}
-	s.finishStmt(p, &run)
-	if err != nil {
-		return err
-	}
-	if info.Flags&sqlscan.FlagRelease != 0 && (info.Class == sqlscan.ClassCommit || info.Class == sqlscan.ClassRollback) {
-		// COMMIT RELEASE: the server closed the connection, and so does
-		// the client session.
-		if s.bind.conn != nil {
-			s.dropConn(s.bind.conn)
-		}
-		_ = s.client.Flush()
-		return errQuit
-	}
-	return nil
+	s.startCapture(p)
+	return key, false, nil
 }
 
 // execute sends one command to the server the router chose and streams
