@@ -306,40 +306,9 @@ func pureDiagnostics(info sqlscan.Info) bool {
 // with the id Vigil gave the client.
 func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (onPrev bool, rewrite []byte) {
 	s.prev.clearDiag = false
-	// CONNECTION_ID() is always Vigil's id, as in the handshake and KILL,
-	// except next to the processlist, where it finds the statement's own
-	// server connection (information_schema.PROCESSLIST WHERE ID =
-	// CONNECTION_ID()).
-	rw := info.Flags & sqlscan.FlagConnectionID
-	if rw != 0 && info.Facts&sqlscan.FactProcesslist != 0 {
-		rw = 0
-	}
-	if info.Class != sqlscan.ClassSet {
-		// Reads of the client's own session_track_* values (the server
-		// connection's are Vigil's).
-		rw |= info.Flags & sqlscan.FlagSessionTrack
-	}
+	rw := ownValues(info)
 	scoped := info.Flags & sessionScoped
-	if s.prev.insertPending && scoped&sqlscan.FlagLastInsertID != 0 {
-		if c := s.bind.conn; c != nil && s.bound() && !c.Broken {
-			s.prev.insertPending = false
-			s.fetchInsertID(c)
-		}
-	}
-	if scoped != 0 && s.prev.held == nil && !s.bound() {
-		if scoped&(sqlscan.FlagLastInsertID|sqlscan.FlagDiagnostics) == 0 && !s.prev.valuesFetched {
-			// The previous statement's connection went back to the
-			// pool; if nobody used it since, it still knows ROW_COUNT()
-			// and FOUND_ROWS() exactly. (Not the diagnostics area: a
-			// statement that used no table left the one before it, maybe
-			// another client's, in place.)
-			s.prev.held = s.reclaimLast()
-		} else if scoped == sqlscan.FlagLastInsertID && s.prev.insertTrusted {
-			// LAST_INSERT_ID() is the connection of the last insert, if
-			// no one set another there since.
-			s.prev.held = s.reclaimInsert(ctx)
-		}
-	}
+	s.reclaimForPrev(ctx, scoped)
 	if scoped == sqlscan.FlagLastInsertID && s.prev.held != nil && !s.prev.insertAnswerOn(s.prev.held) {
 		// Held for another reason (warnings): its LAST_INSERT_ID() is not
 		// known to be the session's.
@@ -387,6 +356,57 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 		s.prev.ranOnPrev = true
 		s.srv.Stats.PrevReads.Add(1)
 	}
+	return onPrev, s.rewriteSessionFuncs(q, rw)
+}
+
+// ownValues are the calls in a statement Vigil always answers itself.
+func ownValues(info sqlscan.Info) sqlscan.Flags {
+	// CONNECTION_ID() is always Vigil's id, as in the handshake and KILL,
+	// except next to the processlist, where it finds the statement's own
+	// server connection (information_schema.PROCESSLIST WHERE ID =
+	// CONNECTION_ID()).
+	rw := info.Flags & sqlscan.FlagConnectionID
+	if rw != 0 && info.Facts&sqlscan.FactProcesslist != 0 {
+		rw = 0
+	}
+	if info.Class != sqlscan.ClassSet {
+		// Reads of the client's own session_track_* values (the server
+		// connection's are Vigil's).
+		rw |= info.Flags & sqlscan.FlagSessionTrack
+	}
+	return rw
+}
+
+// reclaimForPrev takes back, before a statement that reads what the
+// previous one left (scoped), the connection that still knows it: the
+// session's own for a pending LAST_INSERT_ID(), else the previous
+// statement's (if nobody used it since) or the last insert's.
+func (s *Session) reclaimForPrev(ctx context.Context, scoped sqlscan.Flags) {
+	if s.prev.insertPending && scoped&sqlscan.FlagLastInsertID != 0 {
+		if c := s.bind.conn; c != nil && s.bound() && !c.Broken {
+			s.prev.insertPending = false
+			s.fetchInsertID(c)
+		}
+	}
+	if scoped != 0 && s.prev.held == nil && !s.bound() {
+		if scoped&(sqlscan.FlagLastInsertID|sqlscan.FlagDiagnostics) == 0 && !s.prev.valuesFetched {
+			// The previous statement's connection went back to the
+			// pool; if nobody used it since, it still knows ROW_COUNT()
+			// and FOUND_ROWS() exactly. (Not the diagnostics area: a
+			// statement that used no table left the one before it, maybe
+			// another client's, in place.)
+			s.prev.held = s.reclaimLast()
+		} else if scoped == sqlscan.FlagLastInsertID && s.prev.insertTrusted {
+			// LAST_INSERT_ID() is the connection of the last insert, if
+			// no one set another there since.
+			s.prev.held = s.reclaimInsert(ctx)
+		}
+	}
+}
+
+// rewriteSessionFuncs returns q with the values Vigil knows in place of
+// the calls rw names, or nil when there is nothing to replace.
+func (s *Session) rewriteSessionFuncs(q []byte, rw sqlscan.Flags) []byte {
 	if rw != 0 {
 		v := sqlscan.SessionValues{RowCount: s.prev.rowCount, FoundRows: s.prev.foundRows, LastInsertID: s.prev.insertID, ConnectionID: s.id, Track: s.vars.trackRaw}
 		if out, ok := sqlscan.RewriteSessionFuncs(s.prev.sessionBuf[:0], q, v, rw); ok {
@@ -394,10 +414,10 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 			if rw&prevValues != 0 {
 				s.srv.Stats.SessionRewrites.Add(1)
 			}
-			return onPrev, out
+			return out
 		}
 	}
-	return onPrev, nil
+	return nil
 }
 
 // reclaimLast takes back the connection the session last gave back, if

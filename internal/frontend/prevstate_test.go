@@ -156,3 +156,22 @@ func TestPrevStateHold(t *testing.T) {
 		t.Errorf("gaveBack: %p %d", p.lastConn, p.lastPuts)
 	}
 }
+
+// TestOwnValues: the calls Vigil answers itself whatever the previous
+// statement was.
+func TestOwnValues(t *testing.T) {
+	for _, c := range []struct {
+		q    string
+		want sqlscan.Flags
+	}{
+		{"SELECT CONNECTION_ID()", sqlscan.FlagConnectionID},
+		{"SELECT * FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()", 0},
+		{"SELECT @@session_track_schema", sqlscan.FlagSessionTrack},
+		{"SET session_track_schema = OFF", 0},
+		{"SELECT ROW_COUNT()", 0},
+	} {
+		if got := ownValues(scan(c.q)); got != c.want {
+			t.Errorf("%s: %b, want %b", c.q, got, c.want)
+		}
+	}
+}
