@@ -10,12 +10,6 @@ import (
 	"github.com/vigil-db/vigil/internal/sqlscan"
 )
 
-// updatePins records what a successful statement did to the session's
-// ability to move between server connections, and counts new pins.
-func (s *Session) updatePins(info sqlscan.Info, out outcome) {
-	s.countPins(s.bind.notePins(info, s.nextTrxSet))
-}
-
 // countPins counts the sessions that took a new pin reason.
 func (s *Session) countPins(added pinSet) {
 	for reason := range numPins {
@@ -29,7 +23,7 @@ func (s *Session) comInitDB(ctx context.Context, pkt []byte) error {
 	idb, _ := mysqlproto.ParseInitDB(pkt) // dispatch checked the command
 	db := string(idb.Schema)
 	target := router.Writer
-	if s.bound() {
+	if s.bind.bound() {
 		target = router.Keep
 	}
 	c, err := s.acquire(ctx, target, -1)
@@ -51,7 +45,7 @@ func (s *Session) comInitDB(ctx context.Context, pkt []byte) error {
 
 // simpleCommand forwards a command whose reply has a fixed shape.
 func (s *Session) simpleCommand(ctx context.Context, pkt []byte, target router.Target, kind respKind) error {
-	if s.bound() {
+	if s.bind.bound() {
 		target = router.Keep
 	}
 	c, err := s.acquire(ctx, target, -1)
@@ -63,7 +57,7 @@ func (s *Session) simpleCommand(ctx context.Context, pkt []byte, target router.T
 		return s.failed(c, err, out)
 	}
 	if kind == respStatistics {
-		out.status = s.status()
+		out.status = s.bind.status()
 	}
 	s.after(c, sqlscan.Info{Class: sqlscan.ClassRead}, out)
 	return nil
@@ -87,9 +81,9 @@ func (s *Session) comSetOption(pkt []byte) error {
 	s.client.Seq = 1
 	var p []byte
 	if s.caps&mysqlproto.CapabilityClientDeprecateEOF != 0 {
-		p = mysqlproto.AppendEOFOK(s.scratch[:0], s.status(), 0)
+		p = mysqlproto.AppendEOFOK(s.scratch[:0], s.bind.status(), 0)
 	} else {
-		p = mysqlproto.AppendEOF(s.scratch[:0], s.status(), 0)
+		p = mysqlproto.AppendEOF(s.scratch[:0], s.bind.status(), 0)
 	}
 	if err := s.client.WritePacket(p); err != nil {
 		return errClient{err}
@@ -101,7 +95,7 @@ func (s *Session) comSetOption(pkt []byte) error {
 // rolled back, variables, temporary tables, locks and prepared statements
 // gone; the schema is kept.
 func (s *Session) comResetConnection(ctx context.Context) error {
-	if c := s.bind.conn; c != nil && s.bound() {
+	if c := s.bind.conn; c != nil && s.bind.bound() {
 		// The held connection has state only this session knows: reset it
 		// on the server too (without forwarding the server's OK: Vigil
 		// answers the client itself below).
@@ -111,7 +105,7 @@ func (s *Session) comResetConnection(ctx context.Context) error {
 		if err != nil {
 			s.dropConn(c)
 		} else {
-			s.setConn(nil)
+			s.bind.set(nil)
 			s.srv.pool(c.Index).Put(c)
 		}
 	}
@@ -124,7 +118,7 @@ func (s *Session) resetSession() {
 	s.vars.state.Reset(schema)
 	s.bind.clear()
 	s.stmts.clear()
-	s.resetTrack()
+	s.vars.resetTrack(s.srv.trackDefault.Load())
 	s.ryw.forget()
 	s.resetPrev()
 }
@@ -138,7 +132,7 @@ func (s *Session) kill(ctx context.Context, id uint64, query bool) error {
 	if target == nil {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERNoSuchThread, "HY000", "Unknown thread id: %d", id))
 	}
-	if target.userName() != s.user.Name {
+	if target.cur.userName() != s.user.Name {
 		// Another account's session: as on the server, only with
 		// CONNECTION ADMIN or SUPER, which the servers know.
 		ok, err := s.mayKillOthers(ctx)
@@ -284,7 +278,7 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 		g.succeeded(cu.User, s.remoteIP())
 	}
 	s.logAuth(cu.User, nil)
-	if err := s.client.WritePacket(mysqlproto.AppendOK(s.scratch[:0], 0, 0, s.status(), 0)); err != nil {
+	if err := s.client.WritePacket(mysqlproto.AppendOK(s.scratch[:0], 0, 0, s.bind.status(), 0)); err != nil {
 		return errClient{err}
 	}
 	return nil

@@ -25,7 +25,7 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		return nil, err
 	}
 	if s.bind.conn != nil {
-		if target == router.Keep || s.bound() {
+		if target == router.Keep || s.bind.bound() {
 			return s.bind.conn, nil
 		}
 		// Not bound any more (e.g. multiplexing was just turned on again).
@@ -48,7 +48,7 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 	c := s.idleFor(idx)
 	if idx >= 0 && c != nil && c.State.Satisfies(&s.vars.state) {
 		s.countRoute(target)
-		s.setConn(c)
+		s.bind.set(c)
 		if target == router.Reader {
 			return s.waitGTID(ctx, c)
 		}
@@ -164,7 +164,7 @@ func (s *Session) acquireWait(ctx context.Context, target router.Target, exclude
 			}
 			return w, err
 		}
-		s.setConn(c)
+		s.bind.set(c)
 		return c, nil
 	}
 }
@@ -276,7 +276,7 @@ func (s *Session) release(c *backend.Conn) {
 		return
 	}
 	if c.Broken {
-		if s.bind.conn == c && s.bound() {
+		if s.bind.conn == c && s.bind.bound() {
 			// The transaction and pinned session state went with the
 			// connection (the server closed it after an error, or it
 			// failed): the session's next statement starts afresh.
@@ -285,18 +285,18 @@ func (s *Session) release(c *backend.Conn) {
 		s.dropConn(c)
 		return
 	}
-	if s.bound() {
-		s.setConn(c)
+	if s.bind.bound() {
+		s.bind.set(c)
 		return
 	}
-	s.setConn(nil)
+	s.bind.set(nil)
 	s.putBack(c)
 }
 
 // dropConn closes a server connection that cannot be reused.
 func (s *Session) dropConn(c *backend.Conn) {
 	if s.bind.conn == c {
-		s.setConn(nil)
+		s.bind.set(nil)
 	}
 	if s.bind.sticky != nil && s.bind.sticky[c.Index] == c {
 		delete(s.bind.sticky, c.Index)
@@ -308,15 +308,15 @@ func (s *Session) dropConn(c *backend.Conn) {
 // with a transaction or pins is closed: its state belongs to this client.
 func (s *Session) releaseAll() {
 	if s.bind.conn != nil {
-		if s.bound() || s.panicked {
+		if s.bind.bound() || s.panicked {
 			s.dropConn(s.bind.conn)
 		} else {
 			s.srv.pool(s.bind.conn.Index).Put(s.bind.conn)
 		}
-		s.setConn(nil)
+		s.bind.set(nil)
 	}
 	for _, c := range s.bind.sticky {
-		if s.bound() || s.panicked {
+		if s.bind.bound() || s.panicked {
 			s.srv.pool(c.Index).Discard(c)
 		} else {
 			s.srv.pool(c.Index).Put(c)
@@ -428,13 +428,11 @@ func (s *Session) sendError(err error) error {
 // writeOK answers a command with OK and the session's status.
 func (s *Session) writeOK(affected, lastID uint64) error {
 	s.client.Seq = 1
-	if err := s.client.WritePacket(mysqlproto.AppendOK(s.scratch[:0], affected, lastID, s.status(), 0)); err != nil {
+	if err := s.client.WritePacket(mysqlproto.AppendOK(s.scratch[:0], affected, lastID, s.bind.status(), 0)); err != nil {
 		return errClient{err}
 	}
 	return nil
 }
-
-func (s *Session) status() uint16 { return s.bind.status() }
 
 // connectError is 7005 (cannot connect to a server), with the failure
 // behind it kept for errors.As.

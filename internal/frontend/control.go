@@ -24,10 +24,6 @@ type gate struct {
 	until  time.Time
 }
 
-// setConn records the server connection the session holds, where the
-// control plane can see it.
-func (s *Session) setConn(c *backend.Conn) { s.bind.set(c) }
-
 // Hold makes new statements (those of sessions that hold no server
 // connection) wait until Release, at most max; statements of sessions
 // inside a transaction continue so it can finish.
@@ -280,14 +276,14 @@ func (s *Server) KillSession(ctx context.Context, id uint32, queryOnly bool) err
 	}
 	if c := target.cur.running.Load(); c != nil {
 		kctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := s.pool(c.Index).Kill(kctx, target.userName(), c.ID, true)
+		err := s.pool(c.Index).Kill(kctx, target.cur.userName(), c.ID, true)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("kill on server %s: %w", c.Server, err)
 		}
 	}
 	if !queryOnly {
-		s.log.Info("session killed by an operator", "session", id, "user", target.userName(), "client", target.remote)
+		s.log.Info("session killed by an operator", "session", id, "user", target.cur.userName(), "client", target.remote)
 		target.client.Close()
 	}
 	return nil

@@ -92,9 +92,6 @@ func (s *Session) setUser(u *User) {
 	s.cur.setUser(name)
 }
 
-// userName is the session's user, for other goroutines ("" before login).
-func (s *Session) userName() string { return s.cur.userName() }
-
 // watchAfter is how long a statement runs before Vigil starts watching its
 // client for a disconnect.
 const watchAfter = time.Second

@@ -57,7 +57,7 @@ func (s *Session) refuseTooLarge(c *backend.Conn) error {
 // (Options.MaxPacket), refused from its header before its text was read,
 // and gives it its query-log record (with no statement text).
 func (s *Session) refuseUnread() {
-	s.beginStmt()
+	s.result.begin()
 	run := stmtRun{start: time.Now()}
 	_ = s.sendError(errPacketTooLarge())
 	s.logStmt(s.srv.proc.Load(), &run, time.Now())

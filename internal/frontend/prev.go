@@ -197,7 +197,7 @@ func (p *prevState) forget() {
 // until the next statement. expire: give it back when the client stays
 // idle for softHoldIdle.
 func (s *Session) keepPrev(c *backend.Conn, expire bool) {
-	s.setConn(nil)
+	s.bind.set(nil)
 	// If the hold ends unused (idle timer, another command), the
 	// connection can still be reclaimed from the pool as the last one.
 	s.prev.gaveBack(c)
@@ -315,7 +315,7 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 		s.returnPrev(s.prev.held)
 		s.prev.held = nil
 	}
-	if scoped != 0 && !s.bound() {
+	if scoped != 0 && !s.bind.bound() {
 		// While the previous statement's warnings are kept, reads run on
 		// their connection too: MariaDB keeps the diagnostics area across
 		// statements that use no table (SELECT 1, SELECT @@warning_count),
@@ -329,7 +329,7 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 			s.prev.clearDiag = scoped&sqlscan.FlagDiagnostics != 0
 			rw |= scoped & prevValues
 		}
-	} else if s.prev.lastDiag && s.prev.held != nil && !s.bound() &&
+	} else if s.prev.lastDiag && s.prev.held != nil && !s.bind.bound() &&
 		info.Class == sqlscan.ClassRead && info.Flags&readOnWriter == 0 {
 		onPrev = true
 	}
@@ -343,7 +343,7 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 		// Where the statement runs anyway (the session's own connection,
 		// or the previous statement's), LAST_INSERT_ID() there may be
 		// another client's: then Vigil's record answers.
-		if c := s.bind.conn; s.bound() && c != nil && !s.prev.insertAnswerOn(c) {
+		if c := s.bind.conn; s.bind.bound() && c != nil && !s.prev.insertAnswerOn(c) {
 			rw |= sqlscan.FlagLastInsertID
 		}
 		if onPrev && !s.prev.insertAnswerOn(s.prev.held) {
@@ -351,7 +351,7 @@ func (s *Session) routePrev(ctx context.Context, info sqlscan.Info, q []byte) (o
 		}
 	}
 	if onPrev {
-		s.setConn(s.prev.held)
+		s.bind.set(s.prev.held)
 		s.prev.held = nil
 		s.prev.ranOnPrev = true
 		s.srv.Stats.PrevReads.Add(1)
@@ -383,12 +383,12 @@ func ownValues(info sqlscan.Info) sqlscan.Flags {
 // statement's (if nobody used it since) or the last insert's.
 func (s *Session) reclaimForPrev(ctx context.Context, scoped sqlscan.Flags) {
 	if s.prev.insertPending && scoped&sqlscan.FlagLastInsertID != 0 {
-		if c := s.bind.conn; c != nil && s.bound() && !c.Broken {
+		if c := s.bind.conn; c != nil && s.bind.bound() && !c.Broken {
 			s.prev.insertPending = false
 			s.fetchInsertID(c)
 		}
 	}
-	if scoped != 0 && s.prev.held == nil && !s.bound() {
+	if scoped != 0 && s.prev.held == nil && !s.bind.bound() {
 		if scoped&(sqlscan.FlagLastInsertID|sqlscan.FlagDiagnostics) == 0 && !s.prev.valuesFetched {
 			// The previous statement's connection went back to the
 			// pool; if nobody used it since, it still knows ROW_COUNT()
@@ -485,7 +485,7 @@ func (s *Session) notePrepared(c *backend.Conn, info sqlscan.Info, warnings uint
 		c.DiagDirty = true
 	}
 	s.prev.noteDiag(warnings > 0, info)
-	if !s.prev.lastDiag || s.bound() || c.Broken {
+	if !s.prev.lastDiag || s.bind.bound() || c.Broken {
 		return false
 	}
 	s.keepPrev(c, false)
@@ -496,7 +496,7 @@ func (s *Session) notePrepared(c *backend.Conn, info sqlscan.Info, warnings uint
 // prepare or a re-prepare failed): SHOW WARNINGS must show that error.
 func (s *Session) failedOn(c *backend.Conn) {
 	c.DiagDirty = true
-	if s.bound() || c.Broken {
+	if s.bind.bound() || c.Broken {
 		s.release(c)
 		return
 	}

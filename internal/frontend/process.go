@@ -136,12 +136,6 @@ type stmtRun struct {
 	target    router.Target
 }
 
-// beginStmt resets the per-statement outcome.
-func (s *Session) beginStmt() { s.result.begin() }
-
-// noteOutcome remembers where a statement ran and how it ended.
-func (s *Session) noteOutcome(c *backend.Conn, out outcome) { s.result.note(c.Server, c.Index, out) }
-
 // setCurrent records the statement in flight for session listings.
 func (s *Session) setCurrent(q []byte, start time.Time) {
 	s.cur.begin(q, start)

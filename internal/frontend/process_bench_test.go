@@ -47,7 +47,7 @@ func BenchmarkProcessing(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		s.beginStmt()
+		s.result.begin()
 		run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
 		s.setCurrent(q, run.start)
 		res := s.applyRules(p, q, info.Digest)
@@ -90,7 +90,7 @@ func BenchmarkProcessingLargeStatement(b *testing.B) {
 		s := newSession(srv, 1, c1)
 		s.setUser((*srv.users.Load())["app"])
 		s.vars.state.SetSchema("sbtest")
-		s.beginStmt()
+		s.result.begin()
 		run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
 		s.setCurrent(q, run.start)
 		_ = s.Info()

@@ -342,7 +342,7 @@ func (s *Session) setup(hello *mysqlproto.Hello) {
 	s.setUser(users[hello.User])
 	s.caps = hello.Capabilities
 	s.vars.sessionTrack = s.caps&mysqlproto.CapabilityClientSessionTrack != 0
-	s.resetTrack()
+	s.vars.resetTrack(s.srv.trackDefault.Load())
 	s.multiStmts = s.caps&mysqlproto.CapabilityClientMultiStatements != 0
 	s.key = backend.Key{User: hello.User, Flavour: hello.Flavour(), Collation: hello.Collation}
 	s.vars.state.SetSchema(hello.DB)
@@ -419,15 +419,6 @@ func (s *Session) dispatch(ctx context.Context, pkt []byte) error {
 	}
 }
 
-// autoIsNull reports whether the session has sql_auto_is_null on and the
-// statement tests something for IS NULL.
-func (s *Session) autoIsNull(info sqlscan.Info) bool {
-	return info.Facts&sqlscan.FactIsNull != 0 && s.vars.autoIsNullOn()
-}
-
-// bound reports whether the session must keep its server connection.
-func (s *Session) bound() bool { return s.bind.bound() }
-
 func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	cq, _ := mysqlproto.ParseQuery(pkt) // dispatch checked the command
 	q := cq.Text
@@ -442,7 +433,7 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	}
 	s.srv.Stats.Queries.Add(1)
 	p := s.srv.proc.Load()
-	s.beginStmt()
+	s.result.begin()
 	run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
 	if info.Flags&sqlscan.FlagKill != 0 {
 		if id, query, ok := info.KillTarget(); ok {
@@ -482,7 +473,7 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	if rw != nil {
 		pkt, cq = s.queryPacket(rw)
 	}
-	s.rs.Bound = s.bound() || onPrev
+	s.rs.Bound = s.bind.bound() || onPrev
 	dec := router.Route(info, &s.rs, run.start)
 	run.target, run.hostgroup = s.routeByRule(p, res.Route, dec.Target)
 	cacheKey, served, err := s.queryCached(p, &res, info, cq.Text, &run)
@@ -550,7 +541,7 @@ func (s *Session) prepareQuery(pkt []byte, cq mysqlproto.Query, info sqlscan.Inf
 			cq, _ = mysqlproto.ParseQuery(pkt)
 		}
 	}
-	if info.Class == sqlscan.ClassRead && s.autoIsNull(info) {
+	if info.Class == sqlscan.ClassRead && s.vars.autoIsNull(info) {
 		// sql_auto_is_null=1: WHERE auto_increment_col IS NULL finds the
 		// row of the connection's LAST_INSERT_ID(): read where that is.
 		info.Flags |= sqlscan.FlagLastInsertID | sqlscan.FlagSideEffect
@@ -595,13 +586,13 @@ func (s *Session) execute(ctx context.Context, pkt []byte, info sqlscan.Info, ta
 			return s.prepFailed(c, err)
 		}
 		out, err := s.roundTrip(c, pkt, kind)
-		s.noteOutcome(c, out)
+		s.result.note(c.Server, c.Index, out)
 		if err != nil {
 			var eb errBackend
 			// Only a command the server never had whole goes to another
 			// server: one it read may have run, or made it close the
 			// connection (a packet over max_allowed_packet).
-			if errors.As(err, &eb) && !out.reached && !out.sent && target == router.Reader && attempt == 0 && !s.bound() {
+			if errors.As(err, &eb) && !out.reached && !out.sent && target == router.Reader && attempt == 0 && !s.bind.bound() {
 				s.srv.serverLost(c.Index)
 				s.srv.Stats.ReadRetries.Add(1)
 				s.srv.log.Warn("read failed on a server; retrying on another", "session", s.id, "server", c.Server, "err", eb.err)
@@ -661,7 +652,7 @@ func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome
 		// connection it may hit.
 		<-killed
 		s.timeout.fired.Store(false)
-		if !s.bound() {
+		if !s.bind.bound() {
 			c.Broken = true
 		}
 	}
@@ -675,7 +666,7 @@ func (s *Session) failed(c *backend.Conn, err error, out outcome) error {
 	var eb errBackend
 	if errors.As(err, &eb) {
 		s.srv.serverLost(c.Index)
-		wasBound := s.bound()
+		wasBound := s.bind.bound()
 		s.dropConn(c)
 		s.resetTxn()
 		s.srv.Stats.Errors.Add(1)
@@ -708,7 +699,7 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 		s.bind.noteStatus(out.status)
 	}
 	if out.err == nil {
-		s.updatePins(info, out)
+		s.countPins(s.bind.notePins(info, s.nextTrxSet))
 		if (info.Class == sqlscan.ClassWrite || info.Class == sqlscan.ClassCommit) && !s.bind.inTrx {
 			// With GTID read-your-writes the new last_gtid says where reads
 			// must wait; without one (binary log off), fall back to the
@@ -735,7 +726,7 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 				p.CloseIdle()
 			}
 		}
-		if !s.bound() {
+		if !s.bind.bound() {
 			c.Broken = true // this one too, once the session is done with it
 		}
 	}
@@ -764,14 +755,14 @@ func (s *Session) after(c *backend.Conn, info sqlscan.Info, out outcome) {
 		// session keeps c, its reads of it run there (asked only when one
 		// comes, prev.go): Vigil's own query would count in the session's
 		// status counters. Once c may go to others, ask now.
-		s.prev.insertPending = s.bound()
+		s.prev.insertPending = s.bind.bound()
 		if !s.prev.insertPending {
 			s.fetchInsertID(c)
 		}
 	}
 	if s.prev.noteStmt {
 		s.prev.noteStmt = false
-		if hold, expire := s.prev.noteLast(info, out); hold && !s.bound() && !c.Broken {
+		if hold, expire := s.prev.noteLast(info, out); hold && !s.bind.bound() && !c.Broken {
 			s.keepPrev(c, expire)
 			return
 		}

@@ -112,16 +112,6 @@ func (r *stmtRegistry) held() (cursors, longData int) {
 	return cursors, longData
 }
 
-// execInfo is st's classification for one execute: with sql_auto_is_null
-// on, a read testing IS NULL reads the connection's LAST_INSERT_ID().
-func (s *Session) execInfo(st *clientStmt) sqlscan.Info {
-	info := st.info
-	if st.isNullRead && s.vars.autoIsNullOn() {
-		info.Flags |= sqlscan.FlagLastInsertID | sqlscan.FlagSideEffect
-	}
-	return info
-}
-
 // missingObject reports server errors that a replica gives for an object
 // it does not have yet (a table or column created a moment ago through
 // another session, or before the replica applied it): the statement is
@@ -153,8 +143,8 @@ func (s *Session) unknownStmt(id uint32) error {
 }
 
 func (s *Session) stmtTarget(p *Processing, st *clientStmt) (router.Target, string) {
-	s.rs.Bound = s.bound()
-	return s.routeByRule(p, st.route, router.Route(s.execInfo(st), &s.rs, timeNow()).Target)
+	s.rs.Bound = s.bind.bound()
+	return s.routeByRule(p, st.route, router.Route(s.vars.execInfo(st), &s.rs, timeNow()).Target)
 }
 
 func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
@@ -168,7 +158,7 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	st := &clientStmt{query: unsafe.String(unsafe.SliceData(orig), len(orig)), info: info, digest: info.Digest, orig: orig,
 		insertUnseen: info.SetsInsertIDUnseen(), isNullRead: info.Class == sqlscan.ClassRead && info.Facts&sqlscan.FactIsNull != 0}
 	p := s.srv.proc.Load()
-	s.beginStmt()
+	s.result.begin()
 	run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
 	res := s.applyRules(p, q, info.Digest)
 	run.rule, run.log = res.Rule, res.Log
@@ -202,7 +192,7 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 				"Vigil: KILL with a parameter cannot be prepared through Vigil; send KILL <id> as a statement"))
 		}
 	}
-	pkt = s.prepareText(st, res.Query, orig, pkt)
+	pkt = st.rewriteText(res.Query, orig, pkt)
 	if s.prepareDiagnostics(st) {
 		defer s.dropPrevHeld()
 	}
@@ -211,10 +201,10 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	return err
 }
 
-// prepareText gives st the text the server prepares: a rule's rewrite
+// rewriteText gives st the text the server prepares: a rule's rewrite
 // (query, nil for none) of orig, and SETs qualified; it returns the
 // COM_STMT_PREPARE to send (pkt when unchanged).
-func (s *Session) prepareText(st *clientStmt, query, orig, pkt []byte) []byte {
+func (st *clientStmt) rewriteText(query, orig, pkt []byte) []byte {
 	text := orig // what st.info was scanned from
 	if query != nil {
 		st.query = string(query)
@@ -250,7 +240,7 @@ func (s *Session) prepareDiagnostics(st *clientStmt) bool {
 	s.takePrev()
 	s.prev.ranOnPrev = false
 	s.prev.stmtText = []byte(st.query)
-	if s.prev.held == nil && !s.bound() {
+	if s.prev.held == nil && !s.bind.bound() {
 		// A prepare does not change what FOUND_ROWS() or ROW_COUNT()
 		// answer: on the previous statement's connection (when it is on
 		// the server the prepare goes to) it keeps that connection the
@@ -264,7 +254,7 @@ func (s *Session) prepareDiagnostics(st *clientStmt) bool {
 // statement id, and registers st; prepared: it succeeded.
 func (s *Session) prepareOn(ctx context.Context, p *Processing, st *clientStmt, pkt []byte) (prepared bool, _ error) {
 	target := router.Writer
-	if s.bound() {
+	if s.bind.bound() {
 		target = router.Keep
 	} else if st.info.Class == sqlscan.ClassRead && st.info.Flags&readOnWriter == 0 {
 		target = router.Reader
@@ -281,15 +271,15 @@ func (s *Session) prepareOn(ctx context.Context, p *Processing, st *clientStmt, 
 		if o, err := s.send(c, pkt); err != nil {
 			return false, s.failed(c, err, o)
 		} else if o.sent {
-			s.noteOutcome(c, o)
+			s.result.note(c.Server, c.Index, o)
 			s.failedOn(c) // the server refused it (and closed the connection)
 			return false, nil
 		}
 		// On a replica, an error for a missing object is not forwarded:
 		// the replica may not have the object yet, the writer decides.
-		onReplica := c.Index != writerIndex(s.srv.topo.Load()) && !s.bound() && attempt == 0
+		onReplica := c.Index != writerIndex(s.srv.topo.Load()) && !s.bind.bound() && attempt == 0
 		ss, se, err := s.readPrepare(c, true, s.stmts.nextID(), onReplica)
-		s.noteOutcome(c, outcome{err: se})
+		s.result.note(c.Server, c.Index, outcome{err: se})
 		if err != nil {
 			return false, s.failed(c, err, outcome{sent: true})
 		}
@@ -325,7 +315,7 @@ func (s *Session) registerPrepared(c *backend.Conn, st *clientStmt, ss *backend.
 	if s.prev.stmtText != nil && s.notePrepared(c, st.info, ss.Warnings) {
 		return
 	}
-	if s.prev.ranOnPrev && !s.bound() {
+	if s.prev.ranOnPrev && !s.bind.bound() {
 		s.prev.gaveBack(c)
 	}
 	s.release(c)
@@ -460,10 +450,10 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 		}
 	}
 	p := s.srv.proc.Load()
-	s.beginStmt()
+	s.result.begin()
 	run := stmtRun{start: time.Now(), digest: st.digest, query: st.orig, rule: st.rule, log: st.log}
 	s.setCurrent(st.orig, run.start)
-	x.info = s.execInfo(st)
+	x.info = s.vars.execInfo(st)
 	target, hg := s.stmtTarget(p, st)
 	run.target, run.hostgroup = target, hg
 	s.timeout.limit, s.timeout.rule = st.timeout, st.rule
@@ -550,12 +540,12 @@ func (s *Session) executeOn(ctx context.Context, p *Processing, x *execCall, tar
 			return s.prepFailed(c, err)
 		}
 		ss, se, err := s.ensurePrepared(ctx, c, st, x.text)
-		s.noteOutcome(c, outcome{err: se})
+		s.result.note(c.Server, c.Index, outcome{err: se})
 		if err != nil {
 			return s.failed(c, err, outcome{})
 		}
 		if se != nil {
-			if target == router.Reader && attempt == 0 && missingObject(se.Code) && !s.bound() {
+			if target == router.Reader && attempt == 0 && missingObject(se.Code) && !s.bind.bound() {
 				// The replica lacks an object the statement needs (not
 				// replicated yet): the writer decides.
 				s.srv.Stats.PrepareRetries.Add(1)
@@ -569,10 +559,10 @@ func (s *Session) executeOn(ctx context.Context, p *Processing, x *execCall, tar
 		out := s.rewriteExecute(x.pkt, x.ex, &x.params, ss, st)
 		st.longData = false
 		o, err := s.roundTrip(c, out, respExecute)
-		s.noteOutcome(c, o)
+		s.result.note(c.Server, c.Index, o)
 		if err != nil {
 			var eb errBackend
-			if asBackend(err, &eb) && !o.reached && !o.sent && target == router.Reader && attempt == 0 && !s.bound() {
+			if asBackend(err, &eb) && !o.reached && !o.sent && target == router.Reader && attempt == 0 && !s.bind.bound() {
 				s.srv.Stats.ReadRetries.Add(1)
 				s.dropConn(c)
 				exclude = c.Index
@@ -664,7 +654,7 @@ func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
 	}
 	st.longData = true
 	s.updateStmtPins()
-	s.setConn(c) // held until the execute
+	s.bind.set(c) // held until the execute
 	return nil
 }
 
@@ -675,7 +665,7 @@ func (s *Session) comStmtClose(ctx context.Context, pkt []byte) error {
 	}
 	s.stmts.close(cl.StmtID)
 	s.updateStmtPins()
-	if s.bind.conn != nil && !s.bound() {
+	if s.bind.conn != nil && !s.bind.bound() {
 		s.release(s.bind.conn)
 	}
 	return nil // no reply

@@ -30,6 +30,23 @@ type sessionVars struct {
 	setBuf []byte
 }
 
+// autoIsNull reports whether the session has sql_auto_is_null on and
+// the statement tests something for IS NULL.
+func (v *sessionVars) autoIsNull(info sqlscan.Info) bool {
+	return info.Facts&sqlscan.FactIsNull != 0 && v.autoIsNullOn()
+}
+
+// execInfo is st's classification for one execute: with
+// sql_auto_is_null on, a read testing IS NULL reads the connection's
+// LAST_INSERT_ID().
+func (v *sessionVars) execInfo(st *clientStmt) sqlscan.Info {
+	info := st.info
+	if st.isNullRead && v.autoIsNullOn() {
+		info.Flags |= sqlscan.FlagLastInsertID | sqlscan.FlagSideEffect
+	}
+	return info
+}
+
 // autoIsNullOn reports whether the session has sql_auto_is_null on.
 func (v *sessionVars) autoIsNullOn() bool {
 	for _, x := range v.state.Vars() {
@@ -57,9 +74,6 @@ func builtinTrackDefaults() *trackDefaults {
 		},
 	}
 }
-
-// resetTrack gives the session the tracking a new session has.
-func (s *Session) resetTrack() { s.vars.resetTrack(s.srv.trackDefault.Load()) }
 
 // resetTrack gives the client the tracking d.
 func (v *sessionVars) resetTrack(d *trackDefaults) {
