@@ -407,17 +407,28 @@ func (s *Session) reclaimForPrev(ctx context.Context, scoped sqlscan.Flags) {
 // rewriteSessionFuncs returns q with the values Vigil knows in place of
 // the calls rw names, or nil when there is nothing to replace.
 func (s *Session) rewriteSessionFuncs(q []byte, rw sqlscan.Flags) []byte {
-	if rw != 0 {
-		v := sqlscan.SessionValues{RowCount: s.prev.rowCount, FoundRows: s.prev.foundRows, LastInsertID: s.prev.insertID, ConnectionID: s.id, Track: s.vars.trackRaw}
-		if out, ok := sqlscan.RewriteSessionFuncs(s.prev.sessionBuf[:0], q, v, rw); ok {
-			s.prev.sessionBuf = out
-			if rw&prevValues != 0 {
-				s.srv.Stats.SessionRewrites.Add(1)
-			}
-			return out
-		}
+	out := s.prev.rewrite(q, rw, s.id, s.vars.trackRaw)
+	if out != nil && rw&prevValues != 0 {
+		s.srv.Stats.SessionRewrites.Add(1)
 	}
-	return nil
+	return out
+}
+
+// rewrite returns q with Vigil's record in place of the calls rw names
+// (ROW_COUNT(), FOUND_ROWS(), LAST_INSERT_ID(); CONNECTION_ID() is id,
+// the session_track_* values those in track), or nil when there is
+// nothing to replace. The result is in p.sessionBuf.
+func (p *prevState) rewrite(q []byte, rw sqlscan.Flags, id uint32, track map[string]string) []byte {
+	if rw == 0 {
+		return nil
+	}
+	v := sqlscan.SessionValues{RowCount: p.rowCount, FoundRows: p.foundRows, LastInsertID: p.insertID, ConnectionID: id, Track: track}
+	out, ok := sqlscan.RewriteSessionFuncs(p.sessionBuf[:0], q, v, rw)
+	if !ok {
+		return nil
+	}
+	p.sessionBuf = out
+	return out
 }
 
 // reclaimLast takes back the connection the session last gave back, if

@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/vigil-db/vigil/internal/backend"
@@ -173,5 +174,33 @@ func TestOwnValues(t *testing.T) {
 		if got := ownValues(scan(c.q)); got != c.want {
 			t.Errorf("%s: %b, want %b", c.q, got, c.want)
 		}
+	}
+}
+
+// TestPrevStateRewrite: the statement sent with Vigil's record in place
+// of the calls, after an update and a result set.
+func TestPrevStateRewrite(t *testing.T) {
+	var p prevState
+	p.forget()
+	q := []byte("SELECT ROW_COUNT(), FOUND_ROWS(), LAST_INSERT_ID(), CONNECTION_ID()")
+	if out := p.rewrite(q, 0, 7, nil); out != nil {
+		t.Errorf("nothing asked, yet rewritten: %s", out)
+	}
+	p.noteLast(scan("SELECT a FROM t"), outcome{resultSet: true, setRows: 12})
+	p.noteLast(scan("INSERT INTO t VALUES (NULL)"), outcome{affected: 1, insertID: 99})
+	out := p.rewrite(q, prevValues|sqlscan.FlagConnectionID, 7, nil)
+	// The calls stay as the fallback of COALESCE, for the column types
+	// (sqlscan.RewriteSessionFuncs).
+	for _, want := range []string{"COALESCE(1,ROW_COUNT())", "COALESCE(12,FOUND_ROWS())",
+		"COALESCE(CAST(99 AS UNSIGNED),LAST_INSERT_ID())", "COALESCE(CAST(7 AS UNSIGNED),CONNECTION_ID())"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("%s: %s missing", out, want)
+		}
+	}
+	// After a result set ROW_COUNT() is -1.
+	p.noteLast(scan("SELECT 1"), outcome{resultSet: true, setRows: 1})
+	out = p.rewrite([]byte("SELECT ROW_COUNT()"), sqlscan.FlagRowCount, 7, nil)
+	if !bytes.Contains(out, []byte("COALESCE(-1,ROW_COUNT())")) {
+		t.Errorf("after a result set: %s, want -1", out)
 	}
 }
