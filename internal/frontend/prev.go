@@ -132,6 +132,15 @@ func (p *prevState) gaveBack(c *backend.Conn) {
 	p.lastConn, p.lastPuts = c, c.NextPut()
 }
 
+// beginCommand starts a command that is a statement; noteStmt: its
+// outcome becomes the session's previous statement.
+func (p *prevState) beginCommand(noteStmt bool) {
+	p.noteStmt = noteStmt
+	p.pureDiag, p.clearDiag, p.ranOnPrev = false, false, false
+	p.stmtText = nil
+	p.execUnseen = false
+}
+
 // noteDiag records whether the diagnostics area holds something after a
 // statement that left warnings (or an error) or not, and that opened a
 // table or not (info).
@@ -557,4 +566,46 @@ func (s *Session) fetchInsertID(c *backend.Conn) {
 	s.prev.insertID = v
 	s.prev.insertTrusted = true
 	s.noteInsert(c, v)
+}
+
+// notePrev records a finished statement as the session's previous one:
+// its insert id, whether it may have set LAST_INSERT_ID() unseen, and its
+// outcome; it reports whether it kept c for the next statement.
+func (s *Session) notePrev(c *backend.Conn, info sqlscan.Info, out outcome) (kept bool) {
+	if out.insertID != 0 {
+		// The connection's LAST_INSERT_ID() is the session's now, unless
+		// the id was an explicit value (not generated: the server keeps
+		// the previous one) and another session set that one: then only
+		// Vigil's own record may answer (no other client's id).
+		s.prev.insertTrusted = c.InsertToken == 0 || c.InsertSession == s.id
+		s.noteInsert(c, out.insertID)
+	}
+	s.prev.valuesFetched = false
+	// The statement's Info decides, except for an execute whose text the
+	// session did not keep: that was judged at its prepare (execUnseen),
+	// and only a multi-statement counts again, as before.
+	unseen := s.prev.execUnseen || info.Flags&sqlscan.FlagMulti != 0 || s.prev.stmtText != nil && info.SetsInsertIDUnseen()
+	s.prev.execUnseen = false
+	if !c.Broken && (s.prev.insertPending || unseen) {
+		// The statement may have set LAST_INSERT_ID() unseen. While the
+		// session keeps c, its reads of it run there (asked only when one
+		// comes, prev.go): Vigil's own query would count in the session's
+		// status counters. Once c may go to others, ask now.
+		s.prev.insertPending = s.bind.bound()
+		if !s.prev.insertPending {
+			s.fetchInsertID(c)
+		}
+	}
+	if s.prev.noteStmt {
+		s.prev.noteStmt = false
+		if hold, expire := s.prev.noteLast(info, out); hold && !s.bind.bound() && !c.Broken {
+			s.keepPrev(c, expire)
+			return true
+		}
+		// Remembered so that a statement reading what this one left
+		// (FOUND_ROWS(), ROW_COUNT(), the diagnostics area) can take the
+		// connection back if nobody used it since (prev.go).
+		s.prev.gaveBack(c)
+	}
+	return false
 }
