@@ -1,8 +1,8 @@
 package frontend
 
 // stmtRegistry is the client's prepared statements by the ids Vigil gave
-// them. Ids are never reused within a session, even after a close or a
-// COM_RESET_CONNECTION, as a server does.
+// them. Ids are never reused within a session, not even after a close
+// or a COM_RESET_CONNECTION (the counter is not reset).
 type stmtRegistry struct {
 	byID map[uint32]*clientStmt
 	last uint32 // the last id given
