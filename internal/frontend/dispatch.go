@@ -62,63 +62,77 @@ func (s *Session) serve(ctx context.Context) {
 
 var errQuit = errors.New("client quit")
 
-// dispatch handles one command. A returned error ends the session.
+// dispatch runs one client command through the dispatch table. A
+// returned error ends the session.
 func (s *Session) dispatch(ctx context.Context, pkt []byte) error {
 	cmd, _ := mysqlproto.Header(pkt) // serve sends no empty command here
-	switch cmd {
-	case mysqlproto.ComQuery, mysqlproto.ComStmtExecute, mysqlproto.ComInitDB, mysqlproto.ComFieldList,
-		mysqlproto.ComStatistics, mysqlproto.ComResetConnection, mysqlproto.ComChangeUser,
-		mysqlproto.ComStmtReset, mysqlproto.ComStmtFetch, mysqlproto.ComProcessKill:
+	c := &commands[cmd]
+	if c.run == nil {
+		return s.sendError(mysqlproto.NewError(mysqlproto.ERUnknownComError, "08S01",
+			"Vigil: command 0x%02x is not supported through the proxy", cmd))
+	}
+	if c.statement {
 		// A statement: the previous one's connection comes back for it to
 		// use or give back (prev.go).
 		s.takePrev()
 		defer s.dropPrevHeld()
-		s.prev.beginCommand(cmd == mysqlproto.ComQuery || cmd == mysqlproto.ComStmtExecute || cmd == mysqlproto.ComInitDB)
+		s.prev.beginCommand(c.outcome)
 	}
-	switch cmd {
-	case mysqlproto.ComQuery:
-		return s.comQuery(ctx, pkt)
-	case mysqlproto.ComQuit:
-		return errQuit
-	case mysqlproto.ComPing:
-		return s.writeOK(0, 0)
-	case mysqlproto.ComInitDB:
-		return s.comInitDB(ctx, pkt)
-	case mysqlproto.ComStmtPrepare:
-		return s.comStmtPrepare(ctx, pkt)
-	case mysqlproto.ComStmtExecute:
-		return s.comStmtExecute(ctx, pkt)
-	case mysqlproto.ComStmtSendLongData:
-		return s.comStmtSendLongData(ctx, pkt)
-	case mysqlproto.ComStmtClose:
-		return s.comStmtClose(ctx, pkt)
-	case mysqlproto.ComStmtReset:
-		return s.comStmtReset(ctx, pkt)
-	case mysqlproto.ComStmtFetch:
-		return s.comStmtFetch(ctx, pkt)
-	case mysqlproto.ComFieldList:
+	return c.run(s, ctx, pkt)
+}
+
+// commandSpec is how the session treats one client command.
+type commandSpec struct {
+	run func(s *Session, ctx context.Context, pkt []byte) error
+	// statement: the command runs a statement on a server connection:
+	// the previous statement's connection comes back for it (prev.go).
+	statement bool
+	// outcome: its outcome becomes the session's previous statement
+	// (what ROW_COUNT(), FOUND_ROWS() and the diagnostics area describe).
+	outcome bool
+}
+
+// commands is the dispatch table, by command byte; a command without an
+// entry is refused (ER_UNKNOWN_COM_ERROR).
+var commands = [256]commandSpec{
+	mysqlproto.ComQuery:            {run: (*Session).comQuery, statement: true, outcome: true},
+	mysqlproto.ComQuit:             {run: func(*Session, context.Context, []byte) error { return errQuit }},
+	mysqlproto.ComPing:             {run: func(s *Session, _ context.Context, _ []byte) error { return s.writeOK(0, 0) }},
+	mysqlproto.ComInitDB:           {run: (*Session).comInitDB, statement: true, outcome: true},
+	mysqlproto.ComStmtPrepare:      {run: (*Session).comStmtPrepare},
+	mysqlproto.ComStmtExecute:      {run: (*Session).comStmtExecute, statement: true, outcome: true},
+	mysqlproto.ComStmtSendLongData: {run: (*Session).comStmtSendLongData},
+	mysqlproto.ComStmtClose:        {run: (*Session).comStmtClose},
+	mysqlproto.ComStmtReset:        {run: (*Session).comStmtReset, statement: true},
+	mysqlproto.ComStmtFetch:        {run: (*Session).comStmtFetch, statement: true},
+	mysqlproto.ComFieldList: {run: func(s *Session, ctx context.Context, pkt []byte) error {
 		return s.simpleCommand(ctx, pkt, router.Reader, respFieldList)
-	case mysqlproto.ComStatistics:
+	}, statement: true},
+	mysqlproto.ComStatistics: {run: func(s *Session, ctx context.Context, pkt []byte) error {
 		return s.simpleCommand(ctx, pkt, router.Writer, respStatistics)
-	case mysqlproto.ComSetOption:
-		return s.comSetOption(pkt)
-	case mysqlproto.ComResetConnection:
-		return s.comResetConnection(ctx)
-	case mysqlproto.ComChangeUser:
-		return s.comChangeUser(ctx, pkt)
-	case mysqlproto.ComProcessKill:
-		k, bad := mysqlproto.ParseProcessKill(pkt)
-		if bad != nil {
-			return s.sendError(bad)
-		}
-		return s.kill(ctx, uint64(k.ConnectionID), false)
-	case mysqlproto.ComBinlogDump, mysqlproto.ComBinlogDumpGTID, mysqlproto.ComRegisterSlave:
-		return s.sendError(mysqlproto.NewError(mysqlproto.ERVigilUnsupported, mysqlproto.SSVigilUnsupported,
-			"Vigil: replication commands are not proxied; connect replicas to the servers directly"))
-	default:
-		return s.sendError(mysqlproto.NewError(mysqlproto.ERUnknownComError, "08S01",
-			"Vigil: command 0x%02x is not supported through the proxy", cmd))
+	}, statement: true},
+	mysqlproto.ComSetOption:       {run: func(s *Session, _ context.Context, pkt []byte) error { return s.comSetOption(pkt) }},
+	mysqlproto.ComResetConnection: {run: func(s *Session, ctx context.Context, _ []byte) error { return s.comResetConnection(ctx) }, statement: true},
+	mysqlproto.ComChangeUser:      {run: (*Session).comChangeUser, statement: true},
+	mysqlproto.ComProcessKill:     {run: (*Session).comProcessKill, statement: true},
+	mysqlproto.ComBinlogDump:      {run: (*Session).refuseReplication},
+	mysqlproto.ComBinlogDumpGTID:  {run: (*Session).refuseReplication},
+	mysqlproto.ComRegisterSlave:   {run: (*Session).refuseReplication},
+}
+
+// comProcessKill is KILL <id> as a command (Vigil's session ids).
+func (s *Session) comProcessKill(ctx context.Context, pkt []byte) error {
+	k, bad := mysqlproto.ParseProcessKill(pkt)
+	if bad != nil {
+		return s.sendError(bad)
 	}
+	return s.kill(ctx, uint64(k.ConnectionID), false)
+}
+
+// refuseReplication answers the replication protocol's commands.
+func (s *Session) refuseReplication(context.Context, []byte) error {
+	return s.sendError(mysqlproto.NewError(mysqlproto.ERVigilUnsupported, mysqlproto.SSVigilUnsupported,
+		"Vigil: replication commands are not proxied; connect replicas to the servers directly"))
 }
 
 func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
