@@ -29,23 +29,15 @@ type Session struct {
 	key        backend.Key
 	multiStmts bool
 
-	vars sessionVars // the session's variables and schema, and the client's tracking of them (vars.go)
+	// The parts, each with its own type and tests.
+	vars  sessionVars  // variables, schema and the client's tracking of them (vars.go)
+	bind  binding      // the server connection the session holds, and why (binding.go, conns.go)
+	stmts stmtRegistry // the client's prepared statements (stmtregistry.go, stmt.go)
+	ryw   rywState     // where the session's last write is, for read-your-writes (ryw.go)
+	prev  prevState    // the previous statement's connection and outcome (prev.go)
+	cur   inflight     // the statement in flight, for listings, KILL and the client watcher (inflight.go)
 
-	// bind is the server connection the session holds and why (binding.go).
-	bind binding
-
-	stmts stmtRegistry // the client's prepared statements (stmt.go)
-
-	ryw rywState // where the session's last write is, for read-your-writes (ryw.go)
-
-	// prev is the previous statement's connection and outcome (prev.go).
-	prev prevState
-
-	// cur is the statement in flight, for listings, KILL and the client
-	// watcher (inflight.go).
-	cur       inflight
-	cursorReq bool // the COM_STMT_EXECUTE in flight asked for a cursor
-
+	cursorReq  bool // the COM_STMT_EXECUTE in flight asked for a cursor
 	scratch    []byte
 	panicked   bool // a recovered panic: server connections are closed, never reused
 	rs         router.Session
