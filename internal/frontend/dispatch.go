@@ -161,12 +161,8 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		}
 	}
 	s.setCurrent(q, run.start)
-	res := s.applyRules(p, q, info.Digest)
-	run.rule, run.log = res.Rule, res.Log
-	if res.Block != nil {
-		run.hostgroup = "blocked"
-		err := s.blocked(res.Block, res.Rule)
-		s.finishStmt(p, &run)
+	res, blocked, err := s.checkRules(p, q, &run)
+	if blocked {
 		return err
 	}
 	if res.Query != nil {

@@ -246,6 +246,21 @@ func (s *Session) applyRules(p *Processing, q []byte, digest uint64) rules.Resul
 	return res
 }
 
+// checkRules applies the rules to q, a statement whose run is starting,
+// and answers it when one blocks it (blocked: the client's answer was
+// sent, err is the session's).
+func (s *Session) checkRules(p *Processing, q []byte, run *stmtRun) (res rules.Result, blocked bool, err error) {
+	res = s.applyRules(p, q, run.digest)
+	run.rule, run.log = res.Rule, res.Log
+	if res.Block == nil {
+		return res, false, nil
+	}
+	run.hostgroup = "blocked"
+	err = s.blocked(res.Block, res.Rule)
+	s.finishStmt(p, run)
+	return res, true, err
+}
+
 // blocked answers a statement a rule refuses; no server sees it.
 func (s *Session) blocked(b *rules.Block, rule string) error {
 	s.srv.Stats.Blocked.Add(1)

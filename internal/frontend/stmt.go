@@ -114,12 +114,8 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	p := s.srv.proc.Load()
 	s.result.begin()
 	run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
-	res := s.applyRules(p, q, info.Digest)
-	run.rule, run.log = res.Rule, res.Log
-	if res.Block != nil {
-		run.hostgroup = "blocked"
-		err := s.blocked(res.Block, res.Rule)
-		s.finishStmt(p, &run)
+	res, blocked, err := s.checkRules(p, q, &run)
+	if blocked {
 		return err
 	}
 	// A prepare that fails, whoever refused it, gets its query-log record
