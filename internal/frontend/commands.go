@@ -10,76 +10,12 @@ import (
 	"github.com/vigil-db/vigil/internal/sqlscan"
 )
 
-// flagPins are the statements that pin the session to its server
-// connection by what they leave there.
-var flagPins = [...]struct {
-	flag sqlscan.Flags
-	pin  int
-}{
-	{sqlscan.FlagCalcFoundRows, PinFoundRows},
-	{sqlscan.FlagPrepare, PinPrepare},
-	{sqlscan.FlagUserVar, PinUserVar},
-	{sqlscan.FlagSqlLogBinOff, PinSqlLogBin},
-	// Session status counters and profiles describe one server
-	// connection: read them from one.
-	{sqlscan.FlagSessionStatus, PinSessionStatus},
-	// LASTVAL() / PREVIOUS VALUE FOR answer from the NEXTVAL connection.
-	{sqlscan.FlagSequence, PinSequence},
-	{sqlscan.FlagRole, PinRole},
-	{sqlscan.FlagHandler, PinHandler},
-	// What a stored procedure left on the connection (temporary tables,
-	// user variables, OUT parameters in @x, SET @@x) is reported by no
-	// reply: the session keeps the connection that has it.
-	{sqlscan.FlagCall, PinCall},
-}
-
-// updatePins records what a successful statement did to the session's
-// ability to move between server connections.
-func (s *Session) updatePins(info sqlscan.Info, out outcome) {
-	f := info.Flags
-	pin := func(reason int) {
-		if s.pins[reason] == 0 {
+// countPins counts the sessions that took a new pin reason.
+func (s *Session) countPins(added pinSet) {
+	for reason := range numPins {
+		if added&(1<<reason) != 0 {
 			s.srv.Stats.Pins[reason].Add(1)
 		}
-		s.pins[reason]++
-	}
-	if f&sqlscan.FlagTempTable != 0 {
-		if s.tempTables == 0 {
-			s.srv.Stats.Pins[PinTempTable].Add(1)
-		}
-		s.tempTables++
-	}
-	if f&sqlscan.FlagDropTemp != 0 && s.tempTables > 0 {
-		s.tempTables--
-	}
-	if f&sqlscan.FlagGetLock != 0 {
-		pin(PinGetLock)
-	}
-	if f&sqlscan.FlagLockTables != 0 {
-		pin(PinLockTables)
-	}
-	if f&sqlscan.FlagUnlockTables != 0 {
-		s.pins[PinLockTables] = 0
-	}
-	for _, fp := range flagPins {
-		if f&fp.flag != 0 {
-			pin(fp.pin)
-		}
-	}
-	if f&sqlscan.FlagXA != 0 {
-		switch info.Class {
-		case sqlscan.ClassBegin:
-			pin(PinXA)
-		case sqlscan.ClassCommit, sqlscan.ClassRollback:
-			s.pins[PinXA] = 0
-		}
-	}
-	// SET TRANSACTION (without SESSION) applies to the next transaction
-	// only: keep the connection until a statement ends outside one.
-	if s.nextTrxSet && s.pins[PinTrxCharacteristics] == 0 {
-		pin(PinTrxCharacteristics)
-	} else if s.pins[PinTrxCharacteristics] > 0 && info.Class != sqlscan.ClassSet && !s.inTrx {
-		s.pins[PinTrxCharacteristics] = 0
 	}
 }
 
@@ -87,7 +23,7 @@ func (s *Session) comInitDB(ctx context.Context, pkt []byte) error {
 	idb, _ := mysqlproto.ParseInitDB(pkt) // dispatch checked the command
 	db := string(idb.Schema)
 	target := router.Writer
-	if s.bound() {
+	if s.bind.bound() {
 		target = router.Keep
 	}
 	c, err := s.acquire(ctx, target, -1)
@@ -100,7 +36,7 @@ func (s *Session) comInitDB(ctx context.Context, pkt []byte) error {
 	}
 	if out.err == nil {
 		cs := c.ClientCharset() // COM_INIT_DB's name is in the client's character set
-		s.state.SetSchemaIn(db, cs)
+		s.vars.state.SetSchemaIn(db, cs)
 		c.State.SetSchemaIn(db, cs)
 	}
 	s.after(c, sqlscan.Info{Class: sqlscan.ClassUse}, out)
@@ -109,7 +45,7 @@ func (s *Session) comInitDB(ctx context.Context, pkt []byte) error {
 
 // simpleCommand forwards a command whose reply has a fixed shape.
 func (s *Session) simpleCommand(ctx context.Context, pkt []byte, target router.Target, kind respKind) error {
-	if s.bound() {
+	if s.bind.bound() {
 		target = router.Keep
 	}
 	c, err := s.acquire(ctx, target, -1)
@@ -121,7 +57,7 @@ func (s *Session) simpleCommand(ctx context.Context, pkt []byte, target router.T
 		return s.failed(c, err, out)
 	}
 	if kind == respStatistics {
-		out.status = s.status()
+		out.status = s.bind.status()
 	}
 	s.after(c, sqlscan.Info{Class: sqlscan.ClassRead}, out)
 	return nil
@@ -145,9 +81,9 @@ func (s *Session) comSetOption(pkt []byte) error {
 	s.client.Seq = 1
 	var p []byte
 	if s.caps&mysqlproto.CapabilityClientDeprecateEOF != 0 {
-		p = mysqlproto.AppendEOFOK(s.scratch[:0], s.status(), 0)
+		p = mysqlproto.AppendEOFOK(s.scratch[:0], s.bind.status(), 0)
 	} else {
-		p = mysqlproto.AppendEOF(s.scratch[:0], s.status(), 0)
+		p = mysqlproto.AppendEOF(s.scratch[:0], s.bind.status(), 0)
 	}
 	if err := s.client.WritePacket(p); err != nil {
 		return errClient{err}
@@ -159,7 +95,7 @@ func (s *Session) comSetOption(pkt []byte) error {
 // rolled back, variables, temporary tables, locks and prepared statements
 // gone; the schema is kept.
 func (s *Session) comResetConnection(ctx context.Context) error {
-	if c := s.conn; c != nil && s.bound() {
+	if c := s.bind.conn; c != nil && s.bind.bound() {
 		// The held connection has state only this session knows: reset it
 		// on the server too (without forwarding the server's OK: Vigil
 		// answers the client itself below).
@@ -169,7 +105,7 @@ func (s *Session) comResetConnection(ctx context.Context) error {
 		if err != nil {
 			s.dropConn(c)
 		} else {
-			s.setConn(nil)
+			s.bind.set(nil)
 			s.srv.pool(c.Index).Put(c)
 		}
 	}
@@ -178,15 +114,12 @@ func (s *Session) comResetConnection(ctx context.Context) error {
 }
 
 func (s *Session) resetSession() {
-	schema := s.state.Schema
-	s.state.Reset(schema)
-	s.inTrx, s.autocommitOff = false, false
-	s.pins = [numPins]int{}
-	s.tempTables = 0
-	clear(s.stmts)
-	s.resetTrack()
-	s.lastGTID, s.gtidSeen = "", 0
-	s.lastWrite = time.Time{}
+	schema := s.vars.state.Schema
+	s.vars.state.Reset(schema)
+	s.bind.clear()
+	s.stmts.clear()
+	s.vars.resetTrack(s.srv.trackDefault.Load())
+	s.ryw.forget()
 	s.resetPrev()
 }
 
@@ -199,7 +132,7 @@ func (s *Session) kill(ctx context.Context, id uint64, query bool) error {
 	if target == nil {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERNoSuchThread, "HY000", "Unknown thread id: %d", id))
 	}
-	if target.userName() != s.user.Name {
+	if target.cur.userName() != s.user.Name {
 		// Another account's session: as on the server, only with
 		// CONNECTION ADMIN or SUPER, which the servers know.
 		ok, err := s.mayKillOthers(ctx)
@@ -220,7 +153,7 @@ func (s *Session) kill(ctx context.Context, id uint64, query bool) error {
 		_ = s.client.Flush()
 		return errQuit
 	}
-	if c := target.running.Load(); c != nil {
+	if c := target.cur.running.Load(); c != nil {
 		kctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err := s.srv.pool(c.Index).Kill(kctx, s.key.User, c.ID, true)
 		cancel()
@@ -275,9 +208,9 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 	if err != nil {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERMalformedPacket, "HY000", "Malformed COM_CHANGE_USER"))
 	}
-	oldUser, oldKey, oldState := s.user, s.key, s.state.Clone()
-	if s.conn != nil {
-		s.dropConn(s.conn)
+	oldUser, oldKey, oldState := s.user, s.key, s.vars.state.Clone()
+	if s.bind.conn != nil {
+		s.dropConn(s.bind.conn)
 	}
 	s.releaseAll()
 	s.resetSession()
@@ -304,7 +237,7 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 			s.key.Collation = byte(cu.Collation)
 		}
 		s.rs = router.Session{RYW: u.RYW, SessionWindow: u.SessionWindow}
-		s.state.Reset(cu.DB)
+		s.vars.state.Reset(cu.DB)
 		// The servers must accept the account and the schema, as a server
 		// would check.
 		if err := s.checkLogin(ctx, cu.DB, len(cu.AuthResponse) > 0); err != nil && !errors.As(err, &denied) {
@@ -317,10 +250,10 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 		s.setUser(oldUser)
 		s.key = oldKey
 		s.rs = router.Session{RYW: oldUser.RYW, SessionWindow: oldUser.SessionWindow}
-		s.state.Reset(oldState.Schema)
+		s.vars.state.Reset(oldState.Schema)
 		for _, v := range []string{"character_set_client", "character_set_connection", "character_set_results", "collation_connection"} {
 			if val, ok := oldState.Get(v); ok {
-				s.state.Set(v, val)
+				s.vars.state.Set(v, val)
 			}
 		}
 		if denied.Code == mysqlproto.ERAccessDeniedError {
@@ -333,7 +266,7 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 		}
 		s.key.Flavour = mysqlproto.FlavourAfterChangeUser(s.key.Flavour)
 		s.logAuth(cu.User, denied)
-		s.stmtErr, s.stmtErrMsg = denied.Code, denied.Message
+		s.result.err, s.result.errMsg = denied.Code, denied.Message
 		s.srv.Stats.Errors.Add(1)
 		if err := s.client.RejectChangeUser(ctx, denied); err != nil {
 			return errClient{err}
@@ -345,7 +278,7 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 		g.succeeded(cu.User, s.remoteIP())
 	}
 	s.logAuth(cu.User, nil)
-	if err := s.client.WritePacket(mysqlproto.AppendOK(s.scratch[:0], 0, 0, s.status(), 0)); err != nil {
+	if err := s.client.WritePacket(mysqlproto.AppendOK(s.scratch[:0], 0, 0, s.bind.status(), 0)); err != nil {
 		return errClient{err}
 	}
 	return nil

@@ -18,18 +18,18 @@ import (
 // made to match the session's.
 func (s *Session) acquire(ctx context.Context, target router.Target, exclude int) (*backend.Conn, error) {
 	held := -1
-	if s.conn != nil {
-		held = s.conn.Index
+	if s.bind.conn != nil {
+		held = s.bind.conn.Index
 	}
 	if err := s.checkWriteGate(target, held); err != nil {
 		return nil, err
 	}
-	if s.conn != nil {
-		if target == router.Keep || s.bound() {
-			return s.conn, nil
+	if s.bind.conn != nil {
+		if target == router.Keep || s.bind.bound() {
+			return s.bind.conn, nil
 		}
 		// Not bound any more (e.g. multiplexing was just turned on again).
-		s.release(s.conn)
+		s.release(s.bind.conn)
 	}
 	if err := s.waitGate(ctx); err != nil {
 		return nil, err
@@ -45,44 +45,56 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 		}
 		idx = alt
 	}
+	c := s.idleFor(idx)
+	if idx >= 0 && c != nil && c.State.Satisfies(&s.vars.state) {
+		s.countRoute(target)
+		s.bind.set(c)
+		if target == router.Reader {
+			return s.waitGTID(ctx, c)
+		}
+		return c, nil
+	}
+	return s.acquireWait(ctx, target, exclude, snap, idx, reason, c)
+}
+
+// idleFor returns a connection to server idx (-1: none chosen) that the
+// session can take without waiting, or nil: the previous statement's
+// connection when it is on idx (otherwise it goes back now), the
+// session's sticky one, or an idle pooled one whose state already fits
+// (the fast path, without a deadline context).
+func (s *Session) idleFor(idx int) *backend.Conn {
 	var c *backend.Conn
-	if ph := s.prevHeld; ph != nil {
-		// The previous statement's connection serves this one when it is
-		// on the chosen server; otherwise it goes back now.
-		s.prevHeld = nil
+	if ph := s.prev.held; ph != nil {
+		s.prev.held = nil
 		if ph.Index == idx && !ph.ClosedWhileIdle(time.Now()) {
 			c = ph
-			s.ranOnPrev = true
+			s.prev.ranOnPrev = true
 		} else {
 			s.returnPrev(ph) // closed if the server closed it meanwhile
 		}
 	}
-	if idx >= 0 && c == nil {
-		// Fast path: an idle pooled connection whose state already fits,
-		// without a deadline context.
-		if s.sticky != nil {
-			c = s.sticky[idx]
-			delete(s.sticky, idx)
-			if c != nil && c.ClosedWhileIdle(time.Now()) {
-				// Killed, or timed out, while the session was idle: it
-				// held nothing the session needs (not bound), take another.
-				s.srv.pool(idx).Discard(c)
-				c = nil
-			}
-		} else {
-			c = s.srv.pool(idx).TryGet(s.key, &s.state)
-		}
+	if idx < 0 || c != nil {
+		return c
 	}
-	if idx >= 0 {
-		if c != nil && c.State.Satisfies(&s.state) {
-			s.countRoute(target)
-			s.setConn(c)
-			if target == router.Reader {
-				return s.waitGTID(ctx, c)
-			}
-			return c, nil
-		}
+	if s.bind.sticky == nil {
+		return s.srv.pool(idx).TryGet(s.key, &s.vars.state)
 	}
+	c = s.bind.sticky[idx]
+	delete(s.bind.sticky, idx)
+	if c != nil && c.ClosedWhileIdle(time.Now()) {
+		// Killed, or timed out, while the session was idle: it held
+		// nothing the session needs (not bound), take another.
+		s.srv.pool(idx).Discard(c)
+		c = nil
+	}
+	return c
+}
+
+// acquireWait is acquire's slow path: it waits, within connect_timeout,
+// for a server to pick and a connection to it, and makes the
+// connection's session state the session's. idx, reason: the first pick;
+// c: a connection to idx to make fit, or nil.
+func (s *Session) acquireWait(ctx context.Context, target router.Target, exclude int, snap *topology.Snapshot, idx int, reason string, c *backend.Conn) (*backend.Conn, error) {
 	opts := s.opts()
 	deadline := time.Now().Add(opts.ConnectTimeout)
 	cctx, cancel := context.WithDeadline(ctx, deadline)
@@ -105,34 +117,16 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 				return nil, s.noServerError(snap, target, reason)
 			}
 			// Wait for the topology to change (failover, recovery).
-			select {
-			case <-time.After(50 * time.Millisecond):
-			case <-cctx.Done():
-			}
+			waitTopology(cctx)
 			continue
 		}
 		s.countRoute(target)
 		if c == nil {
 			var err error
-			c, err = s.srv.pool(idx).Get(cctx, s.key, &s.state)
+			c, err = s.srv.pool(idx).Get(cctx, s.key, &s.vars.state)
 			if err != nil {
-				if errors.Is(err, backend.ErrPoolExhausted) {
-					return nil, mysqlproto.NewError(mysqlproto.ERVigilPoolExhausted, mysqlproto.SSVigilUnavailable,
-						"Vigil: no connection to server %s became free within connect_timeout %s (cluster %s): %v",
-						snap.Servers[idx].Name, opts.ConnectTimeout, opts.Cluster, err)
-				}
-				if se := serverRefused(err); se != nil {
-					if target == router.Reader && (se.Code == 1045 || missingObject(se.Code)) {
-						// A replica refuses the account or its schema: it
-						// may not have replicated a user or grant created a
-						// moment ago. The writer decides.
-						s.srv.Stats.PrepareRetries.Add(1)
-						return s.acquire(ctx, router.Writer, -1)
-					}
-					// The server answered the login with an error (the
-					// account does not exist there, is locked…): waiting
-					// or another server will not change that.
-					return nil, s.connectError(target, snap.Servers[idx].Name, err)
+				if w, final, ferr := s.getFailed(ctx, opts, target, snap.Servers[idx].Name, err); final {
+					return w, ferr
 				}
 				if target == router.Reader && exclude < 0 {
 					// Try another reader before giving up.
@@ -144,10 +138,7 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 					// The writer does not answer: it may be dying and about
 					// to be replaced. Wait for the topology rather than fail
 					// the statement at once.
-					select {
-					case <-time.After(50 * time.Millisecond):
-					case <-cctx.Done():
-					}
+					waitTopology(cctx)
 					continue
 				}
 				return nil, s.connectError(target, snap.Servers[idx].Name, err)
@@ -164,35 +155,82 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 				return w, nil // the writer, already in the session's state
 			}
 		}
-		if err := c.Sync(cctx, &s.state); err != nil {
-			var se *mysqlproto.SQLError
-			if errors.As(err, &se) {
-				s.srv.pool(idx).Put(c)
-				if target == router.Reader && missingObject(se.Code) {
-					// The replica does not have the session's schema (yet:
-					// another session created it a moment ago): the
-					// writer decides.
-					s.srv.Stats.PrepareRetries.Add(1)
-					return s.acquire(ctx, router.Writer, -1)
-				}
-				return nil, se
-			}
-			if errors.Is(err, backend.ErrSchemaSet) {
-				// A connection with a default schema for a session
-				// without one: take another (the pool hands out only
-				// schemaless ones for such sessions).
-				s.srv.pool(idx).Put(c)
+		if err := c.Sync(cctx, &s.vars.state); err != nil {
+			retry, w, err := s.syncFailed(ctx, target, idx, c, err)
+			if retry {
 				c = nil
 				havePick = true
 				continue
 			}
-			s.srv.pool(idx).Discard(c)
-			return nil, mysqlproto.NewError(mysqlproto.ERVigilBackendConnect, mysqlproto.SSVigilUnavailable,
-				"Vigil: %v", err)
+			return w, err
 		}
-		s.setConn(c)
+		s.bind.set(c)
 		return c, nil
 	}
+}
+
+// waitTopology pauses a connection wait for the topology to change.
+func waitTopology(cctx context.Context) {
+	select {
+	case <-time.After(50 * time.Millisecond):
+	case <-cctx.Done():
+	}
+}
+
+// getFailed answers a failed connection Get that neither waiting nor
+// another server will change (final): the pool stayed exhausted, or the
+// server refused the login. Otherwise the server could not be reached.
+func (s *Session) getFailed(ctx context.Context, opts *Options, target router.Target, server string, err error) (_ *backend.Conn, final bool, _ error) {
+	if errors.Is(err, backend.ErrPoolExhausted) {
+		return nil, true, mysqlproto.NewError(mysqlproto.ERVigilPoolExhausted, mysqlproto.SSVigilUnavailable,
+			"Vigil: no connection to server %s became free within connect_timeout %s (cluster %s): %v",
+			server, opts.ConnectTimeout, opts.Cluster, err)
+	}
+	se := serverRefused(err)
+	if se == nil {
+		return nil, false, nil
+	}
+	if target == router.Reader && (se.Code == 1045 || missingObject(se.Code)) {
+		// A replica refuses the account or its schema: it may not have
+		// replicated a user or grant created a moment ago. The writer
+		// decides.
+		s.srv.Stats.PrepareRetries.Add(1)
+		c, err := s.acquire(ctx, router.Writer, -1)
+		return c, true, err
+	}
+	// The server answered the login with an error (the account does not
+	// exist there, is locked…): waiting or another server will not change
+	// that.
+	return nil, true, s.connectError(target, server, err)
+}
+
+// syncFailed handles a failure to make c, on server idx, match the
+// session's state: retry (take another connection), the writer's
+// connection for a read, or the error for the client.
+func (s *Session) syncFailed(ctx context.Context, target router.Target, idx int, c *backend.Conn, err error) (retry bool, _ *backend.Conn, _ error) {
+	var se *mysqlproto.SQLError
+	if errors.As(err, &se) {
+		s.srv.pool(idx).Put(c)
+		if target == router.Reader && missingObject(se.Code) {
+			// The replica does not have the session's schema (yet:
+			// another session created it a moment ago): the writer
+			// decides.
+			s.srv.Stats.PrepareRetries.Add(1)
+			w, err := s.acquire(ctx, router.Writer, -1)
+			return false, w, err
+		}
+		return false, nil, se
+	}
+	if errors.Is(err, backend.ErrSchemaSet) {
+		// A connection with a default schema for a session without one:
+		// take another (the pool hands out only schemaless ones for such
+		// sessions).
+		s.srv.pool(idx).Put(c)
+		return true, nil, nil
+	}
+	s.srv.pool(idx).Discard(c)
+	return false, nil, mysqlproto.NewError(mysqlproto.ERVigilBackendConnect, mysqlproto.SSVigilUnavailable,
+		"Vigil: %v", err)
 }
 
 // pickExcept picks a server for target other than exclude, the server
@@ -238,7 +276,7 @@ func (s *Session) release(c *backend.Conn) {
 		return
 	}
 	if c.Broken {
-		if s.conn == c && s.bound() {
+		if s.bind.conn == c && s.bind.bound() {
 			// The transaction and pinned session state went with the
 			// connection (the server closed it after an error, or it
 			// failed): the session's next statement starts afresh.
@@ -247,21 +285,21 @@ func (s *Session) release(c *backend.Conn) {
 		s.dropConn(c)
 		return
 	}
-	if s.bound() {
-		s.setConn(c)
+	if s.bind.bound() {
+		s.bind.set(c)
 		return
 	}
-	s.setConn(nil)
+	s.bind.set(nil)
 	s.putBack(c)
 }
 
 // dropConn closes a server connection that cannot be reused.
 func (s *Session) dropConn(c *backend.Conn) {
-	if s.conn == c {
-		s.setConn(nil)
+	if s.bind.conn == c {
+		s.bind.set(nil)
 	}
-	if s.sticky != nil && s.sticky[c.Index] == c {
-		delete(s.sticky, c.Index)
+	if s.bind.sticky != nil && s.bind.sticky[c.Index] == c {
+		delete(s.bind.sticky, c.Index)
 	}
 	s.srv.pool(c.Index).Discard(c)
 }
@@ -269,33 +307,30 @@ func (s *Session) dropConn(c *backend.Conn) {
 // releaseAll ends the session's hold on server connections. A connection
 // with a transaction or pins is closed: its state belongs to this client.
 func (s *Session) releaseAll() {
-	if s.conn != nil {
-		if s.bound() || s.panicked {
-			s.dropConn(s.conn)
+	if s.bind.conn != nil {
+		if s.bind.bound() || s.panicked {
+			s.dropConn(s.bind.conn)
 		} else {
-			s.srv.pool(s.conn.Index).Put(s.conn)
+			s.srv.pool(s.bind.conn.Index).Put(s.bind.conn)
 		}
-		s.setConn(nil)
+		s.bind.set(nil)
 	}
-	for _, c := range s.sticky {
-		if s.bound() || s.panicked {
+	for _, c := range s.bind.sticky {
+		if s.bind.bound() || s.panicked {
 			s.srv.pool(c.Index).Discard(c)
 		} else {
 			s.srv.pool(c.Index).Put(c)
 		}
 	}
-	s.sticky = nil
+	s.bind.sticky = nil
 }
 
 // resetTxn forgets transaction state and pins after the server connection
 // that held them was lost.
 func (s *Session) resetTxn() {
-	s.inTrx = false
-	s.autocommitOff = false
-	s.pins = [numPins]int{}
-	s.tempTables = 0
-	if v, ok := s.state.Get("autocommit"); ok && v == "OFF" {
-		s.state.Set("autocommit", "ON")
+	s.bind.clear()
+	if v, ok := s.vars.state.Get("autocommit"); ok && v == "OFF" {
+		s.vars.state.Set("autocommit", "ON")
 	}
 }
 
@@ -315,10 +350,10 @@ func gtidWaitSQL(gtid string, timeout time.Duration) string {
 }
 
 func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn, error) {
-	gtid := s.lastGTID
+	gtid := s.ryw.gtid
 	switch s.user.RYW {
 	case router.RYWGTID:
-		if gtid == "" || s.gtidSeen&(1<<uint(c.Index)) != 0 {
+		if gtid == "" || s.ryw.seenOn(c.Index) {
 			return c, nil
 		}
 	case router.RYWGlobal:
@@ -330,9 +365,7 @@ func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn,
 		if gtid == "" {
 			return c, nil
 		}
-		if gtid != s.lastGTID {
-			s.lastGTID, s.gtidSeen = gtid, 0
-		} else if s.gtidSeen&(1<<uint(c.Index)) != 0 {
+		if !s.ryw.follow(gtid) && s.ryw.seenOn(c.Index) {
 			return c, nil
 		}
 	default:
@@ -345,7 +378,7 @@ func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn,
 	if snap != nil && c.Index < len(snap.Servers) && topology.Applied(snap.Servers[c.Index].GTID, gtid) {
 		// The monitor already saw the replica past the write.
 		s.srv.Stats.GTIDKnown.Add(1)
-		s.gtidSeen |= 1 << uint(c.Index)
+		s.ryw.markSeen(c.Index)
 		return c, nil
 	}
 	s.srv.Stats.GTIDWaits.Add(1)
@@ -354,7 +387,7 @@ func (s *Session) waitGTID(ctx context.Context, c *backend.Conn) (*backend.Conn,
 	res, err := c.Exec(wctx, gtidWaitSQL(gtid, to))
 	cancel()
 	if err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 1 && res.Rows[0][0] == "0" {
-		s.gtidSeen |= 1 << uint(c.Index)
+		s.ryw.markSeen(c.Index)
 		return c, nil
 	}
 	// Timed out or failed: read from the writer instead.
@@ -383,7 +416,7 @@ func (s *Session) sendError(err error) error {
 	if !errors.As(err, &se) {
 		se = mysqlproto.NewError(mysqlproto.ERUnknownError, mysqlproto.SSUnknown, "Vigil: %v", err)
 	}
-	s.stmtErr, s.stmtErrMsg = se.Code, se.Message
+	s.result.err, s.result.errMsg = se.Code, se.Message
 	s.srv.Stats.Errors.Add(1)
 	s.client.Seq = 1
 	if err := s.client.WritePacket(mysqlproto.AppendErr(s.scratch[:0], se)); err != nil {
@@ -395,82 +428,10 @@ func (s *Session) sendError(err error) error {
 // writeOK answers a command with OK and the session's status.
 func (s *Session) writeOK(affected, lastID uint64) error {
 	s.client.Seq = 1
-	if err := s.client.WritePacket(mysqlproto.AppendOK(s.scratch[:0], affected, lastID, s.status(), 0)); err != nil {
+	if err := s.client.WritePacket(mysqlproto.AppendOK(s.scratch[:0], affected, lastID, s.bind.status(), 0)); err != nil {
 		return errClient{err}
 	}
 	return nil
-}
-
-func (s *Session) status() uint16 {
-	var st uint16
-	if !s.autocommitOff {
-		st |= mysqlproto.ServerStatusAutocommit
-	}
-	if s.inTrx {
-		st |= mysqlproto.ServerStatusInTrans
-	}
-	return st
-}
-
-// applySessionState records the changes an OK packet reports on both the
-// server connection and the session.
-func (s *Session) applySessionState(c *backend.Conn, ok *mysqlproto.OK) {
-	_ = mysqlproto.EachSessionChange(ok.SessionState, func(ch mysqlproto.SessionChange) {
-		switch ch.Type {
-		case mysqlproto.SessionTrackSystemVariables:
-			name := lowerASCII(ch.Name)
-			if name == "last_gtid" {
-				if len(ch.Value) > 0 {
-					s.lastGTID = string(ch.Value)
-					s.lastGTIDFresh = true
-					s.gtidSeen = 1 << uint(c.Index)
-					s.srv.noteGTID(s.lastGTID)
-				}
-				return
-			}
-			if backendUntracked(name) {
-				if strings.HasPrefix(name, "session_track_") {
-					s.noteTracking(name, string(ch.Value))
-				}
-				return
-			}
-			v := string(ch.Value)
-			c.State.Set(name, v)
-			s.state.Set(name, v)
-		case mysqlproto.SessionTrackGTIDs:
-			// MySQL with session_track_gtids=OWN_GTID: the GTID(s) of the
-			// transaction this session just committed.
-			if len(ch.Name) > 0 {
-				s.lastGTID = string(ch.Name)
-				s.lastGTIDFresh = true
-				s.gtidSeen = 1 << uint(c.Index)
-				s.srv.noteGTID(s.lastGTID)
-			}
-		case mysqlproto.SessionTrackSchema:
-			db := string(ch.Name)
-			// The server reports the name in its system character set.
-			c.State.SetSchemaIn(db, backend.TrackedCharset)
-			s.state.SetSchemaIn(db, backend.TrackedCharset)
-		}
-	})
-}
-
-func backendUntracked(name string) bool { return backend.Untracked(name) }
-
-func lowerASCII(b []byte) string {
-	for _, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			out := make([]byte, len(b))
-			for i, c := range b {
-				if c >= 'A' && c <= 'Z' {
-					c += 'a' - 'A'
-				}
-				out[i] = c
-			}
-			return string(out)
-		}
-	}
-	return string(b)
 }
 
 // connectError is 7005 (cannot connect to a server), with the failure

@@ -24,19 +24,6 @@ type gate struct {
 	until  time.Time
 }
 
-// setConn records the server connection the session holds, where the
-// control plane can see it.
-func (s *Session) setConn(c *backend.Conn) {
-	s.conn = c
-	if c == nil {
-		s.heldIdx.Store(-1)
-		s.heldConn.Store(nil)
-	} else {
-		s.heldIdx.Store(int32(c.Index))
-		s.heldConn.Store(c)
-	}
-}
-
 // Hold makes new statements (those of sessions that hold no server
 // connection) wait until Release, at most max; statements of sessions
 // inside a transaction continue so it can finish.
@@ -94,7 +81,7 @@ func (s *Server) cutWriterSessions() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sess := range s.sessions {
-		if c := sess.heldConn.Load(); c != nil && c.Index == w {
+		if c := sess.bind.heldConn.Load(); c != nil && c.Index == w {
 			c.NetConn().Close()
 		}
 	}
@@ -179,14 +166,14 @@ func (s *Server) Fence(idx int, reason string) int {
 	n := 0
 	s.mu.Lock()
 	for _, sess := range s.sessions {
-		if c := sess.heldConn.Load(); c != nil && c.Index == idx {
+		if c := sess.bind.heldConn.Load(); c != nil && c.Index == idx {
 			c.NetConn().Close()
 			n++
-		} else if c := sess.running.Load(); c != nil && c.Index == idx {
+		} else if c := sess.cur.running.Load(); c != nil && c.Index == idx {
 			c.NetConn().Close()
 			n++
 		}
-		if c := sess.prevAt.Load(); c != nil && c.Index == idx {
+		if c := sess.prev.at.Load(); c != nil && c.Index == idx {
 			// A connection kept for the previous statement's warnings or
 			// insert id: no transaction, but no traffic either.
 			c.NetConn().Close()
@@ -243,7 +230,7 @@ func (s *Server) BoundSessions(idx int) int {
 	n := 0
 	s.mu.Lock()
 	for _, sess := range s.sessions {
-		if int(sess.heldIdx.Load()) == idx {
+		if int(sess.bind.heldIdx.Load()) == idx {
 			n++
 		}
 	}
@@ -258,7 +245,7 @@ func (s *Server) KillBound(idx int) int {
 	n := 0
 	s.mu.Lock()
 	for _, sess := range s.sessions {
-		if c := sess.heldConn.Load(); c != nil && c.Index == idx {
+		if c := sess.bind.heldConn.Load(); c != nil && c.Index == idx {
 			c.NetConn().Close()
 			n++
 		}
@@ -287,16 +274,16 @@ func (s *Server) KillSession(ctx context.Context, id uint32, queryOnly bool) err
 	if target == nil {
 		return ErrNoSession
 	}
-	if c := target.running.Load(); c != nil {
+	if c := target.cur.running.Load(); c != nil {
 		kctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := s.pool(c.Index).Kill(kctx, target.userName(), c.ID, true)
+		err := s.pool(c.Index).Kill(kctx, target.cur.userName(), c.ID, true)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("kill on server %s: %w", c.Server, err)
 		}
 	}
 	if !queryOnly {
-		s.log.Info("session killed by an operator", "session", id, "user", target.userName(), "client", target.remote)
+		s.log.Info("session killed by an operator", "session", id, "user", target.cur.userName(), "client", target.remote)
 		target.client.Close()
 	}
 	return nil

@@ -55,267 +55,314 @@ func (e errClient) Unwrap() error { return e.err }
 // their sequence ids: the client's command and Vigil's copy of it both
 // start at 0.
 func (s *Session) forward(c *backend.Conn, kind respKind) (outcome, error) {
-	var o outcome
-	cl := s.client
-	deprecateEOF := c.DeprecateEOF
-	readFrame := func() ([]byte, error) {
-		if c.Buffered() == 0 && cl.Pending() > 0 {
-			// About to block on the server: let the client have what we have.
-			if err := cl.Flush(); err != nil {
-				return nil, errClient{err}
-			}
-		}
-		f, err := c.ReadFrame()
-		if err != nil {
-			c.Broken = true
-			return nil, errBackend{err}
-		}
-		return f, nil
-	}
-	write := func(f []byte) error {
-		o.sent = true
-		if s.capturing {
-			s.captureFrame(f)
-		}
-		if err := cl.WriteFrame(f); err != nil {
-			return errClient{err}
-		}
-		return nil
-	}
-	// errFrame passes a server error on, or Vigil's own when a rule's
-	// timeout killed the statement. An error that closes the connection
-	// (backend.ClosesConnection) marks it broken: it is never reused.
-	errFrame := func(f []byte) error {
-		o.err = c.NoteErr(mysqlproto.FramePayload(f))
-		if !s.timedOut.Load() {
-			return write(f)
-		}
-		o.err = s.timeoutError(c)
-		o.sent = true
-		cl.Seq = mysqlproto.FrameSeq(f)
-		if err := cl.WritePacket(mysqlproto.AppendErr(s.scratch[:0], o.err)); err != nil {
-			return errClient{err}
-		}
-		return nil
-	}
-	// okFrame handles an OK (or OK-style terminator) frame: session
-	// tracking, then passes it on, stripped for clients that did not ask
-	// for session tracking.
-	okFrame := func(f []byte) error {
-		p := mysqlproto.FramePayload(f)
-		ok, good := mysqlproto.ParseOK(p, c.SessionTrack)
-		if !good {
-			c.Broken = true
-			return errBackend{fmt.Errorf("%w: OK packet", mysqlproto.ErrMalformed)}
-		}
-		o.status = ok.Status
-		o.affected = ok.AffectedRows
-		o.warnings = ok.Warnings
-		if mysqlproto.IsOKPacket(p) {
-			o.insertID = ok.LastInsertID
-			o.resultSet = false
-		}
-		if len(ok.SessionState) > 0 {
-			s.applySessionState(c, &ok)
-			if s.sessionTrack {
-				// Vigil's server connections track every variable and state
-				// changes; the client sees only what it asked to track.
-				if out, changed := mysqlproto.FilterSessionState(s.scratch[:0], p, ok, &s.track); changed {
-					s.scratch = out
-					cl.Seq = mysqlproto.FrameSeq(f)
-					o.sent = true
-					if s.capturing {
-						s.captureStripped(mysqlproto.FrameSeq(f), out)
-					}
-					if err := cl.WritePacket(out); err != nil {
-						return errClient{err}
-					}
-					return nil
-				}
-			}
-		}
-		if s.sessionTrack || !ok.Tail {
-			return write(f)
-		}
-		s.scratch = mysqlproto.StripSessionState(s.scratch[:0], p, ok)
-		cl.Seq = mysqlproto.FrameSeq(f)
-		o.sent = true
-		if s.capturing {
-			s.captureStripped(mysqlproto.FrameSeq(f), s.scratch)
-		}
-		if err := cl.WritePacket(s.scratch); err != nil {
-			return errClient{err}
-		}
-		return nil
-	}
-	// copyN passes n frames on (column or parameter definitions).
-	copyN := func(n uint64) error {
-		for range n {
-			f, err := readFrame()
-			if err != nil {
-				return err
-			}
-			if err := write(f); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	// rows passes rows on until the terminator and returns its status.
-	rows := func() (done bool, err error) {
-		cont := false
-		for {
-			f, err := readFrame()
-			if err != nil {
-				return true, err
-			}
-			p := mysqlproto.FramePayload(f)
-			if cont {
-				cont = len(p) == mysqlproto.MaxPayload
-				if err := write(f); err != nil {
-					return true, err
-				}
-				continue
-			}
-			switch {
-			case mysqlproto.IsErrPacket(p):
-				return true, errFrame(f)
-			case mysqlproto.IsRowsEnd(p, deprecateEOF):
-				if deprecateEOF {
-					if err := okFrame(f); err != nil {
-						return true, err
-					}
-				} else {
-					e := mysqlproto.ParseEOF(p)
-					o.status, o.warnings = e.Status, e.Warnings
-					if err := write(f); err != nil {
-						return true, err
-					}
-				}
-				return o.status&mysqlproto.ServerMoreResultsExists == 0, nil
-			default:
-				o.rows++
-				o.setRows++
-				cont = len(p) == mysqlproto.MaxPayload
-				if err := write(f); err != nil {
-					return true, err
-				}
-			}
-		}
-	}
-
+	r := relay{s: s, c: c, cl: s.client, deprecateEOF: c.DeprecateEOF}
+	var err error
 	switch kind {
 	case respStatistics:
-		f, err := readFrame()
-		if err != nil {
-			return o, err
+		var f []byte
+		if f, err = r.readFrame(); err == nil {
+			err = r.write(f)
 		}
-		return o, write(f)
 	case respFetch:
-		_, err := rows()
-		return o, err
+		_, err = r.rows()
 	case respFieldList:
-		for {
-			f, err := readFrame()
-			if err != nil {
-				return o, err
-			}
-			p := mysqlproto.FramePayload(f)
-			if mysqlproto.IsErrPacket(p) {
-				return o, errFrame(f)
-			}
-			if mysqlproto.IsEOF(p) {
-				o.status = mysqlproto.ParseEOF(p).Status
-				return o, write(f)
-			}
-			if mysqlproto.IsEOFHeader(p) && deprecateEOF {
-				return o, okFrame(f)
-			}
-			if err := write(f); err != nil {
-				return o, err
+		err = r.fieldList()
+	default:
+		err = r.replies(kind)
+	}
+	return r.o, err
+}
+
+// relay is one reply on its way from a server connection to the client:
+// what forward knows so far (o) and the steps it takes. It lives on
+// forward's stack; nothing in it is allocated per reply or per row.
+type relay struct {
+	s            *Session
+	c            *backend.Conn
+	cl           *mysqlproto.Conn
+	o            outcome
+	deprecateEOF bool
+}
+
+// readFrame reads the server's next frame, flushing what the client has
+// pending first when the read would block.
+func (r *relay) readFrame() ([]byte, error) {
+	if r.c.Buffered() == 0 && r.cl.Pending() > 0 {
+		// About to block on the server: let the client have what we have.
+		if err := r.cl.Flush(); err != nil {
+			return nil, errClient{err}
+		}
+	}
+	f, err := r.c.ReadFrame()
+	if err != nil {
+		r.c.Broken = true
+		return nil, errBackend{err}
+	}
+	return f, nil
+}
+
+// write passes a frame on as it came.
+func (r *relay) write(f []byte) error {
+	r.o.sent = true
+	if r.s.capture.on {
+		r.s.capture.frame(f)
+	}
+	if err := r.cl.WriteFrame(f); err != nil {
+		return errClient{err}
+	}
+	return nil
+}
+
+// writeRewritten passes on p, a rewritten payload of the frame with
+// sequence id seq.
+func (r *relay) writeRewritten(seq uint8, p []byte) error {
+	r.cl.Seq = seq
+	r.o.sent = true
+	if r.s.capture.on {
+		r.s.capture.stripped(seq, p)
+	}
+	if err := r.cl.WritePacket(p); err != nil {
+		return errClient{err}
+	}
+	return nil
+}
+
+// errFrame passes a server error on, or Vigil's own when a rule's
+// timeout killed the statement. An error that closes the connection
+// (backend.ClosesConnection) marks it broken: it is never reused.
+func (r *relay) errFrame(f []byte) error {
+	s := r.s
+	r.o.err = r.c.NoteErr(mysqlproto.FramePayload(f))
+	if !s.timeout.fired.Load() {
+		return r.write(f)
+	}
+	r.o.err = s.timeoutError(r.c)
+	r.o.sent = true
+	r.cl.Seq = mysqlproto.FrameSeq(f)
+	if err := r.cl.WritePacket(mysqlproto.AppendErr(s.scratch[:0], r.o.err)); err != nil {
+		return errClient{err}
+	}
+	return nil
+}
+
+// okFrame handles an OK (or OK-style terminator) frame: session
+// tracking, then passes it on, stripped for clients that did not ask
+// for session tracking.
+func (r *relay) okFrame(f []byte) error {
+	s, c, o := r.s, r.c, &r.o
+	p := mysqlproto.FramePayload(f)
+	ok, good := mysqlproto.ParseOK(p, c.SessionTrack)
+	if !good {
+		c.Broken = true
+		return errBackend{fmt.Errorf("%w: OK packet", mysqlproto.ErrMalformed)}
+	}
+	o.status = ok.Status
+	o.affected = ok.AffectedRows
+	o.warnings = ok.Warnings
+	if mysqlproto.IsOKPacket(p) {
+		o.insertID = ok.LastInsertID
+		o.resultSet = false
+	}
+	if len(ok.SessionState) > 0 {
+		s.applySessionState(c, &ok)
+		if s.vars.sessionTrack {
+			// Vigil's server connections track every variable and state
+			// changes; the client sees only what it asked to track.
+			if out, changed := mysqlproto.FilterSessionState(s.scratch[:0], p, ok, &s.vars.track); changed {
+				s.scratch = out
+				return r.writeRewritten(mysqlproto.FrameSeq(f), out)
 			}
 		}
 	}
+	if s.vars.sessionTrack || !ok.Tail {
+		return r.write(f)
+	}
+	s.scratch = mysqlproto.StripSessionState(s.scratch[:0], p, ok)
+	return r.writeRewritten(mysqlproto.FrameSeq(f), s.scratch)
+}
 
-	for {
-		f, err := readFrame()
+// copyN passes n frames on (column or parameter definitions).
+func (r *relay) copyN(n uint64) error {
+	for range n {
+		f, err := r.readFrame()
 		if err != nil {
-			return o, err
+			return err
+		}
+		if err := r.write(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rows passes rows on until the terminator and reports whether no result
+// set follows.
+func (r *relay) rows() (done bool, err error) {
+	cont := false
+	for {
+		f, err := r.readFrame()
+		if err != nil {
+			return true, err
+		}
+		p := mysqlproto.FramePayload(f)
+		if cont {
+			cont = len(p) == mysqlproto.MaxPayload
+			if err := r.write(f); err != nil {
+				return true, err
+			}
+			continue
+		}
+		switch {
+		case mysqlproto.IsErrPacket(p):
+			return true, r.errFrame(f)
+		case mysqlproto.IsRowsEnd(p, r.deprecateEOF):
+			if r.deprecateEOF {
+				if err := r.okFrame(f); err != nil {
+					return true, err
+				}
+			} else {
+				e := mysqlproto.ParseEOF(p)
+				r.o.status, r.o.warnings = e.Status, e.Warnings
+				if err := r.write(f); err != nil {
+					return true, err
+				}
+			}
+			return r.o.status&mysqlproto.ServerMoreResultsExists == 0, nil
+		default:
+			r.o.rows++
+			r.o.setRows++
+			cont = len(p) == mysqlproto.MaxPayload
+			if err := r.write(f); err != nil {
+				return true, err
+			}
+		}
+	}
+}
+
+// cursorOpen: the server holds the rows back for COM_STMT_FETCH. Only
+// when the execute asked for a cursor: MariaDB also sets the flag on
+// result sets of a CALL whose procedure opened a cursor, and sends the
+// rows.
+func (r *relay) cursorOpen(kind respKind) bool {
+	return kind == respExecute && r.s.cursorReq && r.o.status&mysqlproto.ServerStatusCursorExists != 0
+}
+
+// fieldList passes a COM_FIELD_LIST reply on: column definitions, then a
+// terminator.
+func (r *relay) fieldList() error {
+	for {
+		f, err := r.readFrame()
+		if err != nil {
+			return err
+		}
+		p := mysqlproto.FramePayload(f)
+		if mysqlproto.IsErrPacket(p) {
+			return r.errFrame(f)
+		}
+		if mysqlproto.IsEOF(p) {
+			r.o.status = mysqlproto.ParseEOF(p).Status
+			return r.write(f)
+		}
+		if mysqlproto.IsEOFHeader(p) && r.deprecateEOF {
+			return r.okFrame(f)
+		}
+		if err := r.write(f); err != nil {
+			return err
+		}
+	}
+}
+
+// replies passes on the reply to a query, an execute or a simple
+// command: OKs, an error, LOCAL INFILE requests and result sets, until
+// the last of them.
+func (r *relay) replies(kind respKind) error {
+	c := r.c
+	for {
+		f, err := r.readFrame()
+		if err != nil {
+			return err
 		}
 		p := mysqlproto.FramePayload(f)
 		h, good := mysqlproto.Header(p)
 		if !good {
 			c.Broken = true
-			return o, errBackend{fmt.Errorf("%w: empty reply", mysqlproto.ErrMalformed)}
+			return errBackend{fmt.Errorf("%w: empty reply", mysqlproto.ErrMalformed)}
 		}
 		switch h {
 		case mysqlproto.OKPacket:
-			if err := okFrame(f); err != nil {
-				return o, err
+			if err := r.okFrame(f); err != nil {
+				return err
 			}
-			if kind == respSimple || o.status&mysqlproto.ServerMoreResultsExists == 0 {
-				return o, nil
+			if kind == respSimple || r.o.status&mysqlproto.ServerMoreResultsExists == 0 {
+				return nil
 			}
 			continue
 		case mysqlproto.ErrPacket:
-			return o, errFrame(f)
+			return r.errFrame(f)
 		case mysqlproto.EOFPacket:
 			if kind == respSimple {
 				// COM_SET_OPTION and friends answer with EOF.
-				o.status = mysqlproto.ParseEOF(p).Status
-				return o, write(f)
+				r.o.status = mysqlproto.ParseEOF(p).Status
+				return r.write(f)
 			}
 		case mysqlproto.LocalInfilePacket:
 			// LOAD DATA LOCAL, as a query or as a prepared statement.
 			if kind == respQuery || kind == respExecute {
-				if err := s.localInfile(c, f); err != nil {
-					return o, err
+				if err := r.s.localInfile(c, f); err != nil {
+					return err
 				}
 				continue
 			}
 		}
 		if kind == respSimple {
 			c.Broken = true
-			return o, errBackend{fmt.Errorf("%w: unexpected reply 0x%02x", mysqlproto.ErrMalformed, h)}
+			return errBackend{fmt.Errorf("%w: unexpected reply 0x%02x", mysqlproto.ErrMalformed, h)}
 		}
-		// A result set: column count, definitions, [EOF], rows, terminator.
-		o.resultSet, o.setRows, o.insertID = true, 0, 0
-		ncols, good := mysqlproto.ParseColumnCount(p)
-		if !good {
-			c.Broken = true
-			return o, errBackend{fmt.Errorf("%w: column count", mysqlproto.ErrMalformed)}
-		}
-		if err := write(f); err != nil {
-			return o, err
-		}
-		if err := copyN(ncols); err != nil {
-			return o, err
-		}
-		if !deprecateEOF {
-			f, err := readFrame()
-			if err != nil {
-				return o, err
-			}
-			o.status = mysqlproto.ParseEOF(mysqlproto.FramePayload(f)).Status
-			if err := write(f); err != nil {
-				return o, err
-			}
-			// A cursor holds the rows back only when the execute asked for
-			// one: MariaDB also sets the flag on result sets of a CALL
-			// whose procedure opened a cursor, and sends the rows.
-			if kind == respExecute && s.cursorReq && o.status&mysqlproto.ServerStatusCursorExists != 0 {
-				o.cursor = true
-				return o, nil
-			}
-		}
-		done, err := rows()
-		if err != nil || done || o.err != nil {
-			if kind == respExecute && s.cursorReq && o.status&mysqlproto.ServerStatusCursorExists != 0 {
-				o.cursor = true
-			}
-			return o, err
+		if done, err := r.resultSet(kind, f, p); err != nil || done {
+			return err
 		}
 	}
+}
+
+// resultSet passes on a result set whose first frame (the column count)
+// is f with payload p: column definitions, [EOF], rows, terminator. It
+// reports whether the reply ends with it.
+func (r *relay) resultSet(kind respKind, f, p []byte) (done bool, err error) {
+	o := &r.o
+	o.resultSet, o.setRows, o.insertID = true, 0, 0
+	ncols, good := mysqlproto.ParseColumnCount(p)
+	if !good {
+		r.c.Broken = true
+		return true, errBackend{fmt.Errorf("%w: column count", mysqlproto.ErrMalformed)}
+	}
+	if err := r.write(f); err != nil {
+		return true, err
+	}
+	if err := r.copyN(ncols); err != nil {
+		return true, err
+	}
+	if !r.deprecateEOF {
+		f, err := r.readFrame()
+		if err != nil {
+			return true, err
+		}
+		o.status = mysqlproto.ParseEOF(mysqlproto.FramePayload(f)).Status
+		if err := r.write(f); err != nil {
+			return true, err
+		}
+		if r.cursorOpen(kind) {
+			o.cursor = true
+			return true, nil
+		}
+	}
+	done, err = r.rows()
+	if err != nil || done || o.err != nil {
+		if r.cursorOpen(kind) {
+			o.cursor = true
+		}
+		return true, err
+	}
+	return false, nil
 }
 
 // localInfile relays LOAD DATA LOCAL INFILE: the server's request goes to

@@ -229,6 +229,10 @@ func (f *fakeBackend) answer(c *mysqlproto.Conn, fc *fakeConn, q string, depreca
 		case <-time.After(time.Duration(secs * float64(time.Second))):
 			writeRows(c, []string{"SLEEP"}, [][]string{{"0"}}, st, deprecateEOF)
 		}
+	case strings.HasPrefix(q, "SELECT ROWS "):
+		// SELECT ROWS n: n rows of two columns (forward's per-row path).
+		n, _ := strconv.Atoi(strings.TrimPrefix(q, "SELECT ROWS "))
+		writeRows(c, []string{"id", "v"}, benchRows(n), st, deprecateEOF)
 	case q == "SELECT 'hangup'":
 		// The server dies mid-statement: no reply, the connection ends.
 		fc.nc.Close()

@@ -21,7 +21,7 @@ const keepBuf = 64 << 10
 // share of security.statement_memory) and scratch buffers grown for it.
 func (s *Session) dropLarge() {
 	s.client.ReleaseBig()
-	for _, b := range []*[]byte{&s.rewriteBuf, &s.setBuf, &s.cacheKeyBuf, &s.scratch} {
+	for _, b := range []*[]byte{&s.rewriteBuf, &s.vars.setBuf, &s.cacheKeyBuf, &s.scratch} {
 		if cap(*b) > keepBuf {
 			*b = nil
 		}
@@ -42,7 +42,7 @@ func (s *Session) refuseForMemory() {
 	// Not sendError: the reply follows the statement's last frame (a
 	// statement over 16 MiB came in several), as a server's would. Its
 	// query-log record has no text: the bytes were dropped unread.
-	s.beginStmt()
+	s.result.begin()
 	run := stmtRun{start: time.Now()}
 	_ = s.refuse(se)
 	s.logStmt(s.srv.proc.Load(), &run, time.Now())

@@ -57,7 +57,7 @@ func (s *Session) refuseTooLarge(c *backend.Conn) error {
 // (Options.MaxPacket), refused from its header before its text was read,
 // and gives it its query-log record (with no statement text).
 func (s *Session) refuseUnread() {
-	s.beginStmt()
+	s.result.begin()
 	run := stmtRun{start: time.Now()}
 	_ = s.sendError(errPacketTooLarge())
 	s.logStmt(s.srv.proc.Load(), &run, time.Now())
@@ -67,7 +67,7 @@ func (s *Session) refuseUnread() {
 // continues the client's sequence (a command of several frames is
 // answered after its last one).
 func (s *Session) refuse(se *mysqlproto.SQLError) error {
-	s.stmtErr, s.stmtErrMsg = se.Code, se.Message
+	s.result.err, s.result.errMsg = se.Code, se.Message
 	s.srv.Stats.Errors.Add(1)
 	if err := s.client.WritePacket(mysqlproto.AppendErr(s.scratch[:0], se)); err != nil {
 		return errClient{err}

@@ -223,7 +223,7 @@ func TestQueryLogRecordsRefusals(t *testing.T) {
 // rest being read (MariaDB's way, which resets the connection under a
 // writer still sending). It returns its address.
 func refusingRelay(t *testing.T, target string, max int, silent bool) string {
-	return relay(t, target, func(vc, sc net.Conn) {
+	return tcpRelay(t, target, func(vc, sc net.Conn) {
 		defer sc.Close()
 		defer vc.Close()
 		var h [4]byte

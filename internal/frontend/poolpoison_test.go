@@ -32,14 +32,14 @@ import (
 // connection open after such an answer (Vigil must then close it for the
 // error's code alone). It returns its address.
 func closingRelay(t *testing.T, target string, keepOpen bool) string {
-	return relay(t, target, func(vc, sc net.Conn) { relayCommands(vc, sc, keepOpen) })
+	return tcpRelay(t, target, func(vc, sc net.Conn) { relayCommands(vc, sc, keepOpen) })
 }
 
-// relay listens on a loopback port and connects each connection
+// tcpRelay listens on a loopback port and connects each connection
 // accepted there (Vigil's, vc) to target (sc): the server's bytes are
 // copied back as they are, what Vigil sends goes through commands. It
 // returns its address.
-func relay(t *testing.T, target string, commands func(vc, sc net.Conn)) string {
+func tcpRelay(t *testing.T, target string, commands func(vc, sc net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -42,6 +42,86 @@ func (s *Server) SetProcessing(p Processing) { s.proc.Store(&p) }
 // ProcessingNow returns the processing in force.
 func (s *Server) ProcessingNow() *Processing { return s.proc.Load() }
 
+// stmtResult is how the statement in flight ended, for statistics and
+// the query log.
+type stmtResult struct {
+	err    uint16 // the error code the client got (0: none)
+	errMsg string
+	server string // where it ran ("" for nowhere)
+	idx    int    // that server's index, -1 for none
+	rows   int64  // rows sent, or affected
+}
+
+// begin resets the outcome for a new statement.
+func (r *stmtResult) begin() { *r = stmtResult{idx: -1} }
+
+// note records where a statement ran and how it ended.
+func (r *stmtResult) note(server string, idx int, out outcome) {
+	r.server, r.idx = server, idx
+	r.err, r.errMsg = 0, "" // (an earlier attempt's error is not the outcome)
+	if out.err != nil {
+		r.err, r.errMsg = out.err.Code, out.err.Message
+	}
+	if out.rows > 0 {
+		r.rows = out.rows
+	} else {
+		r.rows = int64(out.affected)
+	}
+}
+
+// stmtTimeout is a rule's timeout for the statement in flight.
+type stmtTimeout struct {
+	limit time.Duration // 0: none
+	rule  string        // the rule that set it
+	fired atomic.Bool   // the timer killed the statement (its timer goroutine)
+}
+
+// replyCapture collects a reply as the client gets it, for the query
+// cache; it gives up past max bytes.
+type replyCapture struct {
+	buf []byte
+	on  bool
+	max int
+}
+
+// start begins capturing a reply of at most max bytes.
+func (c *replyCapture) start(max int) {
+	c.buf = c.buf[:0]
+	c.on = true
+	c.max = max
+}
+
+// frame appends one frame to the reply; past max the capture is
+// abandoned.
+func (c *replyCapture) frame(f []byte) {
+	c.buf = append(c.buf, f...)
+	if len(c.buf) > c.max {
+		c.on = false
+		c.buf = c.buf[:0]
+	}
+}
+
+// stripped records a frame Vigil rewrote (session state removed).
+func (c *replyCapture) stripped(seq byte, payload []byte) {
+	n := len(payload)
+	c.buf = append(c.buf, byte(n), byte(n>>8), byte(n>>16), seq)
+	c.frame(payload)
+}
+
+// end stops the capture and returns the whole reply when keep and there
+// is one (valid until the next start).
+func (c *replyCapture) end(keep bool) []byte {
+	var reply []byte
+	if c.on && keep && len(c.buf) > 0 {
+		reply = c.buf
+	}
+	c.on = false
+	if cap(c.buf) > 256<<10 {
+		c.buf = nil // do not keep a big buffer per idle session
+	}
+	return reply
+}
+
 // stmtRun is what the session remembers about the statement in flight, for
 // statistics and the log.
 type stmtRun struct {
@@ -56,77 +136,49 @@ type stmtRun struct {
 	target    router.Target
 }
 
-// beginStmt resets the per-statement outcome.
-func (s *Session) beginStmt() {
-	s.stmtErr = 0
-	s.stmtErrMsg = ""
-	s.stmtServer = ""
-	s.stmtIdx = -1
-	s.stmtRows = 0
-}
-
-// noteOutcome remembers where a statement ran and how it ended.
-func (s *Session) noteOutcome(c *backend.Conn, out outcome) {
-	s.stmtServer, s.stmtIdx = c.Server, c.Index
-	s.stmtErr, s.stmtErrMsg = 0, "" // (an earlier attempt's error is not the outcome)
-	if out.err != nil {
-		s.stmtErr, s.stmtErrMsg = out.err.Code, out.err.Message
-	}
-	if out.rows > 0 {
-		s.stmtRows = out.rows
-	} else {
-		s.stmtRows = int64(out.affected)
-	}
-}
-
 // setCurrent records the statement in flight for session listings.
 func (s *Session) setCurrent(q []byte, start time.Time) {
-	s.curMu.Lock()
-	s.curText = append(s.curText[:0], q[:min(len(q), curTextMax)]...)
-	s.curStart = start
-	s.curMu.Unlock()
+	s.cur.begin(q, start)
 }
 
 // finishStmt records a finished statement in the digest statistics and
 // the query log, and mirrors it when a rule asked for that.
 func (s *Session) finishStmt(p *Processing, r *stmtRun) {
-	s.curMu.Lock()
-	s.curText = s.curText[:0]
-	s.curMu.Unlock()
+	s.cur.end()
 	now := time.Now()
 	d := now.Sub(r.start)
 	hg := r.hostgroup
-	if r.target == router.Keep && s.stmtIdx >= 0 {
+	if r.target == router.Keep && s.result.idx >= 0 {
 		hg = "reader"
-		if snap := s.srv.topo.Load(); snap != nil && snap.Writer == s.stmtIdx {
+		if snap := s.srv.topo.Load(); snap != nil && snap.Writer == s.result.idx {
 			hg = "writer"
 		}
 	}
 	st := s.srv.Stats
 	ri := routeIndex(hg)
 	st.Latency[ri].Observe(d)
-	if s.stmtErr != 0 {
+	if s.result.err != 0 {
 		st.RouteErrors[ri].Add(1)
 	}
 	if s.userStats == nil {
 		s.userStats = st.User(s.user.Name)
 	}
 	s.userStats.Queries.Add(1)
-	if s.stmtErr != 0 {
+	if s.result.err != 0 {
 		s.userStats.Errors.Add(1)
 	}
-	if s.stmtIdx >= 0 && s.stmtIdx < len(st.ServerQueries) {
-		st.ServerQueries[s.stmtIdx].Add(1)
-		if s.stmtErr != 0 {
-			st.ServerErrors[s.stmtIdx].Add(1)
+	if s.result.idx >= 0 && s.result.idx < len(st.ServerQueries) {
+		st.ServerQueries[s.result.idx].Add(1)
+		if s.result.err != 0 {
+			st.ServerErrors[s.result.idx].Add(1)
 		}
 	}
 	if p.Digests != nil {
-		p.Digests.Record(qstats.Key{Digest: r.digest, User: s.user.Name, Schema: s.state.Schema, Hostgroup: hg},
-			r.query, d, s.stmtRows, s.stmtErr, now)
+		p.Digests.Record(qstats.Key{Digest: r.digest, User: s.user.Name, Schema: s.vars.state.Schema, Hostgroup: hg},
+			r.query, d, s.result.rows, s.result.err, now)
 	}
 	s.logStmt(p, r, now)
-	if r.mirror != "" && s.stmtErr == 0 {
+	if r.mirror != "" && s.result.err == 0 {
 		s.srv.mirror.enqueue(s, p.Groups[r.mirror], r.query)
 	}
 }
@@ -141,9 +193,9 @@ func (s *Session) logStmt(p *Processing, r *stmtRun, now time.Time) {
 	}
 	e := &s.logEntry
 	*e = qlog.Entry{Time: now, Kind: qlog.KindQuery, Session: s.id, Cluster: s.opts().Cluster, User: s.user.Name,
-		Client: s.remote, Schema: s.state.Schema, Digest: r.digest, Statement: r.query, Server: s.stmtServer,
-		Duration: now.Sub(r.start), Rows: s.stmtRows, ErrCode: s.stmtErr, Message: s.stmtErrMsg, Rule: r.rule, Cached: r.cached,
-		Refused: s.stmtErr != 0 && s.stmtServer == ""}
+		Client: s.remote, Schema: s.vars.state.Schema, Digest: r.digest, Statement: r.query, Server: s.result.server,
+		Duration: now.Sub(r.start), Rows: s.result.rows, ErrCode: s.result.err, Message: s.result.errMsg, Rule: r.rule, Cached: r.cached,
+		Refused: s.result.err != 0 && s.result.server == ""}
 	if !p.Log.Log(e) {
 		s.srv.Stats.LogDrops.Add(1)
 	}
@@ -186,7 +238,7 @@ func (s *Session) applyRules(p *Processing, q []byte, digest uint64) rules.Resul
 	if p.Rules.Len() == 0 {
 		return rules.Result{}
 	}
-	in := rules.Input{User: s.user.Name, Schema: s.state.Schema, Client: s.clientAddr(), Digest: digest, Query: q}
+	in := rules.Input{User: s.user.Name, Schema: s.vars.state.Schema, Client: s.clientAddr(), Digest: digest, Query: q}
 	res := p.Rules.Apply(&in)
 	if res.Query != nil {
 		s.srv.Stats.Rewrites.Add(1)
@@ -194,10 +246,25 @@ func (s *Session) applyRules(p *Processing, q []byte, digest uint64) rules.Resul
 	return res
 }
 
+// checkRules applies the rules to q, a statement whose run is starting,
+// and answers it when one blocks it (blocked: the client's answer was
+// sent, err is the session's).
+func (s *Session) checkRules(p *Processing, q []byte, run *stmtRun) (res rules.Result, blocked bool, err error) {
+	res = s.applyRules(p, q, run.digest)
+	run.rule, run.log = res.Rule, res.Log
+	if res.Block == nil {
+		return res, false, nil
+	}
+	run.hostgroup = "blocked"
+	err = s.blocked(res.Block, res.Rule)
+	s.finishStmt(p, run)
+	return res, true, err
+}
+
 // blocked answers a statement a rule refuses; no server sees it.
 func (s *Session) blocked(b *rules.Block, rule string) error {
 	s.srv.Stats.Blocked.Add(1)
-	s.stmtErr, s.stmtErrMsg = b.Code, b.Message
+	s.result.err, s.result.errMsg = b.Code, b.Message
 	s.srv.log.Debug("statement blocked by a rule", "session", s.id, "rule", rule)
 	return s.sendError(mysqlproto.NewError(b.Code, b.SQLState, "%s", b.Message))
 }
@@ -253,9 +320,9 @@ func (s *Session) cacheKeyFor(proto byte, text string) []byte {
 	k = append(k, 0)
 	k = append(k, s.user.Name...)
 	k = append(k, 0)
-	k = append(k, s.state.Schema...)
+	k = append(k, s.vars.state.Schema...)
 	k = append(k, 0)
-	h := s.state.Hash()
+	h := s.vars.state.Hash()
 	f := s.key.Flavour
 	for i := range 8 {
 		k = append(k, byte(h>>(8*i)))
@@ -264,7 +331,7 @@ func (s *Session) cacheKeyFor(proto byte, text string) []byte {
 		k = append(k, byte(f>>(8*i)))
 	}
 	k = append(k, s.key.Collation)
-	if s.sessionTrack {
+	if s.vars.sessionTrack {
 		proto |= 1
 	}
 	k = append(k, proto)
@@ -274,39 +341,14 @@ func (s *Session) cacheKeyFor(proto byte, text string) []byte {
 }
 
 // startCapture begins capturing the reply about to be forwarded.
-func (s *Session) startCapture(p *Processing) {
-	s.capture = s.capture[:0]
-	s.capturing = true
-	s.captureMax = int(p.Cache.MaxEntry())
-}
+func (s *Session) startCapture(p *Processing) { s.capture.start(int(p.Cache.MaxEntry())) }
 
 // storeCapture ends a capture and stores the reply under key when the
 // statement succeeded and the whole reply was captured.
 func (s *Session) storeCapture(p *Processing, key []byte, ttl time.Duration) {
-	if s.capturing && s.stmtErr == 0 && len(s.capture) > 0 {
-		p.Cache.Put(key, s.capture, ttl, time.Now())
+	if reply := s.capture.end(s.result.err == 0); reply != nil {
+		p.Cache.Put(key, reply, ttl, time.Now())
 	}
-	s.capturing = false
-	if cap(s.capture) > 256<<10 {
-		s.capture = nil // do not keep a big buffer per idle session
-	}
-}
-
-// captureFrame appends one frame to the reply being captured for the
-// cache, and stops capturing when the reply outgrows an entry.
-func (s *Session) captureFrame(f []byte) {
-	s.capture = append(s.capture, f...)
-	if len(s.capture) > s.captureMax {
-		s.capturing = false
-		s.capture = s.capture[:0]
-	}
-}
-
-// captureStripped records a frame Vigil rewrote (session state removed).
-func (s *Session) captureStripped(seq byte, payload []byte) {
-	n := len(payload)
-	s.capture = append(s.capture, byte(n), byte(n>>8), byte(n>>16), seq)
-	s.captureFrame(payload)
 }
 
 // timeoutError is what a client gets when a rule's timeout killed its
@@ -314,7 +356,7 @@ func (s *Session) captureStripped(seq byte, payload []byte) {
 func (s *Session) timeoutError(c *backend.Conn) *mysqlproto.SQLError {
 	return mysqlproto.NewError(mysqlproto.ERVigilStatementTimeout, mysqlproto.SSVigilTimeout,
 		"Vigil: statement ran longer than %s (timeout of rule %s) and was killed on server %s",
-		s.stmtTimeout, s.timeoutRule, c.Server)
+		s.timeout.limit, s.timeout.rule, c.Server)
 }
 
 // mirrorer runs mirrored statements on a few workers, fire and forget: a
@@ -352,7 +394,7 @@ func (m *mirrorer) enqueue(s *Session, members []int, q []byte) {
 		return
 	}
 	select {
-	case m.jobs <- mirrorJob{members: members, key: s.key, schema: s.state.Schema, query: string(q)}:
+	case m.jobs <- mirrorJob{members: members, key: s.key, schema: s.vars.state.Schema, query: string(q)}:
 	default:
 		m.queued.Add(-n)
 		m.srv.Stats.MirrorDrops.Add(1)

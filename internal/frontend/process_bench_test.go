@@ -40,20 +40,20 @@ func BenchmarkProcessing(b *testing.B) {
 	defer c2.Close()
 	s := newSession(srv, 1, c1)
 	s.setUser((*srv.users.Load())["app"])
-	s.state.SetSchema("sbtest")
+	s.vars.state.SetSchema("sbtest")
 	q := []byte("SELECT c FROM sbtest1 WHERE id=5000")
 	info := sqlscan.Scan(q)
 	p := srv.proc.Load()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		s.beginStmt()
+		s.result.begin()
 		run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
 		s.setCurrent(q, run.start)
 		res := s.applyRules(p, q, info.Digest)
 		run.rule, run.log = res.Rule, res.Log
 		run.target, run.hostgroup = s.routeByRule(p, res.Route, router.Reader)
-		s.stmtIdx, s.stmtRows = -1, 1
+		s.result.idx, s.result.rows = -1, 1
 		s.finishStmt(p, &run)
 	}
 }
@@ -89,15 +89,15 @@ func BenchmarkProcessingLargeStatement(b *testing.B) {
 		// the one that costs (what it copies is kept for the next).
 		s := newSession(srv, 1, c1)
 		s.setUser((*srv.users.Load())["app"])
-		s.state.SetSchema("sbtest")
-		s.beginStmt()
+		s.vars.state.SetSchema("sbtest")
+		s.result.begin()
 		run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
 		s.setCurrent(q, run.start)
 		_ = s.Info()
 		res := s.applyRules(p, q, info.Digest)
 		run.rule, run.log = res.Rule, res.Log
 		run.target, run.hostgroup = s.routeByRule(p, res.Route, router.Reader)
-		s.stmtIdx, s.stmtRows = -1, 1
+		s.result.idx, s.result.rows = -1, 1
 		s.finishStmt(p, &run)
 	}
 }

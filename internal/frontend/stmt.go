@@ -66,16 +66,6 @@ type clientStmt struct {
 	isNullRead bool
 }
 
-// execInfo is st's classification for one execute: with sql_auto_is_null
-// on, a read testing IS NULL reads the connection's LAST_INSERT_ID().
-func (s *Session) execInfo(st *clientStmt) sqlscan.Info {
-	info := st.info
-	if st.isNullRead && s.autoIsNullOn() {
-		info.Flags |= sqlscan.FlagLastInsertID | sqlscan.FlagSideEffect
-	}
-	return info
-}
-
 // missingObject reports server errors that a replica gives for an object
 // it does not have yet (a table or column created a moment ago through
 // another session, or before the replica applied it): the statement is
@@ -107,8 +97,8 @@ func (s *Session) unknownStmt(id uint32) error {
 }
 
 func (s *Session) stmtTarget(p *Processing, st *clientStmt) (router.Target, string) {
-	s.rs.Bound = s.bound()
-	return s.routeByRule(p, st.route, router.Route(s.execInfo(st), &s.rs, timeNow()).Target)
+	s.rs.Bound = s.bind.bound()
+	return s.routeByRule(p, st.route, router.Route(s.vars.execInfo(st), &s.rs, timeNow()).Target)
 }
 
 func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
@@ -122,14 +112,10 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	st := &clientStmt{query: unsafe.String(unsafe.SliceData(orig), len(orig)), info: info, digest: info.Digest, orig: orig,
 		insertUnseen: info.SetsInsertIDUnseen(), isNullRead: info.Class == sqlscan.ClassRead && info.Facts&sqlscan.FactIsNull != 0}
 	p := s.srv.proc.Load()
-	s.beginStmt()
+	s.result.begin()
 	run := stmtRun{start: time.Now(), digest: info.Digest, query: q}
-	res := s.applyRules(p, q, info.Digest)
-	run.rule, run.log = res.Rule, res.Log
-	if res.Block != nil {
-		run.hostgroup = "blocked"
-		err := s.blocked(res.Block, res.Rule)
-		s.finishStmt(p, &run)
+	res, blocked, err := s.checkRules(p, q, &run)
+	if blocked {
 		return err
 	}
 	// A prepare that fails, whoever refused it, gets its query-log record
@@ -137,8 +123,8 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	prepared := false
 	defer func() {
 		if !prepared {
-			if s.stmtErr == 0 {
-				s.stmtErr, s.stmtErrMsg = mysqlproto.ERVigilBackendLost, "Vigil: lost connection to the server during the prepare"
+			if s.result.err == 0 {
+				s.result.err, s.result.errMsg = mysqlproto.ERVigilBackendLost, "Vigil: lost connection to the server during the prepare"
 			}
 			s.logStmt(p, &run, time.Now())
 		}
@@ -156,13 +142,26 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 				"Vigil: KILL with a parameter cannot be prepared through Vigil; send KILL <id> as a statement"))
 		}
 	}
+	pkt = st.rewriteText(res.Query, orig, pkt)
+	if s.prepareDiagnostics(st) {
+		defer s.dropPrevHeld()
+	}
+	ok, err := s.prepareOn(ctx, p, st, pkt)
+	prepared = ok
+	return err
+}
+
+// rewriteText gives st the text the server prepares: a rule's rewrite
+// (query, nil for none) of orig, and SETs qualified; it returns the
+// COM_STMT_PREPARE to send (pkt when unchanged).
+func (st *clientStmt) rewriteText(query, orig, pkt []byte) []byte {
 	text := orig // what st.info was scanned from
-	if res.Query != nil {
-		st.query = string(res.Query)
-		ri := sqlscan.Scan(res.Query)
+	if query != nil {
+		st.query = string(query)
+		ri := sqlscan.Scan(query)
 		ri.Digest = st.info.Digest
-		st.info, text = ri, res.Query
-		pkt = mysqlproto.AppendStmtPrepare(nil, mysqlproto.StmtPrepare{Query: res.Query})
+		st.info, text = ri, query
+		pkt = mysqlproto.AppendStmtPrepare(nil, mysqlproto.StmtPrepare{Query: query})
 	}
 	if st.info.Class == sqlscan.ClassSet {
 		// As for text SETs (comQuery): the tracker reports only the
@@ -172,25 +171,40 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 			pkt = mysqlproto.AppendStmtPrepare(nil, mysqlproto.StmtPrepare{Query: out})
 		}
 	}
-	// A prepare is a statement for the diagnostics area: MariaDB clears it
-	// (unless the statement prepared only reads it) and puts the
-	// prepare's own warnings and errors there (prev.go).
-	s.stmtText = nil
-	if !pureDiagnostics(st.info) {
-		s.takePrev()
-		defer s.dropPrevHeld()
-		s.ranOnPrev = false
-		s.stmtText = []byte(st.query)
-		if s.prevHeld == nil && !s.bound() {
-			// A prepare does not change what FOUND_ROWS() or ROW_COUNT()
-			// answer: on the previous statement's connection (when it is
-			// on the server the prepare goes to) it keeps that
-			// connection the one to reclaim for them.
-			s.prevHeld = s.reclaimLast()
-		}
+	return pkt
+}
+
+// prepareDiagnostics makes the prepare the session's previous statement
+// for the diagnostics area, and reports whether it took the previous
+// statement's connection for it (the caller gives it back if unused:
+// dropPrevHeld).
+//
+// A prepare is a statement for the diagnostics area: MariaDB clears it
+// (unless the statement prepared only reads it) and puts the prepare's
+// own warnings and errors there (prev.go).
+func (s *Session) prepareDiagnostics(st *clientStmt) bool {
+	s.prev.stmtText = nil
+	if pureDiagnostics(st.info) {
+		return false
 	}
+	s.takePrev()
+	s.prev.ranOnPrev = false
+	s.prev.stmtText = []byte(st.query)
+	if s.prev.held == nil && !s.bind.bound() {
+		// A prepare does not change what FOUND_ROWS() or ROW_COUNT()
+		// answer: on the previous statement's connection (when it is on
+		// the server the prepare goes to) it keeps that connection the
+		// one to reclaim for them.
+		s.prev.held = s.reclaimLast()
+	}
+	return true
+}
+
+// prepareOn prepares st on a server, forwards the reply with the client's
+// statement id, and registers st; prepared: it succeeded.
+func (s *Session) prepareOn(ctx context.Context, p *Processing, st *clientStmt, pkt []byte) (prepared bool, _ error) {
 	target := router.Writer
-	if s.bound() {
+	if s.bind.bound() {
 		target = router.Keep
 	} else if st.info.Class == sqlscan.ClassRead && st.info.Flags&readOnWriter == 0 {
 		target = router.Reader
@@ -199,25 +213,25 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 	for attempt := 0; ; attempt++ {
 		c, err := s.acquire(ctx, target, -1)
 		if err != nil {
-			return s.sendError(err)
+			return false, s.sendError(err)
 		}
 		if s.tooLarge(c.Index, len(pkt)) {
-			return s.refuseTooLarge(c)
+			return false, s.refuseTooLarge(c)
 		}
 		if o, err := s.send(c, pkt); err != nil {
-			return s.failed(c, err, o)
+			return false, s.failed(c, err, o)
 		} else if o.sent {
-			s.noteOutcome(c, o)
+			s.result.note(c.Server, c.Index, o)
 			s.failedOn(c) // the server refused it (and closed the connection)
-			return nil
+			return false, nil
 		}
 		// On a replica, an error for a missing object is not forwarded:
 		// the replica may not have the object yet, the writer decides.
-		onReplica := c.Index != writerIndex(s.srv.topo.Load()) && !s.bound() && attempt == 0
-		ss, se, err := s.readPrepare(c, true, s.nextStmt+1, onReplica)
-		s.noteOutcome(c, outcome{err: se})
+		onReplica := c.Index != writerIndex(s.srv.topo.Load()) && !s.bind.bound() && attempt == 0
+		ss, se, err := s.readPrepare(c, true, s.stmts.nextID(), onReplica)
+		s.result.note(c.Server, c.Index, outcome{err: se})
 		if err != nil {
-			return s.failed(c, err, outcome{sent: true})
+			return false, s.failed(c, err, outcome{sent: true})
 		}
 		if se != nil && onReplica && missingObject(se.Code) {
 			s.srv.Stats.PrepareRetries.Add(1)
@@ -226,41 +240,42 @@ func (s *Session) comStmtPrepare(ctx context.Context, pkt []byte) error {
 			continue
 		}
 		if se == nil {
-			prepared = true
-			s.nextStmt++
-			st.id = s.nextStmt
-			st.params, st.columns = ss.Params, ss.Columns
-			st.prep = c.State.Clone()
-			key := backend.KeyFor(&st.prep, st.query)
-			st.lastKey = key
-			s.stmts[st.id] = st
-			if old := c.Stmt(key); old != nil {
-				closeServerStmt(c, old.ID)
-			}
-			if evict := c.AddStmt(key, ss); evict != 0 {
-				closeServerStmt(c, evict)
-			}
-			if s.stmtText != nil && s.notePrepared(c, st.info, ss.Warnings) {
-				return nil
-			}
-			if s.ranOnPrev && !s.bound() {
-				s.lastConn, s.lastPuts = c, c.NextPut()
-			}
-			s.release(c)
-			return nil
+			s.registerPrepared(c, st, ss)
+			return true, nil
 		}
 		s.failedOn(c) // the client got the server's error: SHOW WARNINGS shows it
-		return nil
+		return false, nil
 	}
+}
+
+// registerPrepared registers st, just prepared on c as ss, and gives c
+// back or keeps it for the prepare's warnings.
+func (s *Session) registerPrepared(c *backend.Conn, st *clientStmt, ss *backend.ServerStmt) {
+	st.params, st.columns = ss.Params, ss.Columns
+	st.prep = c.State.Clone()
+	key := backend.KeyFor(&st.prep, st.query)
+	st.lastKey = key
+	s.stmts.add(st)
+	if old := c.Stmt(key); old != nil {
+		closeServerStmt(c, old.ID)
+	}
+	if evict := c.AddStmt(key, ss); evict != 0 {
+		closeServerStmt(c, evict)
+	}
+	if s.prev.stmtText != nil && s.notePrepared(c, st.info, ss.Warnings) {
+		return
+	}
+	if s.prev.ranOnPrev && !s.bind.bound() {
+		s.prev.gaveBack(c)
+	}
+	s.release(c)
 }
 
 // prepareKill answers the prepare of KILL <id> itself (no parameters, no
 // columns); the execute runs Vigil's KILL.
 func (s *Session) prepareKill(st *clientStmt, id uint64, query bool) error {
-	s.nextStmt++
-	st.id = s.nextStmt
 	st.kill, st.killID, st.killQuery = true, id, query
-	s.stmts[st.id] = st
+	s.stmts.add(st)
 	p := mysqlproto.AppendStmtPrepareOK(s.scratch[:0], mysqlproto.StmtPrepareOK{StmtID: st.id})
 	s.client.Seq = 1
 	if err := s.client.WritePacket(p); err != nil {
@@ -330,7 +345,7 @@ func (s *Session) ensurePrepared(ctx context.Context, c *backend.Conn, st *clien
 	}
 	ss, se, err := s.readPrepare(c, false, 0, false)
 	if err == nil && switched {
-		if serr := s.syncConn(ctx, c, &s.state); serr != nil {
+		if serr := s.syncConn(ctx, c, &s.vars.state); serr != nil {
 			return nil, nil, serr
 		}
 	}
@@ -366,7 +381,7 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 	if bad != nil {
 		return s.sendError(bad)
 	}
-	st := s.stmts[ex.StmtID]
+	st := s.stmts.get(ex.StmtID)
 	if st == nil {
 		return s.unknownStmt(ex.StmtID)
 	}
@@ -374,63 +389,90 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 	if st.kill {
 		return s.kill(ctx, st.killID, st.killQuery)
 	}
-	flags := ex.Flags
+	x := execCall{st: st, ex: ex, pkt: pkt}
 	// Parameter block: null bitmap, new-params-bound flag, types, values.
-	var params mysqlproto.ExecuteParams
 	if st.params > 0 {
-		if bad := params.Parse(ex.Params, st.params); bad != nil {
+		if bad := x.params.Parse(ex.Params, st.params); bad != nil {
 			return s.sendError(bad)
 		}
-		if params.NewParamsBound() {
-			st.types = append(st.types[:0], params.Types...)
+		if x.params.NewParamsBound() {
+			st.types = append(st.types[:0], x.params.Types...)
 		}
 	}
 	p := s.srv.proc.Load()
-	s.beginStmt()
+	s.result.begin()
 	run := stmtRun{start: time.Now(), digest: st.digest, query: st.orig, rule: st.rule, log: st.log}
 	s.setCurrent(st.orig, run.start)
-	info := s.execInfo(st)
+	x.info = s.vars.execInfo(st)
 	target, hg := s.stmtTarget(p, st)
 	run.target, run.hostgroup = target, hg
-	s.stmtTimeout, s.timeoutRule = st.timeout, st.rule
+	s.timeout.limit, s.timeout.rule = st.timeout, st.rule
 	defer func() {
-		s.stmtTimeout = 0
-		s.capturing = false
+		s.timeout.limit = 0
+		s.capture.on = false
 		s.finishStmt(p, &run)
 	}()
-	// The query cache: outside transactions and pins, without a cursor
-	// or parameters sent as long data; the key has the statement's text
-	// and the parameters' types and values.
-	var cacheKey []byte
-	if st.cacheTTL > 0 && p.Cache != nil && target != router.Keep && flags == 0 && !st.longData && cacheable(info) {
-		cacheKey = s.stmtCacheKey(st, &params)
-		if frames := p.Cache.Get(cacheKey, run.start); frames != nil {
-			s.srv.Stats.CacheHits.Add(1)
-			run.cached, run.hostgroup = true, "cache"
-			if err := s.client.WriteFrame(frames); err != nil {
-				return errClient{err}
-			}
-			return nil
-		}
-		s.startCapture(p)
+	if served, err := s.execCached(p, &x, target, &run); served {
+		return err
 	}
-	text := st.query
-	if info.Flags&(sessionScoped|sqlscan.FlagConnectionID|sqlscan.FlagSessionTrack|sqlscan.FlagGlobalSet) != 0 || s.lastDiag {
+	x.text = st.query
+	if x.info.Flags&(sessionScoped|sqlscan.FlagConnectionID|sqlscan.FlagSessionTrack|sqlscan.FlagGlobalSet) != 0 || s.prev.lastDiag {
 		q := []byte(st.query)
-		s.stmtText = q
-		s.pureDiag = pureDiagnostics(info)
-		onPrev, rw := s.routePrev(ctx, info, q)
+		s.prev.stmtText = q
+		s.prev.pureDiag = pureDiagnostics(x.info)
+		onPrev, rw := s.routePrev(ctx, x.info, q)
 		if onPrev {
 			target, run.target = router.Keep, router.Keep
 		}
 		if rw != nil {
-			text = string(rw)
+			x.text = string(rw)
 		}
 	}
-	s.noWatch = info.Flags&sqlscan.FlagLoadLocal != 0
-	s.execUnseen = st.insertUnseen
-	s.cursorReq = flags&mysqlproto.CursorTypeReadOnly != 0
+	s.cur.noWatch = x.info.Flags&sqlscan.FlagLoadLocal != 0
+	s.prev.execUnseen = st.insertUnseen
+	s.cursorReq = ex.Flags&mysqlproto.CursorTypeReadOnly != 0
 	defer func() { s.cursorReq = false }()
+	return s.executeOn(ctx, p, &x, target)
+}
+
+// execCall is one COM_STMT_EXECUTE on its way to a server.
+type execCall struct {
+	st       *clientStmt
+	ex       mysqlproto.StmtExecute
+	params   mysqlproto.ExecuteParams
+	pkt      []byte       // the command as the client sent it
+	text     string       // the text to prepare (st.query, or with Vigil's values in it)
+	info     sqlscan.Info // execInfo
+	cacheKey []byte       // the query-cache key the reply is stored under, or nil
+}
+
+// execCached serves an execute from the query cache (served), or starts
+// capturing its reply for it (x.cacheKey): outside transactions and
+// pins, without a cursor or parameters sent as long data; the key has
+// the statement's text and the parameters' types and values.
+func (s *Session) execCached(p *Processing, x *execCall, target router.Target, run *stmtRun) (served bool, _ error) {
+	st := x.st
+	if st.cacheTTL <= 0 || p.Cache == nil || target == router.Keep || x.ex.Flags != 0 || st.longData || !cacheable(x.info) {
+		return false, nil
+	}
+	x.cacheKey = s.stmtCacheKey(st, &x.params)
+	if frames := p.Cache.Get(x.cacheKey, run.start); frames != nil {
+		s.srv.Stats.CacheHits.Add(1)
+		run.cached, run.hostgroup = true, "cache"
+		if err := s.client.WriteFrame(frames); err != nil {
+			return true, errClient{err}
+		}
+		return true, nil
+	}
+	s.startCapture(p)
+	return false, nil
+}
+
+// executeOn runs x on a server chosen for target: prepared there first
+// if needed, retried on the writer when a replica lacks an object, or on
+// another reader when a read's server failed before the reply.
+func (s *Session) executeOn(ctx context.Context, p *Processing, x *execCall, target router.Target) error {
+	st := x.st
 	exclude := -1
 	for attempt := 0; ; attempt++ {
 		c, err := s.acquire(ctx, target, exclude)
@@ -438,31 +480,22 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 			return s.sendError(err)
 		}
 		grow := 0
-		if !params.NewParamsBound() {
+		if !x.params.NewParamsBound() {
 			grow = 2 * int(st.params) // rewriteExecute may add the types
 		}
-		if s.tooLarge(c.Index, len(pkt)+grow) || s.tooLarge(c.Index, len(text)+1) || st.tooLarge {
-			if ss := c.Stmt(st.lastKey); st.tooLarge && ss != nil {
-				// The server holds the parameters' other long data:
-				// closing its statement drops them (the next execute
-				// prepares it again).
-				closeServerStmt(c, ss.ID)
-				c.DropStmt(st.lastKey)
-			}
-			st.tooLarge, st.longData = false, false
-			s.updateStmtPins()
-			return s.refuseTooLarge(c)
+		if s.tooLarge(c.Index, len(x.pkt)+grow) || s.tooLarge(c.Index, len(x.text)+1) || st.tooLarge {
+			return s.refuseExecute(c, st)
 		}
 		if err := s.clearDiagnostics(ctx, c); err != nil {
 			return s.prepFailed(c, err)
 		}
-		ss, se, err := s.ensurePrepared(ctx, c, st, text)
-		s.noteOutcome(c, outcome{err: se})
+		ss, se, err := s.ensurePrepared(ctx, c, st, x.text)
+		s.result.note(c.Server, c.Index, outcome{err: se})
 		if err != nil {
 			return s.failed(c, err, outcome{})
 		}
 		if se != nil {
-			if target == router.Reader && attempt == 0 && missingObject(se.Code) && !s.bound() {
+			if target == router.Reader && attempt == 0 && missingObject(se.Code) && !s.bind.bound() {
 				// The replica lacks an object the statement needs (not
 				// replicated yet): the writer decides.
 				s.srv.Stats.PrepareRetries.Add(1)
@@ -473,13 +506,13 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 			s.failedOn(c)
 			return s.sendError(se)
 		}
-		out := s.rewriteExecute(pkt, ex, &params, ss, st)
+		out := s.rewriteExecute(x.pkt, x.ex, &x.params, ss, st)
 		st.longData = false
 		o, err := s.roundTrip(c, out, respExecute)
-		s.noteOutcome(c, o)
+		s.result.note(c.Server, c.Index, o)
 		if err != nil {
 			var eb errBackend
-			if asBackend(err, &eb) && !o.reached && !o.sent && target == router.Reader && attempt == 0 && !s.bound() {
+			if asBackend(err, &eb) && !o.reached && !o.sent && target == router.Reader && attempt == 0 && !s.bind.bound() {
 				s.srv.Stats.ReadRetries.Add(1)
 				s.dropConn(c)
 				exclude = c.Index
@@ -487,14 +520,28 @@ func (s *Session) comStmtExecute(ctx context.Context, pkt []byte) error {
 			}
 			return s.failed(c, err, o)
 		}
-		st.cursor = o.cursor && flags&mysqlproto.CursorTypeReadOnly != 0
+		st.cursor = o.cursor && x.ex.Flags&mysqlproto.CursorTypeReadOnly != 0
 		s.updateStmtPins()
-		s.after(c, info, o)
-		if cacheKey != nil {
-			s.storeCapture(p, cacheKey, st.cacheTTL)
+		s.after(c, x.info, o)
+		if x.cacheKey != nil {
+			s.storeCapture(p, x.cacheKey, st.cacheTTL)
 		}
 		return nil
 	}
+}
+
+// refuseExecute answers 1153 for an execute over the server's
+// max_allowed_packet (or whose long data was), without sending it.
+func (s *Session) refuseExecute(c *backend.Conn, st *clientStmt) error {
+	if ss := c.Stmt(st.lastKey); st.tooLarge && ss != nil {
+		// The server holds the parameters' other long data: closing its
+		// statement drops them (the next execute prepares it again).
+		closeServerStmt(c, ss.ID)
+		c.DropStmt(st.lastKey)
+	}
+	st.tooLarge, st.longData = false, false
+	s.updateStmtPins()
+	return s.refuseTooLarge(c)
 }
 
 // rewriteExecute builds the execute packet for the server: its statement
@@ -522,22 +569,7 @@ func (s *Session) rewriteExecute(pkt []byte, ex mysqlproto.StmtExecute, params *
 }
 
 func (s *Session) updateStmtPins() {
-	cursor, long := 0, 0
-	for _, st := range s.stmts {
-		if st.cursor {
-			cursor++
-		}
-		if st.longData {
-			long++
-		}
-	}
-	if cursor > 0 && s.pins[PinCursor] == 0 {
-		s.srv.Stats.Pins[PinCursor].Add(1)
-	}
-	if long > 0 && s.pins[PinLongData] == 0 {
-		s.srv.Stats.Pins[PinLongData].Add(1)
-	}
-	s.pins[PinCursor], s.pins[PinLongData] = cursor, long
+	s.countPins(s.bind.setStmtPins(s.stmts.held()))
 }
 
 func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
@@ -545,7 +577,7 @@ func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
 	if bad != nil {
 		return nil // no reply to this command, ever
 	}
-	st := s.stmts[ld.StmtID]
+	st := s.stmts.get(ld.StmtID)
 	if st == nil {
 		return nil
 	}
@@ -572,7 +604,7 @@ func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
 	}
 	st.longData = true
 	s.updateStmtPins()
-	s.setConn(c) // held until the execute
+	s.bind.set(c) // held until the execute
 	return nil
 }
 
@@ -581,10 +613,10 @@ func (s *Session) comStmtClose(ctx context.Context, pkt []byte) error {
 	if bad != nil {
 		return nil // no reply
 	}
-	delete(s.stmts, cl.StmtID)
+	s.stmts.close(cl.StmtID)
 	s.updateStmtPins()
-	if s.conn != nil && !s.bound() {
-		s.release(s.conn)
+	if s.bind.conn != nil && !s.bind.bound() {
+		s.release(s.bind.conn)
 	}
 	return nil // no reply
 }
@@ -595,13 +627,13 @@ func (s *Session) comStmtReset(ctx context.Context, pkt []byte) error {
 		return s.sendError(bad)
 	}
 	id := r.StmtID
-	st := s.stmts[id]
+	st := s.stmts.get(id)
 	if st == nil {
 		return s.unknownStmt(id)
 	}
-	if (st.longData || st.cursor) && s.conn != nil {
-		if ss := s.conn.Stmt(st.lastKey); ss != nil {
-			c := s.conn
+	if (st.longData || st.cursor) && s.bind.conn != nil {
+		if ss := s.bind.conn.Stmt(st.lastKey); ss != nil {
+			c := s.bind.conn
 			mysqlproto.PutStmtID(pkt, ss.ID)
 			st.longData, st.cursor, st.tooLarge = false, false, false
 			out, err := s.roundTrip(c, pkt, respSimple)
@@ -624,11 +656,11 @@ func (s *Session) comStmtFetch(ctx context.Context, pkt []byte) error {
 		return s.sendError(bad)
 	}
 	id := fetch.StmtID
-	st := s.stmts[id]
+	st := s.stmts.get(id)
 	if st == nil {
 		return s.unknownStmt(id)
 	}
-	c := s.conn
+	c := s.bind.conn
 	if c == nil || !st.cursor {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERUnknownStmtHandler, "HY000",
 			"Unknown prepared statement handler (%d) given to mysqld_stmt_fetch: no open cursor", id))
