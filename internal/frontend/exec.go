@@ -153,9 +153,7 @@ func (s *Session) failed(c *backend.Conn, err error, out outcome) error {
 			"Vigil: lost connection to server %s during %s: %v", c.Server, what, eb.err))
 	}
 	// Client side failure: the server may still be working for nobody.
-	if s.client.Pending() == 0 || true {
-		s.killRunning(c)
-	}
+	s.killRunning(c)
 	s.dropConn(c)
 	return err
 }
