@@ -525,6 +525,18 @@ func (e *testEnv) adminState(t *testing.T, name string) topology.State {
 	return snap.Servers[i].State
 }
 
+// waitDraining waits until server name drains (it leaves routing).
+func (e *testEnv) waitDraining(t *testing.T, name string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for e.adminState(t, name) != topology.OfflineSoft {
+		if time.Now().After(deadline) {
+			t.Fatalf("the drain of %s never started", name)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // A reload waits for its drains without holding reloadMu: validations,
 // membership changes and other reloads are not blocked for up to
 // drain_timeout.
@@ -538,14 +550,7 @@ func TestReloadDrainsWithoutTheLock(t *testing.T) {
 	e.write(t, yaml)
 	done := make(chan error, 1)
 	go func() { done <- e.d.reload(e.path) }()
-	// Wait until the drain runs (n2 leaves routing), then take the lock.
-	deadline := time.Now().Add(5 * time.Second)
-	for e.adminState(t, "n2") != topology.OfflineSoft {
-		if time.Now().After(deadline) {
-			t.Fatal("the drain of n2 never started")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	e.waitDraining(t, "n2") // then take the lock
 	if !e.d.reloadMu.TryLock() {
 		t.Fatal("reloadMu is held while the reload drains")
 	}
@@ -579,13 +584,7 @@ func TestReloadChangedWhileDraining(t *testing.T) {
 	e.write(t, removing)
 	done := make(chan error, 1)
 	go func() { done <- e.d.reload(e.path) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for e.adminState(t, "n2") != topology.OfflineSoft {
-		if time.Now().After(deadline) {
-			t.Fatal("the drain of n2 never started")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	e.waitDraining(t, "n2")
 	// Meanwhile: another user, nothing removed.
 	other := strings.Replace(e.yaml, "  - {name: app, password: app}", "  - {name: app, password: app}\n  - {name: rep, password: rep}", 1)
 	e.write(t, other)
