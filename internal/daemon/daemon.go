@@ -105,6 +105,10 @@ type daemon struct {
 	// it.
 	rsaKey   *rsa.PrivateKey
 	reloadMu sync.Mutex // one reload (or membership change) at a time
+	// applied counts the configs applied (guarded by reloadMu): a
+	// reload that let the lock go while it drained servers checks it to
+	// see whether another change went in meanwhile (drainUnlocked).
+	applied uint64
 	// admin is the admin API server (nil when admin.listen is off).
 	admin *admin.Server
 	// guard bounds unauthenticated clients and throttles failed logins,
@@ -299,15 +303,22 @@ func (d *daemon) applyLocked(base, cfg *config.Config, what string, gs greetings
 			d.log.Info("admin API token generated: the previous one no longer works", "file", generated)
 		}
 	}
+	// Removed servers drain before the swap, not in the middle of it: the
+	// swap then sets values one after another with no wait between them.
+	// The drain waits with reloadMu released.
+	if err := d.drainUnlocked(plan); err != nil {
+		plan.undrain()
+		plan.discard()
+		return d.rejectReload(err)
+	}
 	oldLog, err := d.applyQueryLog(d.ctx, cfg.Log)
 	if err != nil {
+		plan.undrain()
 		plan.discard()
 		return d.rejectReload(fmt.Errorf("log: %w", err))
 	}
 	defer oldLog.stop()
-	// Removed servers drain before the swap, not in the middle of it: the
-	// swap then sets values one after another with no wait between them.
-	d.drainRemoved(plan)
+	d.applied++
 	// Swap.
 	users := buildUsers(cfg)
 	creds := credentialsFunc(cfg)
@@ -412,16 +423,57 @@ func (d *daemon) swapCluster(n reloadPart, cfg *config.Config, users []frontend.
 	return nil
 }
 
-// drainRemoved drains every server plan removes, in every cluster at
-// once: the reload waits for the slowest, not for their sum.
-func (d *daemon) drainRemoved(plan *reloadPlan) {
-	var wg sync.WaitGroup
+// errChangedWhileDraining: another change was applied while a reload
+// waited for the servers it removes.
+var errChangedWhileDraining = errors.New("another configuration change was applied while this one drained the servers it removes: nothing of this one was applied (the servers it would remove serve again); apply it again")
+
+// drainUnlocked drains every server plan removes, in every cluster at
+// once (the reload waits for the slowest, not for their sum), with
+// reloadMu released: the caller holds it, and holds it again on return.
+// Other reloads, membership changes and validations go on meanwhile; when
+// one of them applied a config, plan was built against a runtime that is
+// no longer there and drainUnlocked fails (the caller undrains and
+// discards it). A config that removes nothing keeps the lock throughout.
+func (d *daemon) drainUnlocked(plan *reloadPlan) error {
+	type job struct {
+		rt   *clusterRuntime
+		i    int
+		name string
+		cc   config.Cluster
+	}
+	var jobs []job
 	for _, n := range plan.parts {
 		for _, i := range n.removed {
-			wg.Go(func() { d.drain(n.rt, i, n.cc) })
+			// Names are read under the lock: a concurrent swap replaces
+			// rt.slots.
+			jobs = append(jobs, job{n.rt, i, n.rt.slots[i].Name, n.cc})
 		}
 	}
+	if len(jobs) == 0 {
+		return nil
+	}
+	gen := d.applied
+	d.reloadMu.Unlock()
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() { d.drain(j.rt, j.i, j.name, j.cc) })
+	}
 	wg.Wait()
+	d.reloadMu.Lock()
+	if d.applied != gen {
+		return errChangedWhileDraining
+	}
+	return nil
+}
+
+// undrain puts the servers plan would have removed back in service, for a
+// reload that stops after its drains.
+func (p *reloadPlan) undrain() {
+	for _, n := range p.parts {
+		for _, i := range n.removed {
+			_ = n.rt.mon.SetAdminState(n.slots[i].Name, topology.Online, "")
+		}
+	}
 }
 
 // drainPoll is how often drain looks for the sessions still there.
@@ -431,8 +483,7 @@ const drainPoll = 20 * time.Millisecond
 // statements (OFFLINE_SOFT), then up to drain_timeout for the sessions
 // that hold a connection there (transactions) to finish; those still
 // there after it, or when the daemon stops, lose it.
-func (d *daemon) drain(rt *clusterRuntime, i int, cc config.Cluster) {
-	name := rt.slots[i].Name
+func (d *daemon) drain(rt *clusterRuntime, i int, name string, cc config.Cluster) {
 	_ = rt.mon.SetAdminState(name, topology.OfflineSoft, "being removed from the configuration")
 	bound := cc.Failover.DrainTimeout.Duration
 	if bound <= 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/vigil-db/vigil/internal/config"
 	"github.com/vigil-db/vigil/internal/monitor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/topology"
 )
 
 // deadAddr is an address where nothing listens: the servers of the test
@@ -448,7 +449,7 @@ func TestDrainEndsWhenTheDaemonStops(t *testing.T) {
 	d := &daemon{log: e.d.log, ctx: ctx} // the daemon as drain sees it
 	done := make(chan struct{})
 	go func() {
-		d.drain(main, 1, config.Cluster{}) // drain_timeout unset: 10 s
+		d.drain(main, 1, "n2", config.Cluster{}) // drain_timeout unset: 10 s
 		close(done)
 	}()
 	time.Sleep(50 * time.Millisecond)
@@ -509,5 +510,99 @@ func TestReloadSwapFailureKeepsTheClusterWhole(t *testing.T) {
 	}
 	if s := e.state().slots["main"]; len(s) != 4 || !s[2].Removed || s[3].Name != "n4" {
 		t.Fatalf("slots %v", s)
+	}
+}
+
+// adminState is the state the monitor of cluster main shows for server
+// name (OfflineSoft while it drains).
+func (e *testEnv) adminState(t *testing.T, name string) topology.State {
+	t.Helper()
+	snap := e.state().clusters["main"].mon.Snapshot()
+	i := snap.Index(name)
+	if i < 0 {
+		t.Fatalf("the monitor has no server %s", name)
+	}
+	return snap.Servers[i].State
+}
+
+// A reload waits for its drains without holding reloadMu: validations,
+// membership changes and other reloads are not blocked for up to
+// drain_timeout.
+func TestReloadDrainsWithoutTheLock(t *testing.T) {
+	e := startDaemon(t)
+	main := e.state().clusters["main"]
+	main.fe.Balancer().Begin(1) // a statement on n2 that never ends
+	defer main.fe.Balancer().End(1)
+	yaml := strings.Replace(e.yaml, "listen: 127.0.0.1:0", "listen: 127.0.0.1:0\n    failover: {drain_timeout: 1s}", 1)
+	yaml = strings.Replace(yaml, "      - {name: n2,", "      - {name: n5,", 1)
+	e.write(t, yaml)
+	done := make(chan error, 1)
+	go func() { done <- e.d.reload(e.path) }()
+	// Wait until the drain runs (n2 leaves routing), then take the lock.
+	deadline := time.Now().Add(5 * time.Second)
+	for e.adminState(t, "n2") != topology.OfflineSoft {
+		if time.Now().After(deadline) {
+			t.Fatal("the drain of n2 never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !e.d.reloadMu.TryLock() {
+		t.Fatal("reloadMu is held while the reload drains")
+	}
+	e.d.reloadMu.Unlock()
+	if err := e.d.ValidateConfig([]byte(yaml)); err != nil {
+		t.Fatalf("validation during the drain: %v", err)
+	}
+	select {
+	case <-done:
+		t.Fatal("the reload ended before its drain_timeout")
+	default:
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s := e.state().slots["main"]; !s[1].Removed {
+		t.Fatalf("n2 was not removed: %v", s)
+	}
+}
+
+// A change applied while a reload drains makes that reload fail whole:
+// its plan was built against a runtime that is gone. The servers it
+// drained serve again, and the other change stays in force.
+func TestReloadChangedWhileDraining(t *testing.T) {
+	e := startDaemon(t)
+	main := e.state().clusters["main"]
+	main.fe.Balancer().Begin(1)
+	defer main.fe.Balancer().End(1)
+	removing := strings.Replace(e.yaml, "listen: 127.0.0.1:0", "listen: 127.0.0.1:0\n    failover: {drain_timeout: 1s}", 1)
+	removing = strings.Replace(removing, "      - {name: n2,", "      - {name: n5,", 1)
+	e.write(t, removing)
+	done := make(chan error, 1)
+	go func() { done <- e.d.reload(e.path) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for e.adminState(t, "n2") != topology.OfflineSoft {
+		if time.Now().After(deadline) {
+			t.Fatal("the drain of n2 never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Meanwhile: another user, nothing removed.
+	other := strings.Replace(e.yaml, "  - {name: app, password: app}", "  - {name: app, password: app}\n  - {name: rep, password: rep}", 1)
+	e.write(t, other)
+	if err := e.d.reload(e.path); err != nil {
+		t.Fatalf("the second reload: %v", err)
+	}
+	err := <-done
+	if !errors.Is(err, errChangedWhileDraining) {
+		t.Fatalf("the draining reload returned %v, want errChangedWhileDraining", err)
+	}
+	if s := e.state().slots["main"]; len(s) != 3 || s[1].Removed {
+		t.Fatalf("slots %v: the first reload's removal went in", s)
+	}
+	if got := e.adminState(t, "n2"); got == topology.OfflineSoft {
+		t.Fatalf("n2 is still %v after the failed reload, want its override gone", got)
+	}
+	if users := e.d.running.Load().Users; len(users) != 2 {
+		t.Fatalf("running users %v: the second reload's change is gone", users)
 	}
 }

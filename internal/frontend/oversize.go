@@ -99,6 +99,11 @@ func (s *Session) send(c *backend.Conn, pkt []byte) (outcome, error) {
 	if err == nil {
 		return outcome{reached: true}, nil
 	}
+	return s.sendFailed(c, pkt, err)
+}
+
+// sendFailed is send's answer to a failed write of pkt to c.
+func (s *Session) sendFailed(c *backend.Conn, pkt []byte, err error) (outcome, error) {
 	c.Broken = true
 	_ = c.SetDeadline(time.Now().Add(lastWordsWait))
 	f, rerr := c.ReadFrame()

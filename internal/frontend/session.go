@@ -702,13 +702,10 @@ func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome
 	s.running.Store(c)
 	defer s.running.Store(nil)
 	epoch := s.srv.replyEpoch(c.Index)
-	if o, err := s.send(c, pkt); err != nil || o.sent {
-		return o, err
+	c.Seq = 0
+	if err := c.WritePacket(pkt); err != nil {
+		return s.sendFailed(c, pkt, err)
 	}
-	// The reply cannot be there yet: let other sessions run first, so the
-	// read below usually finds it instead of failing with EAGAIN and
-	// parking on the poller (two system calls and a wake-up saved).
-	runtime.Gosched()
 	s.srv.bal.Begin(c.Index)
 	s.armWatch()
 	var timer *time.Timer
@@ -722,16 +719,43 @@ func (s *Session) roundTrip(c *backend.Conn, pkt []byte, kind respKind) (outcome
 			s.killRunning(c)
 		})
 	}
-	out, err := s.forward(c, kind)
-	// The server had the command whole. If it dropped the connection
-	// before any byte reached the client, a read may still go to another
-	// server (the caller decides) when its size cannot be the reason (a
-	// replica killed or restarted mid-read, as ProxySQL's and MaxScale's
-	// read retries allow); one over (or of unknown relation to) the
-	// server's max_allowed_packet is never resent.
-	out.reached = err == nil || !s.underMaxPacket(c.Index, len(pkt))
-	if err == nil {
-		s.srv.noteReply(c.Index, epoch) // passive evidence for the monitor (activity.go)
+	// The command goes out and the reply is awaited in one poller wait
+	// (mysqlproto.Conn.FlushAwait): no read is tried before the server
+	// can have answered.
+	var out outcome
+	if s.client.Pending() > 0 {
+		// What the client has waits no longer than the server's answer.
+		if err := s.client.Flush(); err != nil {
+			c.Broken = true // the command is queued but never sent
+			s.disarmWatch()
+			s.srv.bal.End(c.Index)
+			if timer != nil && !timer.Stop() {
+				<-killed
+				s.timedOut.Store(false)
+			}
+			return outcome{}, errClient{err}
+		}
+	}
+	awaited, err := c.FlushAwait()
+	if err != nil {
+		out, err = s.sendFailed(c, pkt, err)
+	} else {
+		if !awaited {
+			// The reply cannot be there yet: let other sessions run
+			// first, so the read below usually finds it.
+			runtime.Gosched()
+		}
+		out, err = s.forward(c, kind)
+		// The server had the command whole. If it dropped the connection
+		// before any byte reached the client, a read may still go to
+		// another server (the caller decides) when its size cannot be the
+		// reason (a replica killed or restarted mid-read, as ProxySQL's
+		// and MaxScale's read retries allow); one over (or of unknown
+		// relation to) the server's max_allowed_packet is never resent.
+		out.reached = err == nil || !s.underMaxPacket(c.Index, len(pkt))
+		if err == nil {
+			s.srv.noteReply(c.Index, epoch) // passive evidence for the monitor (activity.go)
+		}
 	}
 	if timer != nil && !timer.Stop() {
 		// The kill may land after the statement ended: never reuse the

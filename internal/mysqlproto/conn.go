@@ -91,6 +91,10 @@ type Conn struct {
 	tlsOn           bool
 	changeUserFails int
 
+	// readErr is a read error met by FlushAwait after its write went
+	// out, returned by the next read.
+	readErr error
+
 	// Seq is the sequence id expected for the next packet read, and used
 	// for the next packet written.
 	Seq uint8
@@ -183,6 +187,11 @@ func (c *Conn) SetNetConn(nc net.Conn) {
 
 // read reads the transport once.
 func (c *Conn) read(b []byte) (int, error) {
+	if c.readErr != nil {
+		err := c.readErr
+		c.readErr = nil
+		return 0, err
+	}
 	if c.raw != nil {
 		if len(b) > rawMax {
 			b = b[:rawMax]
@@ -555,6 +564,35 @@ func (c *Conn) Flush() error {
 		c.wbuf = c.wbuf[:0]
 	}
 	return err
+}
+
+// FlushAwait is Flush for a command the peer answers: on a plain socket
+// it sends what is queued and waits for the first bytes of the answer in
+// one poller wait, and reads them into the buffer. That saves the read
+// that would find nothing yet (EAGAIN) and the scheduling around it: a
+// server needs tens of microseconds to answer, far longer than the write.
+// It reports whether it waited (false: it only flushed, as on TLS, or
+// with bytes already buffered). Errors are Flush's; a read error met
+// after the bytes went out is returned by the next read. Never use it
+// for a command without an answer (COM_STMT_CLOSE): it would wait for
+// the deadline.
+func (c *Conn) FlushAwait() (bool, error) {
+	if c.raw == nil || len(c.wbuf) == 0 || len(c.wbuf) > rawMax || c.w > c.r || c.readErr != nil {
+		return false, c.Flush()
+	}
+	if c.rbuf == nil {
+		c.getRead()
+	}
+	c.r, c.w = 0, 0
+	n, awaited, werr, rerr := c.raw.flushAwait(c.wbuf, c.rbuf)
+	c.w = n
+	c.readErr = rerr
+	if cap(c.wbuf) > 4*flushAt {
+		c.wbuf = make([]byte, 0, defaultWriteBuf)
+	} else {
+		c.wbuf = c.wbuf[:0]
+	}
+	return awaited, werr
 }
 
 // ReleaseBig drops a large assembly buffer so an idle connection does not

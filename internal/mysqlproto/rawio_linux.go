@@ -45,6 +45,11 @@ type rawIO struct {
 	werr  syscall.Errno
 	wzero bool // a write returned 0 without an error
 	wfunc func(fd uintptr) bool
+
+	// flushAwait's state: sent once the write is whole (then wait for
+	// the answer), wblocked when the socket took only part of it.
+	sent, wblocked bool
+	afunc          func(fd uintptr) bool
 }
 
 // newRawIO returns raw I/O for nc, or nil when nc is not a plain socket
@@ -67,6 +72,7 @@ func newRawIO(nc net.Conn) *rawIO {
 	r.rfunc = r.readFD
 	r.ifunc = r.readIdleFD
 	r.wfunc = r.writeFD
+	r.afunc = r.awaitFD
 	return r
 }
 
@@ -181,6 +187,55 @@ func (r *rawIO) write(b []byte) (int, error) {
 		err = io.ErrUnexpectedEOF // as internal/poll reports it
 	}
 	return len(b) - left, err
+}
+
+// flushAwait writes wb and then waits, in the same RawConn.Read, for the
+// peer's answer, read into rb: the read readiness is armed before the
+// write, so the answer's arrival wakes the wait and no read is tried
+// before it can have come. It returns the bytes read, whether it waited,
+// the write's error and a read error met after the write was whole. When
+// the socket takes only part of the write, the rest goes through write
+// (waiting until writable) and nothing is read.
+func (r *rawIO) flushAwait(wb, rb []byte) (n int, awaited bool, werr, rerr error) {
+	r.wb, r.werr, r.wzero, r.sent, r.wblocked = wb, 0, false, false, false
+	r.rb, r.rn, r.rerr = rb, 0, 0
+	err := r.rc.Read(r.afunc)
+	r.rb = nil
+	switch {
+	case !r.sent && r.werr == 0 && !r.wzero && !r.wblocked:
+		// Closed or past the deadline before the write.
+		r.wb = nil
+		return 0, false, err, nil
+	case r.werr != 0:
+		r.wb = nil
+		return 0, false, r.opError("write", r.werr), nil
+	case r.wzero:
+		r.wb = nil
+		return 0, false, io.ErrUnexpectedEOF, nil
+	case r.wblocked:
+		rest := r.wb
+		r.wb = nil
+		_, werr = r.write(rest)
+		return 0, false, werr, nil
+	}
+	r.wb = nil
+	n, rerr = r.readResult(err)
+	return n, true, nil, rerr
+}
+
+func (r *rawIO) awaitFD(fd uintptr) bool {
+	if !r.sent {
+		if !r.writeFD(fd) {
+			r.wblocked = true
+			return true
+		}
+		if r.werr != 0 || r.wzero {
+			return true
+		}
+		r.sent = true
+		return false // whole: wait for the answer
+	}
+	return r.readFD(fd)
 }
 
 func (r *rawIO) opError(op string, e syscall.Errno) error {

@@ -10,6 +10,7 @@ type rawIO struct{}
 
 func newRawIO(net.Conn) *rawIO { return nil }
 
-func (*rawIO) read([]byte) (int, error)    { panic("unreachable") }
-func (*rawIO) write([]byte) (int, error)   { panic("unreachable") }
-func (*rawIO) readIdle(*Conn) (int, error) { panic("unreachable") }
+func (*rawIO) read([]byte) (int, error)                         { panic("unreachable") }
+func (*rawIO) write([]byte) (int, error)                        { panic("unreachable") }
+func (*rawIO) readIdle(*Conn) (int, error)                      { panic("unreachable") }
+func (*rawIO) flushAwait(_, _ []byte) (int, bool, error, error) { panic("unreachable") }
