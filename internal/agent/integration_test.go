@@ -475,3 +475,108 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestSandboxAgents: `vigil sandbox up --agents` runs `vigil agent run`
+// beside every node, status shows them, they stop and start their node,
+// clone through them works, and `sandbox down` stops them.
+func TestSandboxAgents(t *testing.T) {
+	requireIntegration(t)
+	bin := buildVigil(t)
+	dir, err := os.MkdirTemp("", "vigil-agent-sb-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	down := func() {
+		if out, err := exec.Command(bin, "sandbox", "down", "--dir", dir, "--purge").CombinedOutput(); err != nil {
+			t.Errorf("sandbox down: %v\n%s", err, out)
+		}
+	}
+	out, err := exec.Command(bin, "sandbox", "up", "--dir", dir, "--nodes", "2", "--agents").CombinedOutput()
+	if err != nil {
+		down()
+		t.Fatalf("sandbox up --agents: %v\n%s", err, out)
+	}
+	downDone := false
+	defer func() {
+		if !downDone {
+			down()
+		}
+	}()
+	t.Logf("%s", out)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := sandbox.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := sb.Manifest()
+	if len(m.Agents) != 2 {
+		t.Fatalf("manifest agents: %+v", m.Agents)
+	}
+	var st sandbox.StatusReport
+	sout, err := exec.Command(bin, "sandbox", "status", "--dir", dir, "--json").Output()
+	if err != nil || json.Unmarshal(sout, &st) != nil || len(st.Agents) != 2 || !st.Agents[0].Answering || !st.Agents[1].Answering {
+		t.Fatalf("sandbox status: %v\n%s", err, sout)
+	}
+	a1, err := sb.AgentClient("node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a1.Close()
+	a2, err := sb.AgentClient("node2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a2.Close()
+
+	if s, err := a2.Stop(ctx); err != nil || s.Running {
+		t.Fatalf("stop node2 through its agent: %+v %v", s, err)
+	}
+	if running, err := sb.IsRunning("node2"); err != nil || running {
+		t.Fatalf("node2 still running after the agent's stop: %v", err)
+	}
+	if s, err := a2.Start(ctx); err != nil || !s.Answering {
+		t.Fatalf("start node2 through its agent: %+v %v", s, err)
+	}
+
+	db, err := sql.Open("mysql", sb.DSN("node1", "app", "app", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE TABLE vigil_test.rows_t (id INT PRIMARY KEY, v VARCHAR(255))"); err != nil {
+		t.Fatal(err)
+	}
+	insert(t, db, 0, 1000)
+	res, _, err := agent.Clone(ctx, a1, a2, agent.BackupOptions{}, agent.RestoreOptions{})
+	if err != nil {
+		t.Fatalf("clone node1 to node2 through the sandbox's agents: %v", err)
+	}
+	r, err := sql.Open("mysql", sb.DSN("node2", "app", "app", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if n := count(t, r); n != 1000 {
+		t.Errorf("node2 has %d rows after the clone, want 1000", n)
+	}
+	if res.GTID == "" {
+		t.Errorf("no GTID: %+v", res)
+	}
+	audit, err := os.ReadFile(m.Agents[1].AuditLog)
+	if err != nil || !strings.Contains(string(audit), `"op":"restore"`) {
+		t.Errorf("agent2's audit log: %v\n%s", err, audit)
+	}
+
+	pids := []int{m.Agents[0].PID, m.Agents[1].PID}
+	downDone = true
+	down()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); err == nil {
+			if data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(data), "agent") {
+				t.Errorf("agent pid %d still runs after sandbox down", pid)
+			}
+		}
+	}
+}

@@ -22,7 +22,7 @@ const sandboxUsage = `vigil sandbox — local MariaDB topologies of real mariadb
 Usage:
   vigil sandbox up --dir DIR [--topology replication|galera|standalone] [--nodes N]
                    [--base-port P] [--semi-sync] [--etcd 0|1|3] [--vigils N]
-                   [--vigil-binary PATH] [--json] [--verbose]
+                   [--agents] [--vigil-binary PATH] [--json] [--verbose]
   vigil sandbox status --dir DIR [--json]
   vigil sandbox add --dir DIR
   vigil sandbox down --dir DIR [--purge]
@@ -38,13 +38,15 @@ Commands:
            is Synced), writes DIR/sandbox.json and DIR/vigil.yaml; with --etcd N
            also runs an etcd cluster of N members (etcd1..etcdN) and with
            --vigils N (needs --etcd) N Vigil daemons (vigil1..vigilN), each with
-           its own DIR/vigilK/vigil.yaml
+           its own DIR/vigilK/vigil.yaml; with --agents a vigil agent beside
+           every node (agentK for nodeK, mutual TLS with certificates in
+           DIR/agents/certs, docs/lifecycle.md)
   status   what every node is now: running, role, replication, paused, isolated;
            and every etcd member and Vigil daemon: state, pid, healthy/answering
   add      one more node (replication: a replica of the current primary,
            replicating from the start of its binary log); not added to
            vigil.yaml: add it to Vigil with vigil ctl server add or a reload
-  down     stop the Vigil daemons, the nodes and the etcd members (and heal,
+  down     stop the Vigil daemons, agents, nodes and etcd members (and heal,
            resume); --purge also deletes DIR
   start    start a stopped node, etcd member or Vigil daemon and wait until it
            answers
@@ -74,6 +76,7 @@ type sandboxFlags struct {
 	etcd     int
 	vigils   int
 	vigilBin string
+	agents   bool
 	json     bool
 	purge    bool
 	verbose  bool
@@ -176,7 +179,8 @@ func sandboxFlagSet(cmd string, f *sandboxFlags) (*flag.FlagSet, int, bool) {
 		fs.BoolVar(&f.semiSync, "semi-sync", false, "semi-synchronous replication")
 		fs.IntVar(&f.etcd, "etcd", 0, "run an etcd cluster of this many members (0, 1 or 3)")
 		fs.IntVar(&f.vigils, "vigils", 0, "run this many Vigil daemons (0..3; needs --etcd)")
-		fs.StringVar(&f.vigilBin, "vigil-binary", "", "the vigil program the daemons run (default: this one)")
+		fs.StringVar(&f.vigilBin, "vigil-binary", "", "the vigil program the daemons and agents run (default: this one)")
+		fs.BoolVar(&f.agents, "agents", false, "run a vigil agent beside every node")
 		fs.BoolVar(&f.json, "json", false, "print sandbox.json instead of a summary")
 	case "status":
 		npos = 0
@@ -206,7 +210,7 @@ func sandboxUp(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdout io
 	t0 := time.Now()
 	sb, err := Up(ctx, Options{
 		Dir: f.dir, Topology: topo, Nodes: f.nodes, BasePort: f.basePort, SemiSync: f.semiSync,
-		Etcd: f.etcd, Vigils: f.vigils, VigilBinary: f.vigilBin, Logger: log,
+		Etcd: f.etcd, Vigils: f.vigils, Agents: f.agents, VigilBinary: f.vigilBin, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -244,6 +248,15 @@ func sandboxUp(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdout io
 			fmt.Fprintf(tw, "  %s\tvigil\t%s\tpid %d\tadmin %s, etcd from %s\t%s\n", v.Name, v.Proxy.Addr(), v.PID, v.Admin.Addr(), v.SourceAddress, v.Config)
 		}
 		_ = tw.Flush()
+	}
+	if len(m.Agents) > 0 {
+		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		for _, a := range m.Agents {
+			fmt.Fprintf(tw, "  %s\tagent of %s\t%s\tpid %d\t%s\n", a.Name, a.Node, a.Listen.Addr(), a.PID, a.Config)
+		}
+		_ = tw.Flush()
+		fmt.Fprintf(stdout, "Agents: mutual TLS with %s (vigil.crt, vigil.key, ca.crt): vigil agent status --addr %s --certs %s\n",
+			AgentCertsDir(m.Dir), m.Agents[0].Listen.Addr(), AgentCertsDir(m.Dir))
 	}
 	a := m.Accounts
 	fmt.Fprintf(stdout, "Accounts: %s/%s (all privileges), %s/%s (monitor), %s/%s (replication); root over the socket.\n",
@@ -389,6 +402,17 @@ func sandboxStatus(ctx context.Context, sb *Sandbox, asJSON bool, stdout io.Writ
 		for _, v := range r.Vigils {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", v.Name, v.Proxy, v.Admin, v.SourceAddress, v.PID, v.State,
 				auxHealthColumn(v.State, v.Answering), auxFlagsColumn(v.Isolated))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(r.Agents) > 0 {
+		fmt.Fprintln(stdout)
+		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "AGENT\tNODE\tLISTEN\tPID\tSTATE\tANSWERS")
+		for _, a := range r.Agents {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", a.Name, a.Node, a.Listen, a.PID, a.State, auxHealthColumn(a.State, a.Answering))
 		}
 		return tw.Flush()
 	}

@@ -289,6 +289,8 @@ func (s *Sandbox) Down(ctx context.Context, purge bool) error {
 		})
 	}
 	errs = append(errs, stopAll(vigilRefs(&m)))
+	// Agents before their nodes: none may start a node being stopped.
+	errs = append(errs, stopAgents(ctx, &m, stopGrace))
 	errs = append(errs, parallel(len(m.Nodes), func(i int) error {
 		n := m.Nodes[i]
 		for _, pid := range append([]int{n.PID}, serverPIDs(n.Config)...) {
@@ -325,6 +327,11 @@ func (s *Sandbox) Down(ctx context.Context, purge bool) error {
 	for _, a := range auxRefs(&m) {
 		if pids := procPIDs(a.proc()); len(pids) > 0 {
 			errs = append(errs, fmt.Errorf("%s is still running as pid %d", a.name(), pids[0]))
+		}
+	}
+	for _, a := range m.Agents {
+		if pids := procPIDs(a.proc()); len(pids) > 0 {
+			errs = append(errs, fmt.Errorf("%s is still running as pid %d", a.Name, pids[0]))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

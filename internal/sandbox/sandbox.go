@@ -88,7 +88,10 @@ type Options struct {
 	// Vigils is the number of Vigil daemons to run (0..3; needs Etcd):
 	// vigil1..vigilN, each with its own DIR/vigilK/vigil.yaml.
 	Vigils int
-	// VigilBinary is the vigil program the daemons run (`VigilBinary run
+	// Agents runs a vigil agent beside every node (agent1..agentN, at
+	// most MaxAgentNodes nodes), with certificates in DIR/agents/certs.
+	Agents bool
+	// VigilBinary is the vigil program the daemons and agents run (`VigilBinary run
 	// --config DIR/vigilK/vigil.yaml`); empty means this executable.
 	VigilBinary string
 	// Logger receives progress; nil discards it.
@@ -262,6 +265,9 @@ type Manifest struct {
 	// Vigils are the Vigil daemons the sandbox runs (up --vigils N);
 	// absent without them.
 	Vigils []VigilInstance `json:"vigils,omitempty"`
+	// Agents are the datadir agents, one per node (up --agents); absent
+	// without them.
+	Agents []AgentInstance `json:"agents,omitempty"`
 }
 
 func (m *Manifest) clone() Manifest {
@@ -272,6 +278,9 @@ func (m *Manifest) clone() Manifest {
 	}
 	if m.Vigils != nil {
 		c.Vigils = append([]VigilInstance(nil), m.Vigils...)
+	}
+	if m.Agents != nil {
+		c.Agents = append([]AgentInstance(nil), m.Agents...)
 	}
 	return c
 }

@@ -91,6 +91,8 @@ type StatusReport struct {
 	// Etcd and Vigils are absent when the sandbox runs none.
 	Etcd   []EtcdStatus  `json:"etcd,omitempty"`
 	Vigils []VigilStatus `json:"vigils,omitempty"`
+	// Agents are absent without up --agents.
+	Agents []AgentStatus `json:"agents,omitempty"`
 }
 
 // States of etcd members and Vigil daemons in a StatusReport.
@@ -161,15 +163,20 @@ func (s *Sandbox) Status(ctx context.Context) (*StatusReport, error) {
 	if len(m.Vigils) > 0 {
 		r.Vigils = make([]VigilStatus, len(m.Vigils))
 	}
-	n, ne := len(m.Nodes), len(m.Etcd)
-	_ = parallel(n+ne+len(m.Vigils), func(i int) error {
+	if len(m.Agents) > 0 {
+		r.Agents = make([]AgentStatus, len(m.Agents))
+	}
+	n, ne, nv := len(m.Nodes), len(m.Etcd), len(m.Vigils)
+	_ = parallel(n+ne+nv+len(m.Agents), func(i int) error {
 		switch {
 		case i < n:
 			r.Nodes[i] = nodeStatus(ctx, &m, m.Nodes[i])
 		case i < n+ne:
 			r.Etcd[i-n] = etcdStatus(ctx, m.Etcd[i-n])
-		default:
+		case i < n+ne+nv:
 			r.Vigils[i-n-ne] = vigilStatus(ctx, m.Vigils[i-n-ne])
+		default:
+			r.Agents[i-n-ne-nv] = agentStatus(ctx, m.Dir, m.Agents[i-n-ne-nv])
 		}
 		return nil
 	})

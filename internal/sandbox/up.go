@@ -64,6 +64,9 @@ func (o Options) validate() error {
 	if o.Vigils > 0 && o.Etcd == 0 {
 		return errNoEtcd
 	}
+	if o.Agents && o.Nodes > MaxAgentNodes {
+		return fmt.Errorf("--agents runs one agent per node on ports base+%d.., for at most %d nodes, not %d", agentOffset, MaxAgentNodes, o.Nodes)
+	}
 	return nil
 }
 
@@ -89,7 +92,7 @@ func Up(ctx context.Context, o Options) (*Sandbox, error) {
 			return nil, err
 		}
 	}
-	if o.Vigils > 0 {
+	if o.Vigils > 0 || o.Agents {
 		if o.VigilBinary, err = ResolveVigilBinary(o.VigilBinary); err != nil {
 			return nil, err
 		}
@@ -157,6 +160,17 @@ func Up(ctx context.Context, o Options) (*Sandbox, error) {
 		s.abort(m)
 		return nil, err
 	}
+	if o.Agents {
+		addAgents(m, o.VigilBinary)
+		if err := writeAgentFiles(m); err != nil {
+			s.abort(m)
+			return nil, err
+		}
+		if err := s.startAgentsAll(ctx, m); err != nil {
+			s.abort(m)
+			return nil, err
+		}
+	}
 	if len(m.Vigils) > 0 {
 		if err := writeVigilFiles(m); err != nil {
 			s.abort(m)
@@ -209,7 +223,7 @@ func prepareDir(ctx context.Context, dir string) error {
 				}
 			}
 		}
-		for _, f := range []string{ManifestFile, ConfigFile, bootstrapSQL, stateDir} {
+		for _, f := range []string{ManifestFile, ConfigFile, bootstrapSQL, stateDir, agentsDir} {
 			_ = os.RemoveAll(filepath.Join(dir, f))
 		}
 	} else if !errors.Is(err, ErrNoSandbox) {
@@ -237,6 +251,11 @@ func refuseRunning(dir string) error {
 	for _, a := range auxRefs(old) {
 		if procAlive(a.pid(), a.proc()) || len(procPIDs(a.proc())) > 0 {
 			return fmt.Errorf("%s already holds a running sandbox (%s is running): run `vigil sandbox down --dir %s` first", dir, a.name(), dir)
+		}
+	}
+	for _, a := range old.Agents {
+		if procAlive(a.PID, a.proc()) || len(procPIDs(a.proc())) > 0 {
+			return fmt.Errorf("%s already holds a running sandbox (%s is running): run `vigil sandbox down --dir %s` first", dir, a.Name, dir)
 		}
 	}
 	return nil
@@ -517,6 +536,7 @@ func (s *Sandbox) abort(m *Manifest) {
 			_ = killProc(ctx, pid, a.proc())
 		}
 	}
+	_ = stopAgents(ctx, m, 0)
 	for _, n := range m.Nodes {
 		for _, pid := range append([]int{n.PID}, serverPIDs(n.Config)...) {
 			_ = killPID(ctx, pid, n.Config)

@@ -3,7 +3,9 @@ package sandbox
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/vigil-db/vigil/internal/agent"
 	"github.com/vigil-db/vigil/internal/config"
 )
 
@@ -77,5 +79,24 @@ func TestVigilConfigRoundTrip(t *testing.T) {
 				t.Fatalf("second round trip: %v", err)
 			}
 		})
+	}
+}
+
+// The agent config the sandbox writes is one the agent accepts.
+func TestRenderAgentConfig(t *testing.T) {
+	m := &Manifest{Dir: "/tmp/sb", BasePort: 20000, Nodes: []Node{{Name: "node1", Datadir: "/tmp/sb/node1/data",
+		Socket: "/tmp/sb/node1/mysqld.sock", PIDFile: "/tmp/sb/node1/mysqld.pid", Config: "/tmp/sb/node1/my.cnf"}}}
+	addAgents(m, "/usr/bin/vigil")
+	data, err := renderAgentConfig(m, m.Agents[0], m.Nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := agent.ParseConfig(data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if cfg.Listen != "127.0.0.1:20050" || cfg.Datadir != "/tmp/sb/node1/data" || cfg.Commands.Timeout != 2*time.Minute ||
+		strings.Join(cfg.Commands.Stop, " ") != "/usr/bin/vigil sandbox stop node1 --dir /tmp/sb" || cfg.Server.User != "root" {
+		t.Errorf("config: %+v\n%s", cfg, data)
 	}
 }
