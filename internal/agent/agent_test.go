@@ -174,6 +174,11 @@ func TestRefusesWithoutValidClientCertificate(t *testing.T) {
 		t.Errorf("with a certificate of another CA: got an answer: %v", err)
 	}
 	a.audit.waitFor(t, `"op":"connect"`, `"outcome":"refused"`, "certificate")
+	// The server logs each handshake failure on its own goroutine.
+	deadline := time.Now().Add(3 * time.Second)
+	for strings.Count(a.audit.String(), `"op":"connect"`) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if n := strings.Count(a.audit.String(), `"op":"connect"`); n < 2 {
 		t.Errorf("%d refused connections audited, want 2:\n%s", n, a.audit.String())
 	}

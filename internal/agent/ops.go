@@ -321,20 +321,10 @@ func stamp() string { return time.Now().UTC().Format("20060102T150405.000Z") }
 func (s *Server) restore(ctx context.Context, body io.Reader, expected int64) (res RestoreResult, err error) {
 	datadir := filepath.Clean(s.cfg.Datadir)
 	res.Datadir = datadir
-	if _, err := os.Stat(s.cfg.salvageHoldPath()); err == nil {
-		return res, &Error{Status: http.StatusConflict, Code: CodeSalvageHold,
-			Message: fmt.Sprintf("salvage hold %s exists: Vigil has not finished saving this server's transactions; restore refused", s.cfg.salvageHoldPath())}
+	var wasRunning bool
+	if err := s.refuseUnsafe(ctx, &wasRunning); err != nil {
+		return res, err
 	}
-	f := s.serverFacts(ctx)
-	switch {
-	case f.answering && !f.readOnly:
-		return res, &Error{Status: http.StatusConflict, Code: CodeWritable,
-			Message: "the server answers with read_only=OFF: refusing to replace the datadir of a writable server (fence it or stop it first)"}
-	case f.running && !f.answering:
-		return res, &Error{Status: http.StatusConflict, Code: CodeUnknownState,
-			Message: fmt.Sprintf("the server runs but the agent cannot log in to prove it is read-only (%v); stop it first", f.err)}
-	}
-	wasRunning := f.running
 	st, err := os.Stat(datadir)
 	if err != nil {
 		return res, fmt.Errorf("datadir: %w", err)
@@ -388,6 +378,12 @@ func (s *Server) restore(ctx context.Context, body io.Reader, expected int64) (r
 		return res, fmt.Errorf("restore dir mode: %w", err)
 	}
 
+	// Extracting and preparing take minutes on real data: look again
+	// before stopping anything (a failover may have promoted this server,
+	// or a salvage begun, meanwhile).
+	if err := s.refuseUnsafe(ctx, &wasRunning); err != nil {
+		return res, err
+	}
 	t0 = time.Now()
 	if wasRunning {
 		if err := s.stopServer(ctx); err != nil {
@@ -423,6 +419,27 @@ func (s *Server) restore(ctx context.Context, body io.Reader, expected int64) (r
 	}
 	res.SwapSeconds = time.Since(t0).Seconds()
 	return res, nil
+}
+
+// refuseUnsafe refuses a restore under a salvage hold, onto a server
+// that answers as writable, or onto one that runs without letting the
+// agent log in to prove otherwise; it says whether the server runs.
+func (s *Server) refuseUnsafe(ctx context.Context, running *bool) error {
+	if _, err := os.Stat(s.cfg.salvageHoldPath()); err == nil {
+		return &Error{Status: http.StatusConflict, Code: CodeSalvageHold,
+			Message: fmt.Sprintf("salvage hold %s exists: Vigil has not finished saving this server's transactions; restore refused", s.cfg.salvageHoldPath())}
+	}
+	f := s.serverFacts(ctx)
+	switch {
+	case f.answering && !f.readOnly:
+		return &Error{Status: http.StatusConflict, Code: CodeWritable,
+			Message: "the server answers with read_only=OFF: refusing to replace the datadir of a writable server (fence it or stop it first)"}
+	case f.running && !f.answering:
+		return &Error{Status: http.StatusConflict, Code: CodeUnknownState,
+			Message: fmt.Sprintf("the server runs but the agent cannot log in to prove it is read-only (%v); stop it first", f.err)}
+	}
+	*running = f.running
+	return nil
 }
 
 // rollback puts the old datadir back after the restored one did not
