@@ -1,0 +1,282 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/agent"
+	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/flavor"
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+// Agent is what a clone asks of a vigil agent (agent.Client).
+type Agent interface {
+	Status(ctx context.Context) (agent.Status, error)
+	Backup(ctx context.Context, w io.Writer, o agent.BackupOptions) (int64, error)
+	Restore(ctx context.Context, r io.Reader, o agent.RestoreOptions) (agent.RestoreResult, error)
+	Cleanup(ctx context.Context) (agent.CleanupResult, error)
+}
+
+var _ Agent = (*agent.Client)(nil)
+
+// SQL runs statements on a server (by address) with the cluster's admin
+// account, in order on one connection, and returns the last one's result.
+type SQL interface {
+	Run(ctx context.Context, addr string, stmts ...string) (cols []string, rows [][]string, err error)
+}
+
+// Routing takes a server out of routing and gives it back (the executor's
+// routing owner: the monitor's override and the router's fence).
+type Routing interface {
+	SetAdminState(server string, state topology.State, reason string) error
+}
+
+// Writer is the cluster's writer when the target is pointed at it: read
+// at that moment, so a failover during the stream is followed.
+type Writer struct {
+	Name, Addr string
+	Flavor     flavor.Flavor
+}
+
+// Plan is one clone, decided.
+type Plan struct {
+	Cluster            string
+	Target, TargetAddr string
+	Donor, DonorReason string
+	// DonorAgent is the donor's agent address (one clone per donor agent).
+	DonorAgent string
+	// ReplUser and ReplPass are the cluster's replication account.
+	ReplUser, ReplPass string
+	// Rate limits the stream (bytes/s, 0: the agent's own limit).
+	Rate int64
+}
+
+// Deps are a clone's I/O.
+type Deps struct {
+	Donor, Target Agent
+	SQL           SQL
+	Routing       Routing
+	// Writer reads the current writer; an error fails the clone.
+	Writer func() (Writer, error)
+	// Event journals a clone event (kind clone_started, clone_finished,
+	// clone_failed) about the target.
+	Event func(kind, msg string)
+	Log   *slog.Logger
+	// OnBytes counts streamed bytes (the metric).
+	OnBytes func(n int64)
+	Now     func() time.Time
+	// ReplicaTimeout bounds the wait for replication to run (default
+	// 2m); Poll is its interval (default 500ms).
+	ReplicaTimeout, Poll time.Duration
+}
+
+func (d *Deps) defaults() {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.ReplicaTimeout <= 0 {
+		d.ReplicaTimeout = 2 * time.Minute
+	}
+	if d.Poll <= 0 {
+		d.Poll = 500 * time.Millisecond
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Event == nil {
+		d.Event = func(string, string) {}
+	}
+}
+
+// countWriter counts what goes through to the restore.
+type countWriter struct {
+	w io.Writer
+	t *tracker
+}
+
+func (c countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.t.add(n)
+	return n, err
+}
+
+// run executes one clone: fence the target, stream donor → target, point
+// the target at the writer from the backup's GTID, wait for replication,
+// hand the target back to the monitor. A failure leaves the target out
+// of routing; the donor is only read.
+func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
+	d.defaults()
+	log := d.Log.With("cluster", p.Cluster, "target", p.Target, "donor", p.Donor)
+	swapped := ""
+	fail := func(err error) error {
+		ph := t.view().Phase
+		now := d.Now()
+		t.set(func(pr *Progress) { pr.Phase, pr.Error, pr.Finished, pr.Running = PhaseFailed, err.Error(), &now, false })
+		kept := p.Target + "'s datadir is unchanged (the agent swaps only after a successful prepare)"
+		if swapped != "" {
+			kept = p.Target + " runs the cloned datadir; its previous one is kept at " + swapped
+		}
+		d.Event("clone_failed", fmt.Sprintf("clone of %s from %s failed while %s: %v. %s stays out of routing (OFFLINE_HARD); %s. Fix the cause and run vigil ctl clone %s again, or set it ONLINE (vigil ctl set-state) to route it as it is.",
+			p.Target, p.Donor, ph, err, p.Target, kept, p.Target))
+		log.Warn("clone failed", "phase", ph, "err", err)
+		return err
+	}
+
+	t.phase(PhaseFencing)
+	if err := d.Routing.SetAdminState(p.Target, topology.OfflineHard, "being cloned from "+p.Donor); err != nil {
+		return fail(fmt.Errorf("taking %s out of routing: %w", p.Target, err))
+	}
+	d.Event("clone_started", fmt.Sprintf("cloning %s from %s (%s); %s is out of routing (OFFLINE_HARD) until it replicates", p.Target, p.Donor, p.DonorReason, p.Target))
+	log.Info("clone started", "reason", p.DonorReason, "rate_limit", p.Rate)
+
+	st, err := d.Donor.Status(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("donor %s's agent: %w", p.Donor, err))
+	}
+	if !st.Answering {
+		return fail(fmt.Errorf("donor %s's server does not answer its agent (%s)", p.Donor, st.Error))
+	}
+	t.set(func(pr *Progress) { pr.TotalBytes = st.DatadirBytes })
+
+	t.phase(PhaseStreaming)
+	res, err := stream(ctx, t, d, p.Rate, st.DatadirBytes)
+	if err != nil {
+		return fail(err)
+	}
+	swapped = res.OldDatadir
+	t.set(func(pr *Progress) { pr.GTID, pr.OldDatadir = res.GTID, res.OldDatadir })
+	if res.GTID == "" {
+		return fail(errors.New("the backup carries no GTID position (mariadb_backup_binlog_info): cannot start replication from it"))
+	}
+
+	t.phase(PhaseReplicating)
+	w, err := d.Writer()
+	if err != nil {
+		return fail(err)
+	}
+	f := w.Flavor
+	stmts := append([]string{}, f.ReadOnly(true)...)
+	stmts = append(stmts, f.StopReplica(), f.ResetReplicaAll(), f.SetReplicaStartPos(res.GTID))
+	stmts = append(stmts, failover.RepointSQL(f, w.Addr, p.ReplUser, p.ReplPass, failover.ModeSlavePos)...)
+	if err := retry(ctx, 5, time.Second, func() error {
+		_, _, err := d.SQL.Run(ctx, p.TargetAddr, stmts...)
+		return err
+	}); err != nil {
+		return fail(fmt.Errorf("pointing %s at the writer %s: %w", p.Target, w.Name, err))
+	}
+
+	t.phase(PhaseVerifying)
+	if err := waitReplicating(ctx, d, p.TargetAddr, f); err != nil {
+		return fail(fmt.Errorf("%s does not replicate from %s: %w", p.Target, w.Name, err))
+	}
+
+	t.phase(PhaseRouting)
+	if err := d.Routing.SetAdminState(p.Target, topology.Online, "cloned from "+p.Donor); err != nil {
+		return fail(fmt.Errorf("giving %s back to the monitor: %w", p.Target, err))
+	}
+	cleaned := ""
+	if cr, err := d.Target.Cleanup(ctx); err != nil {
+		cleaned = fmt.Sprintf("; the previous datadir %s could not be deleted (%v): delete it by hand", res.OldDatadir, err)
+	} else if len(cr.Removed) > 0 {
+		cleaned = "; previous datadir deleted"
+	}
+	now := d.Now()
+	t.phase(PhaseDone)
+	t.set(func(pr *Progress) { pr.Finished, pr.Running = &now, false })
+	v := t.view()
+	took := now.Sub(v.Started).Round(time.Millisecond)
+	d.Event("clone_finished", fmt.Sprintf("%s cloned from %s: %d bytes streamed at %.1f MB/s, %s in all; replicating from %s from GTID %s; back with the monitor, routed once its checks pass%s",
+		p.Target, p.Donor, v.Bytes, v.RateBytes/1e6, took, w.Name, res.GTID, cleaned))
+	log.Info("clone finished", "bytes", v.Bytes, "took", took, "writer", w.Name, "gtid", res.GTID)
+	return nil
+}
+
+// stream pipes the donor's backup into the target's restore, counting the
+// bytes; the phase moves to preparing when the donor's stream is complete.
+func stream(ctx context.Context, t *tracker, d Deps, rate, expected int64) (agent.RestoreResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pr, pw := io.Pipe()
+	type backupDone struct{ err error }
+	done := make(chan backupDone, 1)
+	go func() {
+		_, err := d.Donor.Backup(ctx, countWriter{pw, t}, agent.BackupOptions{Rate: rate})
+		if err == nil {
+			_ = pw.Close()
+			t.phase(PhasePreparing)
+		} else {
+			_ = pw.CloseWithError(err)
+		}
+		done <- backupDone{err}
+	}()
+	res, rerr := d.Target.Restore(ctx, pr, agent.RestoreOptions{ExpectedSize: expected})
+	_ = pr.CloseWithError(errors.New("restore ended"))
+	if rerr != nil {
+		cancel()
+	}
+	b := <-done
+	switch {
+	case b.err != nil && rerr != nil:
+		return res, fmt.Errorf("backup: %w; restore: %v", b.err, rerr)
+	case b.err != nil:
+		return res, fmt.Errorf("backup failed but the restore reported success (check the target): %w", b.err)
+	case rerr != nil:
+		return res, fmt.Errorf("restore: %w", rerr)
+	}
+	return res, nil
+}
+
+// waitReplicating polls the target's replica status until both threads
+// run without an error, or fails on a replication error or the timeout.
+func waitReplicating(ctx context.Context, d Deps, addr string, f flavor.Flavor) error {
+	ctx, cancel := context.WithTimeout(ctx, d.ReplicaTimeout)
+	defer cancel()
+	last := "no replica status yet"
+	for {
+		cols, rows, err := d.SQL.Run(ctx, addr, f.ReplicaStatus())
+		switch {
+		case err != nil:
+			last = err.Error()
+		case len(rows) == 0:
+			last = "no replication configured"
+		default:
+			rs := topology.ParseReplicaStatus(cols, rows[0])
+			if rs.LastSQLErrno != 0 {
+				return fmt.Errorf("SQL thread error %d: %s", rs.LastSQLErrno, rs.LastSQLError)
+			}
+			if rs.IORunning == topology.IOYes && rs.SQLRunning && rs.LastIOErrno == 0 {
+				return nil
+			}
+			last = fmt.Sprintf("IO thread %s, SQL thread running %t", rs.IORunning, rs.SQLRunning)
+			if rs.LastIOErrno != 0 {
+				last += fmt.Sprintf(", IO error %d: %s", rs.LastIOErrno, rs.LastIOError)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not replicating after %s (%s)", d.ReplicaTimeout, strings.TrimSpace(last))
+		case <-time.After(d.Poll):
+		}
+	}
+}
+
+func retry(ctx context.Context, n int, wait time.Duration, f func() error) error {
+	var err error
+	for i := 0; i < n; i++ {
+		if err = f(); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+	return err
+}
