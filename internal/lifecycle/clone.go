@@ -117,7 +117,9 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 	fail := func(err error) error {
 		ph := t.view().Phase
 		now := d.Now()
-		t.set(func(pr *Progress) { pr.Phase, pr.Error, pr.Finished, pr.Running = PhaseFailed, err.Error(), &now, false })
+		t.set(func(pr *Progress) {
+			pr.Phase, pr.Error, pr.Finished, pr.Running = PhaseFailed, err.Error(), &now, false
+		})
 		kept := p.Target + "'s datadir is unchanged (the agent swaps only after a successful prepare)"
 		if swapped != "" {
 			kept = p.Target + " runs the cloned datadir; its previous one is kept at " + swapped

@@ -104,7 +104,11 @@ type events struct {
 	list []string
 }
 
-func (e *events) add(kind, msg string) { e.mu.Lock(); e.list = append(e.list, kind+": "+msg); e.mu.Unlock() }
+func (e *events) add(kind, msg string) {
+	e.mu.Lock()
+	e.list = append(e.list, kind+": "+msg)
+	e.mu.Unlock()
+}
 
 func setup(donor, target *fakeAgent, sql *fakeSQL) (Plan, Deps, *fakeRouting, *events) {
 	rt, ev := &fakeRouting{}, &events{}

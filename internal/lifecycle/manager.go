@@ -111,7 +111,6 @@ func (m *Manager) Get(id int64) (Progress, bool) {
 // Wait waits for every clone's goroutine (after their context ended).
 func (m *Manager) Wait() { m.wg.Wait() }
 
-
 // Running counts the clones running now (the metric).
 func (m *Manager) Running(cluster string) int {
 	m.mu.Lock()

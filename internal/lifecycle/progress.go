@@ -50,11 +50,11 @@ type Progress struct {
 // tracker holds one clone's Progress; the run writes it, the API reads
 // copies.
 type tracker struct {
-	mu           sync.Mutex
-	p            Progress
-	streamStart  time.Time
-	now          func() time.Time
-	onBytes      func(n int64)
+	mu          sync.Mutex
+	p           Progress
+	streamStart time.Time
+	now         func() time.Time
+	onBytes     func(n int64)
 }
 
 func (t *tracker) view() Progress {
