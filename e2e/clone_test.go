@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/config"
+	"github.com/vigil-db/vigil/internal/lifecycle"
+	"github.com/vigil-db/vigil/internal/sandbox"
+)
+
+// TestCloneRepairsReplica: a 3-node sandbox with an agent per node and
+// Vigil running. node3 stops replicating and loses a table; `vigil ctl
+// clone node3 --from node2 --wait` streams node2's backup onto it through
+// the agents, points it at the writer from the backup's GTID and routes it
+// again: it has every row written through Vigil, replicates what follows
+// and is ONLINE. Refused on the way: a clone of the writer, a second clone
+// while one runs, and (after a reload drops node3's agent) a clone to a
+// server without an agent.
+func TestCloneRepairsReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	t0 := time.Now()
+	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, Agents: true, VigilBinary: BuildVigil(t)}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cfgPath := filepath.Join(env.sb.Dir(), "vigil-e2e.yaml")
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Clusters[0].Servers[2].Agent == "" || cfg.Agents.Cert == "" {
+		t.Fatalf("vigil sandbox up --agents wrote no agent keys: %+v %+v", cfg.Agents, cfg.Clusters[0].Servers)
+	}
+	writer := env.writer(t)
+	if writer != "node1" {
+		t.Fatalf("writer %q, want node1", writer)
+	}
+
+	// Rows through Vigil: ~8 MB so the stream is more than headers.
+	db := openDB(t, fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr))
+	mustExec(t, db, "CREATE TABLE vigil_test.clone_t (id INT PRIMARY KEY, pad VARCHAR(255))")
+	insert := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i += 500 {
+			var b strings.Builder
+			b.WriteString("INSERT INTO vigil_test.clone_t VALUES ")
+			for j := i; j < min(i+500, to); j++ {
+				if j > i {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, "(%d, REPEAT('x', 200))", j)
+			}
+			mustExec(t, db, b.String())
+		}
+	}
+	count := func(node string) (int, error) {
+		rows, err := env.sb.SQL(ctx, node, "SELECT COUNT(*) FROM vigil_test.clone_t")
+		if err != nil {
+			return 0, err
+		}
+		return strconv.Atoi(rows[0][0])
+	}
+	waitCount := func(node string, want int) {
+		t.Helper()
+		Eventually(t, 60*time.Second, fmt.Sprintf("%s has %d rows", node, want), func() error {
+			n, err := count(node)
+			if err != nil || n != want {
+				return fmt.Errorf("%d rows (%v)", n, err)
+			}
+			return nil
+		})
+	}
+	insert(0, 30000)
+	waitCount("node3", 30000)
+
+	// node3 breaks: replication stopped, the table gone; rows go on.
+	if err := env.sb.Exec(ctx, "node3", "STOP SLAVE", "SET SESSION sql_log_bin = 0; DROP TABLE vigil_test.clone_t"); err != nil {
+		t.Fatal(err)
+	}
+	insert(30000, 31000)
+	if _, err := count("node3"); err == nil {
+		t.Fatal("node3 still has the table")
+	}
+
+	// Refused: the writer.
+	if out, err := env.ctl(t, "clone", "node1", "--from", "node2"); err == nil || !strings.Contains(out, "node1 is the writer; switch over first") || !strings.Contains(out, "HTTP 409") {
+		t.Fatalf("clone of the writer: %v\n%s", err, out)
+	}
+
+	// The clone, followed with --wait; a second clone while it runs is
+	// refused.
+	type result struct {
+		out  string
+		err  error
+		took time.Duration
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		out, err := env.ctl(t, "clone", "node3", "--from", "node2", "--wait")
+		done <- result{out, err, time.Since(start)}
+	}()
+	Eventually(t, 20*time.Second, "the clone runs", func() error {
+		out, err := env.ctl(t, "--json", "clones")
+		if err != nil {
+			return err
+		}
+		var all struct{ Running []lifecycle.Progress }
+		if err := json.Unmarshal([]byte(out), &all); err != nil {
+			return err
+		}
+		if len(all.Running) != 1 {
+			return fmt.Errorf("running: %s", out)
+		}
+		return nil
+	})
+	if out, err := env.ctl(t, "clone", "node2", "--from", "node1"); err == nil || !strings.Contains(out, "already runs a clone") || !strings.Contains(out, "HTTP 409") {
+		t.Fatalf("second clone: %v\n%s", err, out)
+	}
+	if s := env.server(t, "node3"); s.State != "OFFLINE_HARD" {
+		t.Errorf("node3 is %s during the clone, want OFFLINE_HARD", s.State)
+	}
+	var res result
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		t.Fatal("the clone did not end")
+	}
+	if res.err != nil {
+		t.Fatalf("vigil ctl clone --wait: %v\n%s\nevents:\n%s", res.err, res.out, env.events(t))
+	}
+	t.Logf("vigil ctl clone --wait (%s):\n%s", res.took.Round(time.Millisecond), res.out)
+
+	// node3 has every row, replicates from the writer and is routed.
+	waitCount("node3", 31000)
+	rows, err := env.sb.SQL(ctx, "node3", "SHOW SLAVE STATUS")
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("node3's replica status: %v %v", rows, err)
+	}
+	st := strings.Join(rows[0], " ")
+	if n1 := env.sb.Addr("node1"); !strings.Contains(st, " Yes Yes ") || !strings.Contains(st, n1[strings.LastIndex(n1, ":")+1:]) {
+		t.Errorf("node3 does not replicate from node1: %s", st)
+	}
+	insert(31000, 32000)
+	waitCount("node3", 32000)
+	Eventually(t, 30*time.Second, "node3 ONLINE", func() error {
+		if s := env.server(t, "node3"); s.State != "ONLINE" {
+			return fmt.Errorf("node3 is %s (%s)", s.State, s.Reason)
+		}
+		return nil
+	})
+	out, err := env.ctl(t, "--json", "clones")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all struct{ Finished []lifecycle.Progress }
+	if err := json.Unmarshal([]byte(out), &all); err != nil || len(all.Finished) != 1 || all.Finished[0].Phase != lifecycle.PhaseDone {
+		t.Fatalf("clones: %v\n%s", err, out)
+	}
+	p := all.Finished[0]
+	t.Logf("clone: %d bytes (donor datadir %d) streamed at %.1f MB/s, %s from request to routed-back", p.Bytes, p.TotalBytes, p.RateBytes/1e6,
+		p.Finished.Sub(p.Started).Round(time.Millisecond))
+	ev := env.events(t)
+	for _, k := range []string{"clone_started", "clone_finished"} {
+		if !strings.Contains(ev, k) {
+			t.Errorf("no %s event:\n%s", k, ev)
+		}
+	}
+	if m := metric(t, env, `vigil_clone_bytes_total{cluster="sandbox"}`); m <= 0 {
+		t.Errorf("vigil_clone_bytes_total = %v", m)
+	}
+
+	// Refused after a reload that drops node3's agent: no agent.
+	cfg.Clusters[0].Servers[2].Agent = ""
+	data, _ := cfg.Marshal()
+	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := env.ctl(t, "reload"); err != nil {
+		t.Fatalf("reload: %v\n%s", err, out)
+	}
+	if out, err := env.ctl(t, "clone", "node3"); err == nil || !strings.Contains(out, "node3 has no agent") {
+		t.Fatalf("clone to a server without an agent: %v\n%s", err, out)
+	}
+	t.Logf("TestCloneRepairsReplica took %s", time.Since(t0).Round(time.Millisecond))
+}
+
+// metric reads one series of Vigil's /metrics.
+func metric(t *testing.T, env *clusterEnv, series string) float64 {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+env.admin+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken(env.admin))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\S+)`).FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("no %s in /metrics", series)
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}
