@@ -108,6 +108,9 @@ func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
 		}
 	}
 	m := d.cloneManager()
+	if err := m.Check(rt.name, ""); err != nil {
+		return nil, &admin.Error{Status: http.StatusConflict, Message: err.Error()}
+	}
 	_, busy := m.Busy(rt.name)
 	choice, err := lifecycle.ChooseDonor(lifecycle.DonorInput{Snapshot: snap, Target: r.Target, From: r.From, Agents: agents,
 		Load: load, Busy: busy, MaxLag: cc.Monitor.MaxReplicationLag.Seconds()})

@@ -50,16 +50,9 @@ func (m *Manager) Busy(cluster string) (running bool, servers map[string]bool) {
 func (m *Manager) Start(ctx context.Context, p Plan, d Deps) (Progress, error) {
 	d.defaults()
 	m.mu.Lock()
-	for _, o := range m.running {
-		switch {
-		case o.plan.Cluster == p.Cluster:
-			m.mu.Unlock()
-			return Progress{}, &Refusal{Reason: fmt.Sprintf("cluster %s already runs a clone (%s from %s, %s); one at a time: wait for it (vigil ctl clones)",
-				p.Cluster, o.plan.Target, o.plan.Donor, o.t.view().Phase)}
-		case p.DonorAgent != "" && o.plan.DonorAgent == p.DonorAgent:
-			m.mu.Unlock()
-			return Progress{}, &Refusal{Reason: fmt.Sprintf("the donor's agent %s already serves a clone (%s of cluster %s); wait for it", p.DonorAgent, o.plan.Target, o.plan.Cluster)}
-		}
+	if err := m.checkLocked(p.Cluster, p.DonorAgent); err != nil {
+		m.mu.Unlock()
+		return Progress{}, err
 	}
 	m.nextID++
 	t := &tracker{now: d.Now, onBytes: d.OnBytes}
@@ -81,6 +74,27 @@ func (m *Manager) Start(ctx context.Context, p Plan, d Deps) (Progress, error) {
 		m.mu.Unlock()
 	}()
 	return t.view(), nil
+}
+
+// Check refuses (a *Refusal) when cluster, or the donor's agent when
+// donorAgent is set, already has a clone running.
+func (m *Manager) Check(cluster, donorAgent string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.checkLocked(cluster, donorAgent)
+}
+
+func (m *Manager) checkLocked(cluster, donorAgent string) error {
+	for _, o := range m.running {
+		switch {
+		case o.plan.Cluster == cluster:
+			return &Refusal{Reason: fmt.Sprintf("cluster %s already runs a clone (%s from %s, %s); one at a time: wait for it (vigil ctl clones)",
+				cluster, o.plan.Target, o.plan.Donor, o.t.view().Phase)}
+		case donorAgent != "" && o.plan.DonorAgent == donorAgent:
+			return &Refusal{Reason: fmt.Sprintf("the donor's agent %s already serves a clone (%s of cluster %s); wait for it", donorAgent, o.plan.Target, o.plan.Cluster)}
+		}
+	}
+	return nil
 }
 
 // List is the running clones and the last finished ones (newest last).
