@@ -268,6 +268,11 @@ func TestRestoreRefusalsLeaveDatadir(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Code != CodeSalvageHold || ae.Status != http.StatusConflict {
 		t.Errorf("under a salvage hold: err = %v", err)
 	}
+	// A refusal reaches a client that is still sending a large stream.
+	_, err = c.Restore(ctx, io.LimitReader(zeros{}, 256<<20), RestoreOptions{})
+	if !errors.As(err, &ae) || ae.Code != CodeSalvageHold {
+		t.Errorf("under a salvage hold, while streaming: err = %v", err)
+	}
 	intact("salvage hold")
 	if err := os.Remove(hold); err != nil {
 		t.Fatal(err)
@@ -312,6 +317,10 @@ func TestRestoreAbortedStream(t *testing.T) {
 		t.Errorf("left %v", left)
 	}
 }
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
 type errReader struct{ err error }
 

@@ -41,6 +41,10 @@ type Status struct {
 	Busy string `json:"busy,omitempty"`
 	// OldDatadirs were set aside by restores and wait for cleanup.
 	OldDatadirs []string `json:"old_datadirs,omitempty"`
+	// Leftovers are directories an interrupted restore left
+	// (.vigil-new-*) or a restored datadir that did not start
+	// (.vigil-failed-*); cleanup removes them.
+	Leftovers []string `json:"leftovers,omitempty"`
 	// Error says why something above is unknown (e.g. the login failed).
 	Error string `json:"error,omitempty"`
 }

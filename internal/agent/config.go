@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -29,27 +30,27 @@ type Config struct {
 	TLS    TLS    `yaml:"tls"`
 	// Token, or TokenFile, is an optional bearer token required on top of
 	// the client certificate (defence in depth, never instead of it).
-	Token     string `yaml:"token"`
-	TokenFile string `yaml:"token_file"`
+	Token     string `yaml:"token,omitempty"`
+	TokenFile string `yaml:"token_file,omitempty"`
 	// AuditLog receives one JSON line per operation (also written to
 	// stderr).
-	AuditLog string `yaml:"audit_log"`
+	AuditLog string `yaml:"audit_log,omitempty"`
 	// Datadir is the server's data directory.
 	Datadir string `yaml:"datadir"`
 	// PIDFile, when set, is the server's pid file: a live pid in it means
 	// the server runs even when it does not answer.
-	PIDFile string `yaml:"pid_file"`
+	PIDFile string `yaml:"pid_file,omitempty"`
 	// Server is how the agent logs in to the local server (read_only,
 	// replica or not, version; and mariadb-backup's login).
 	Server   ServerLogin `yaml:"server"`
 	Commands Commands    `yaml:"commands"`
-	Binaries Binaries    `yaml:"binaries"`
+	Binaries Binaries    `yaml:"binaries,omitempty"`
 	// TmpDir holds mariadb-backup's scratch directory during a backup;
 	// default the system's temporary directory.
-	TmpDir string `yaml:"tmp_dir"`
+	TmpDir string `yaml:"tmp_dir,omitempty"`
 	// MaxRate caps a backup stream in bytes per second whatever the
 	// request asks; 0 means no cap.
-	MaxRate int64 `yaml:"max_rate"`
+	MaxRate int64 `yaml:"max_rate,omitempty"`
 }
 
 // TLS are PEM files: the CA that signs both sides, and the agent's own
@@ -62,12 +63,12 @@ type TLS struct {
 
 // ServerLogin is the local server's login. Socket wins over host and port.
 type ServerLogin struct {
-	Socket       string `yaml:"socket"`
-	Host         string `yaml:"host"`
-	Port         int    `yaml:"port"`
+	Socket       string `yaml:"socket,omitempty"`
+	Host         string `yaml:"host,omitempty"`
+	Port         int    `yaml:"port,omitempty"`
 	User         string `yaml:"user"`
-	Password     string `yaml:"password"`
-	PasswordFile string `yaml:"password_file"`
+	Password     string `yaml:"password,omitempty"`
+	PasswordFile string `yaml:"password_file,omitempty"`
 }
 
 // Commands start and stop the server. They come from this file only,
@@ -80,9 +81,9 @@ type Commands struct {
 
 // Binaries are the programs the agent runs (names are looked up in PATH).
 type Binaries struct {
-	MariadbBackup string `yaml:"mariadb_backup"`
-	Mbstream      string `yaml:"mbstream"`
-	Mariadbd      string `yaml:"mariadbd"`
+	MariadbBackup string `yaml:"mariadb_backup,omitempty"`
+	Mbstream      string `yaml:"mbstream,omitempty"`
+	Mariadbd      string `yaml:"mariadbd,omitempty"`
 }
 
 // LoadConfig reads, defaults and validates FILE.
@@ -98,6 +99,8 @@ func LoadConfig(path string) (*Config, error) {
 	return c, nil
 }
 
+var unknownKey = regexp.MustCompile(`field (\S+) not found in type agent\.\w+`)
+
 // ParseConfig decodes strictly (unknown keys are errors), applies
 // defaults, reads the password and token files and validates.
 func ParseConfig(data []byte) (*Config, error) {
@@ -105,7 +108,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
-		return nil, errors.New(strings.ReplaceAll(strings.TrimPrefix(err.Error(), "yaml: "), "\n", "; "))
+		msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "yaml: "), "unmarshal errors:\n")
+		msg = unknownKey.ReplaceAllString(msg, `unknown key "$1" (check the spelling; docs/lifecycle.md lists every key)`)
+		return nil, errors.New(strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " "))
 	}
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {

@@ -40,7 +40,8 @@ max_rate: 1000000
 
 func TestParseConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
-		{"listen: 127.0.0.1:1\nlisten_addr: x\n", `field listen_addr not found`},
+		{"listen: 127.0.0.1:1\nlisten_addr: x\n", `line 2: unknown key "listen_addr"`},
+		{"server: {sock: x}\n", `unknown key "sock"`},
 		{"datadir: relative\n", "listen: required"},
 		{"datadir: relative\n", "tls.ca: required"},
 		{"datadir: relative\n", "tls.key: required"},

@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,7 +35,7 @@ type itSandbox struct {
 	dir    string
 	m      sandbox.Manifest
 	certs  agent.InitFiles
-	audits map[string]*bytes.Buffer
+	audits map[string]*lockedBuffer
 }
 
 func requireIntegration(t *testing.T) {
@@ -83,7 +85,7 @@ func upSandbox(t *testing.T) *itSandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &itSandbox{t: t, bin: bin, dir: dir, audits: map[string]*bytes.Buffer{}}
+	s := &itSandbox{t: t, bin: bin, dir: dir, audits: map[string]*lockedBuffer{}}
 	t.Cleanup(func() {
 		if out, err := exec.Command(bin, "sandbox", "down", "--dir", dir, "--purge").CombinedOutput(); err != nil {
 			t.Errorf("sandbox down: %v\n%s", err, out)
@@ -120,9 +122,17 @@ tmp_dir: %q
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit := &bytes.Buffer{}
+	audit := &lockedBuffer{}
 	s.audits[node.Name] = audit
-	srv, err := agent.NewServer(cfg, &lockedWriter{w: audit})
+	return s.serve(cfg, audit)
+}
+
+// serve runs an agent of cfg in this process until the test ends and
+// returns a client with the sandbox's client certificate.
+func (s *itSandbox) serve(cfg *agent.Config, audit io.Writer) *agent.Client {
+	t := s.t
+	t.Helper()
+	srv, err := agent.NewServer(cfg, audit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,19 +152,22 @@ tmp_dir: %q
 	return c
 }
 
-type lockedWriter struct {
-	mu chan struct{}
-	w  io.Writer
+// lockedBuffer collects audit lines the agent writes from its handlers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	// A one-slot channel as a mutex keeps the type's zero value usable.
-	if l.mu == nil {
-		l.mu = make(chan struct{}, 1)
-	}
-	l.mu <- struct{}{}
-	defer func() { <-l.mu }()
-	return l.w.Write(p)
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func (s *itSandbox) db(node sandbox.Node) *sql.DB {
@@ -210,6 +223,11 @@ func TestCloneThroughAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	insert(t, p, 0, 5000)
+	// VIGIL_AGENT_TEST_MB=N adds N MB of incompressible rows, for numbers
+	// on more than the system tablespaces.
+	if mb, _ := strconv.Atoi(os.Getenv("VIGIL_AGENT_TEST_MB")); mb > 0 {
+		fill(t, p, mb)
+	}
 
 	st, err := a1.Status(ctx)
 	if err != nil {
@@ -245,6 +263,20 @@ func TestCloneThroughAgents(t *testing.T) {
 		t.Fatalf("raw mariadb-backup: %v\n%s", err, lastLines(string(out), 10))
 	}
 	rawTook := time.Since(t0)
+	// And the physical limit of a clone here: backup piped into mbstream -x
+	// on the same disk, no network, no prepare.
+	extractDir := filepath.Join(s.dir, "raw-extract")
+	if err := os.Mkdir(extractDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t0 = time.Now()
+	pipe := exec.CommandContext(ctx, "sh", "-c", `mariadb-backup --no-defaults --backup --stream=xbstream --user=root --socket="$1" --target-dir="$2" 2>/dev/null | mbstream -x -C "$3"`,
+		"sh", n1.Socket, filepath.Join(s.dir, "raw-target-pipe"), extractDir)
+	if out, err := pipe.CombinedOutput(); err != nil {
+		t.Fatalf("raw pipe into mbstream: %v\n%s", err, out)
+	}
+	pipeTook := time.Since(t0)
+	_ = os.RemoveAll(extractDir)
 
 	// The clone.
 	t0 = time.Now()
@@ -253,8 +285,8 @@ func TestCloneThroughAgents(t *testing.T) {
 		t.Fatalf("clone: %v\naudit node1:\n%s\naudit node2:\n%s", err, s.audits[n1.Name], s.audits[n2.Name])
 	}
 	cloneTook := time.Since(t0)
-	t.Logf("raw backup pipe: %d bytes in %v (%.1f MB/s); through the agents (backup+extract+prepare+swap+start): %d bytes in %v; restore phases: extract %.2fs prepare %.2fs swap %.2fs",
-		rawOut.n, rawTook, float64(rawOut.n)/rawTook.Seconds()/1e6, sent, cloneTook, res.ExtractSeconds, res.PrepareSeconds, res.SwapSeconds)
+	t.Logf("raw backup to a pipe: %d bytes in %v (%.1f MB/s); raw backup | mbstream -x: %v; through the agents (backup+extract+prepare+swap+start): %d bytes in %v; restore phases: extract %.2fs prepare %.2fs swap %.2fs",
+		rawOut.n, rawTook, float64(rawOut.n)/rawTook.Seconds()/1e6, pipeTook, sent, cloneTook, res.ExtractSeconds, res.PrepareSeconds, res.SwapSeconds)
 	if res.GTID == "" || res.BytesReceived != sent || !strings.Contains(res.OldDatadir, ".vigil-old-") {
 		t.Fatalf("restore result: %+v (sent %d)", res, sent)
 	}
@@ -283,14 +315,25 @@ func TestCloneThroughAgents(t *testing.T) {
 	insert(t, p, 5000, 6000)
 	waitRows(t, r, 6000)
 
-	// A cut stream: a real backup, half of it.
-	var full bytes.Buffer
-	if _, err := a1.Backup(ctx, &full, agent.BackupOptions{}); err != nil {
+	// A cut stream: a real backup (in a file, so memory stays bounded
+	// whatever the dataset), half of it.
+	backupPath := filepath.Join(s.dir, "node1.xbstream")
+	bf, err := os.Create(backupPath)
+	if err != nil {
 		t.Fatal(err)
 	}
-	half := full.Bytes()[:full.Len()/2]
-	for name, stream := range map[string][]byte{"garbage": bytes.Repeat([]byte("garbage!"), 1<<16), "cut": half} {
-		_, err := a2.Restore(ctx, bytes.NewReader(stream), agent.RestoreOptions{})
+	fullSize, err := a1.Backup(ctx, bf, agent.BackupOptions{})
+	if cerr := bf.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, stream := range map[string]func() io.Reader{
+		"garbage": func() io.Reader { return bytes.NewReader(bytes.Repeat([]byte("garbage!"), 1<<16)) },
+		"cut":     func() io.Reader { return io.LimitReader(openFile(t, backupPath), fullSize/2) },
+	} {
+		_, err := a2.Restore(ctx, stream(), agent.RestoreOptions{})
 		if err == nil {
 			t.Fatalf("%s stream: restore succeeded", name)
 		}
@@ -311,7 +354,7 @@ func TestCloneThroughAgents(t *testing.T) {
 
 	// A restored datadir that does not start is swapped back out: an agent
 	// on a scratch datadir whose start command fails.
-	s.rollbackCheck(ctx, full.Bytes())
+	s.rollbackCheck(ctx, backupPath)
 
 	// Warm numbers, interleaved (mariadb-backup's redo copier polls once a
 	// second, so single runs vary by about that): the raw pipe and a
@@ -339,13 +382,13 @@ func TestCloneThroughAgents(t *testing.T) {
 		rawBytes, rawTimes, agentBytes, agentTimes)
 
 	// A throttled backup takes at least size/rate.
-	rate := int64(full.Len()) / 2 // about 2 s
+	rate := fullSize / 2 // about 2 s
 	t0 = time.Now()
 	if _, err := a2.Backup(ctx, io.Discard, agent.BackupOptions{Rate: rate}); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(t0); took < 1500*time.Millisecond {
-		t.Errorf("backup at %d B/s of about %d bytes took %v", rate, full.Len(), took)
+		t.Errorf("backup at %d B/s of about %d bytes took %v", rate, fullSize, took)
 	} else {
 		t.Logf("throttled backup of the replica at %d B/s: %v", rate, took)
 	}
@@ -366,7 +409,7 @@ func TestCloneThroughAgents(t *testing.T) {
 
 // rollbackCheck restores a good backup onto a scratch datadir whose
 // server does not start: the agent must put the old datadir back.
-func (s *itSandbox) rollbackCheck(ctx context.Context, backup []byte) {
+func (s *itSandbox) rollbackCheck(ctx context.Context, backup string) {
 	t := s.t
 	t.Helper()
 	base := t.TempDir()
@@ -387,24 +430,8 @@ commands: {start: [sh, -c, "echo cannot start >&2; exit 1"], stop: ["true"], tim
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := agent.NewServer(cfg, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	defer func() { cancel(); <-done }()
-	c, err := agent.NewClient(agent.ClientConfig{Addr: ln.Addr().String(), CA: s.certs.CA, Cert: s.certs.ClientCert, Key: s.certs.ClientKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, err = c.Restore(ctx, bytes.NewReader(backup), agent.RestoreOptions{})
+	c := s.serve(cfg, io.Discard)
+	_, err = c.Restore(ctx, openFile(t, backup), agent.RestoreOptions{})
 	if err == nil || !strings.Contains(err.Error(), "old one is back in place") {
 		t.Fatalf("restore with a failing start: err = %v", err)
 	}
@@ -415,6 +442,33 @@ commands: {start: [sh, -c, "echo cannot start >&2; exit 1"], stop: ["true"], tim
 	if failed, _ := filepath.Glob(datadir + ".vigil-failed-*"); len(failed) != 1 {
 		t.Errorf("the restored datadir was not kept aside: %v", failed)
 	}
+}
+
+// fill writes mb MB of 64 KiB random-ish rows on the primary.
+func fill(t *testing.T, db *sql.DB, mb int) {
+	t.Helper()
+	t0 := time.Now()
+	if _, err := db.Exec("CREATE TABLE vigil_test.filler (id INT AUTO_INCREMENT PRIMARY KEY, b LONGBLOB)"); err != nil {
+		t.Fatal(err)
+	}
+	rows := mb * 16
+	for done := 0; done < rows; done += 160 {
+		n := min(160, rows-done)
+		if _, err := db.Exec(fmt.Sprintf("INSERT INTO vigil_test.filler (b) SELECT REPEAT(MD5(RAND()), 2048) FROM vigil_test.seq_1_to_%d", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("filled %d MB in %v", mb, time.Since(t0))
+}
+
+func openFile(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
 }
 
 func waitRows(t *testing.T, db *sql.DB, want int) {
