@@ -147,16 +147,22 @@ func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
 		Donor: donor, Target: target, Routing: rt.exec.Routing(),
 		SQL: sqlRunner{user: user, pass: pass},
 		Writer: func() (lifecycle.Writer, error) {
-			snap := rt.topo.Load()
-			w := snap.WriterServer()
-			if w == nil {
-				return lifecycle.Writer{}, fmt.Errorf("cluster %s has no writer now (%s)", rt.name, snap.WriterReason)
+			// The designated primary, routed or not: a primary shunned
+			// for a slow check still serves its replicas.
+			st, snap := rt.mon.State(), rt.topo.Load()
+			i := st.Designated
+			if i < 0 || snap == nil || i >= len(snap.Servers) || i >= len(st.Servers) {
+				reason := "no primary known"
+				if snap != nil {
+					reason = snap.WriterReason
+				}
+				return lifecycle.Writer{}, fmt.Errorf("cluster %s has no primary now (%s)", rt.name, reason)
 			}
 			f := flavor.MariaDB
-			if st := rt.mon.State(); snap.Writer < len(st.Servers) && st.Servers[snap.Writer].LastOK != nil {
-				f = flavor.OfObservation(st.Servers[snap.Writer].LastOK)
+			if o := st.Servers[i].LastOK; o != nil {
+				f = flavor.OfObservation(o)
 			}
-			return lifecycle.Writer{Name: w.Name, Addr: w.Addr, Flavor: f}, nil
+			return lifecycle.Writer{Name: snap.Servers[i].Name, Addr: snap.Servers[i].Addr, Flavor: f}, nil
 		},
 		Event: func(kind, msg string) {
 			if kind == "clone_failed" {

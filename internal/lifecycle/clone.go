@@ -37,8 +37,9 @@ type Routing interface {
 	SetAdminState(server string, state topology.State, reason string) error
 }
 
-// Writer is the cluster's writer when the target is pointed at it: read
-// at that moment, so a failover during the stream is followed.
+// Writer is the cluster's primary when the target is pointed at it: read
+// at that moment, so a failover during the stream is followed (a
+// replication cluster's designated primary, even while shunned).
 type Writer struct {
 	Name, Addr string
 	Flavor     flavor.Flavor
@@ -158,8 +159,8 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 	}
 
 	t.phase(PhaseReplicating)
-	w, err := d.Writer()
-	if err != nil {
+	var w Writer
+	if err := retry(ctx, 30, time.Second, func() (err error) { w, err = d.Writer(); return err }); err != nil {
 		return fail(err)
 	}
 	f := w.Flavor
