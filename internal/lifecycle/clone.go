@@ -114,7 +114,7 @@ func (c countWriter) Write(p []byte) (int, error) {
 func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 	d.defaults()
 	log := d.Log.With("cluster", p.Cluster, "target", p.Target, "donor", p.Donor)
-	swapped := ""
+	swapped, fenced := "", false
 	fail := func(err error) error {
 		ph := t.view().Phase
 		now := d.Now()
@@ -125,19 +125,20 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 		if swapped != "" {
 			kept = p.Target + " runs the cloned datadir; its previous one is kept at " + swapped
 		}
+		if !fenced {
+			d.Event("clone_failed", fmt.Sprintf("clone of %s from %s failed before it started: %v. Nothing was changed: %s is still routed as before. Fix the cause and run vigil ctl clone %s again.",
+				p.Target, p.Donor, err, p.Target, p.Target))
+			log.Warn("clone failed before it started", "err", err)
+			return err
+		}
 		d.Event("clone_failed", fmt.Sprintf("clone of %s from %s failed while %s: %v. %s stays out of routing (OFFLINE_HARD); %s. Fix the cause and run vigil ctl clone %s again, or set it ONLINE (vigil ctl set-state) to route it as it is.",
 			p.Target, p.Donor, ph, err, p.Target, kept, p.Target))
 		log.Warn("clone failed", "phase", ph, "err", err)
 		return err
 	}
 
-	t.phase(PhaseFencing)
-	if err := d.Routing.SetAdminState(p.Target, topology.OfflineHard, "being cloned from "+p.Donor); err != nil {
-		return fail(fmt.Errorf("taking %s out of routing: %w", p.Target, err))
-	}
-	d.Event("clone_started", fmt.Sprintf("cloning %s from %s (%s); %s is out of routing (OFFLINE_HARD) until it replicates", p.Target, p.Donor, p.DonorReason, p.Target))
-	log.Info("clone started", "reason", p.DonorReason, "rate_limit", p.Rate)
-
+	// Preflight, before the target leaves routing: both agents answer,
+	// the donor's server runs, the target is not writable.
 	st, err := d.Donor.Status(ctx)
 	if err != nil {
 		return fail(fmt.Errorf("donor %s's agent: %w", p.Donor, err))
@@ -145,7 +146,29 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 	if !st.Answering {
 		return fail(fmt.Errorf("donor %s's server does not answer its agent (%s)", p.Donor, st.Error))
 	}
+	tst, err := d.Target.Status(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("target %s's agent: %w", p.Target, err))
+	}
+	switch {
+	case tst.Answering && !tst.ReadOnly:
+		return fail(fmt.Errorf("target %s answers with read_only=OFF: a writable server is never overwritten", p.Target))
+	case tst.SalvageHold:
+		return fail(fmt.Errorf("target %s is under a salvage hold (its transactions are not salvaged yet)", p.Target))
+	case tst.Busy != "":
+		return fail(fmt.Errorf("target %s's agent is busy (%s)", p.Target, tst.Busy))
+	case tst.FreeBytes > 0 && st.DatadirBytes > tst.FreeBytes:
+		return fail(fmt.Errorf("target %s has %d bytes free, the donor's datadir is %d bytes", p.Target, tst.FreeBytes, st.DatadirBytes))
+	}
 	t.set(func(pr *Progress) { pr.TotalBytes = st.DatadirBytes })
+
+	t.phase(PhaseFencing)
+	if err := d.Routing.SetAdminState(p.Target, topology.OfflineHard, "being cloned from "+p.Donor); err != nil {
+		return fail(fmt.Errorf("taking %s out of routing: %w", p.Target, err))
+	}
+	fenced = true
+	d.Event("clone_started", fmt.Sprintf("cloning %s from %s (%s); %s is out of routing (OFFLINE_HARD) until it replicates", p.Target, p.Donor, p.DonorReason, p.Target))
+	log.Info("clone started", "reason", p.DonorReason, "rate_limit", p.Rate)
 
 	t.phase(PhaseStreaming)
 	res, err := stream(ctx, t, d, p.Rate, st.DatadirBytes)

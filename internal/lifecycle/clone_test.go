@@ -22,12 +22,13 @@ type fakeAgent struct {
 	restoreErr error
 	gtid       string
 	block      chan struct{} // Backup waits for it when set
+	writable   bool
 	received   bytes.Buffer
 	cleaned    bool
 }
 
 func (a *fakeAgent) Status(context.Context) (agent.Status, error) {
-	return agent.Status{Running: true, Answering: true, DatadirBytes: int64(len(a.backup))}, nil
+	return agent.Status{Running: true, Answering: true, ReadOnly: !a.writable, DatadirBytes: int64(len(a.backup))}, nil
 }
 
 func (a *fakeAgent) Backup(ctx context.Context, w io.Writer, _ agent.BackupOptions) (int64, error) {
@@ -201,6 +202,21 @@ func TestCloneFailuresLeaveTargetOut(t *testing.T) {
 				t.Fatalf("event: %s", last)
 			}
 		})
+	}
+}
+
+// A preflight failure changes nothing: the target stays routed.
+func TestClonePreflight(t *testing.T) {
+	p, d, rt, ev := setup(&fakeAgent{backup: []byte("data")}, &fakeAgent{writable: true}, &fakeSQL{})
+	pr := runOne(t, p, d)
+	if pr.Phase != PhaseFailed || !strings.Contains(pr.Error, "read_only=OFF") {
+		t.Fatalf("progress: %+v", pr)
+	}
+	if len(rt.states) != 0 {
+		t.Fatalf("routing touched: %q", rt.states)
+	}
+	if len(ev.list) != 1 || !strings.Contains(ev.list[0], "Nothing was changed: n3 is still routed") {
+		t.Fatalf("events: %q", ev.list)
 	}
 }
 

@@ -57,7 +57,7 @@ func (m *Manager) Start(ctx context.Context, p Plan, d Deps) (Progress, error) {
 	m.nextID++
 	t := &tracker{now: d.Now, onBytes: d.OnBytes}
 	t.p = Progress{ID: m.nextID, Cluster: p.Cluster, Target: p.Target, Donor: p.Donor, DonorReason: p.DonorReason,
-		Phase: PhaseFencing, Limit: p.Rate, Started: d.Now(), Running: true, ETASeconds: -1}
+		Phase: PhaseChecking, Limit: p.Rate, Started: d.Now(), Running: true, ETASeconds: -1}
 	o := &op{t: t, plan: p}
 	m.running[t.p.ID] = o
 	m.wg.Add(1)

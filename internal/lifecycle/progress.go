@@ -7,6 +7,7 @@ import (
 
 // Phases of a clone, in order; a clone ends in PhaseDone or PhaseFailed.
 const (
+	PhaseChecking    = "checking"    // both agents answer, the target is not writable
 	PhaseFencing     = "fencing"     // taking the target out of routing
 	PhaseStreaming   = "streaming"   // donor backup → target restore
 	PhasePreparing   = "preparing"   // the stream is complete; the target's agent prepares, swaps and starts
