@@ -14,6 +14,7 @@ import (
 	"github.com/vigil-db/vigil/internal/agent"
 	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/config"
+	"github.com/vigil-db/vigil/internal/executor"
 	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/lifecycle"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
@@ -222,19 +223,8 @@ func (s sqlRunner) Run(ctx context.Context, addr string, stmts ...string) ([]str
 		stop()
 		cancel()
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", redactPassword(q), err)
+			return nil, nil, fmt.Errorf("%s: %w", executor.Redact(q), err)
 		}
 	}
 	return cols, rows, nil
-}
-
-// redactPassword hides a CHANGE MASTER's password in messages.
-func redactPassword(q string) string {
-	u := strings.ToUpper(q)
-	for _, k := range []string{"MASTER_PASSWORD", "SOURCE_PASSWORD"} {
-		if i := strings.Index(u, k); i >= 0 {
-			return q[:i] + k + "='…'"
-		}
-	}
-	return q
 }

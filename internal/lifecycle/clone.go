@@ -223,39 +223,26 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 	return nil
 }
 
-// stream pipes the donor's backup into the target's restore, counting the
-// bytes; the phase moves to preparing when the donor's stream is complete.
+// watchedDonor counts the donor's stream and moves the phase to
+// preparing once it is complete.
+type watchedDonor struct {
+	Agent
+	t *tracker
+}
+
+func (w watchedDonor) Backup(ctx context.Context, out io.Writer, o agent.BackupOptions) (int64, error) {
+	n, err := w.Agent.Backup(ctx, countWriter{out, w.t}, o)
+	if err == nil {
+		w.t.phase(PhasePreparing)
+	}
+	return n, err
+}
+
+// stream pipes the donor's backup into the target's restore (agent.Clone),
+// counting the bytes.
 func stream(ctx context.Context, t *tracker, d Deps, rate, expected int64) (agent.RestoreResult, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pr, pw := io.Pipe()
-	type backupDone struct{ err error }
-	done := make(chan backupDone, 1)
-	go func() {
-		_, err := d.Donor.Backup(ctx, countWriter{pw, t}, agent.BackupOptions{Rate: rate})
-		if err == nil {
-			_ = pw.Close()
-			t.phase(PhasePreparing)
-		} else {
-			_ = pw.CloseWithError(err)
-		}
-		done <- backupDone{err}
-	}()
-	res, rerr := d.Target.Restore(ctx, pr, agent.RestoreOptions{ExpectedSize: expected})
-	_ = pr.CloseWithError(errors.New("restore ended"))
-	if rerr != nil {
-		cancel()
-	}
-	b := <-done
-	switch {
-	case b.err != nil && rerr != nil:
-		return res, fmt.Errorf("backup: %w; restore: %v", b.err, rerr)
-	case b.err != nil:
-		return res, fmt.Errorf("backup failed but the restore reported success (check the target): %w", b.err)
-	case rerr != nil:
-		return res, fmt.Errorf("restore: %w", rerr)
-	}
-	return res, nil
+	res, _, err := agent.Clone(ctx, watchedDonor{d.Donor, t}, d.Target, agent.BackupOptions{Rate: rate}, agent.RestoreOptions{ExpectedSize: expected})
+	return res, err
 }
 
 // waitReplicating polls the target's replica status until both threads
