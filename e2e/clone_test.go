@@ -24,7 +24,8 @@ import (
 // clone node3 --from node2 --wait` streams node2's backup onto it through
 // the agents, points it at the writer from the backup's GTID and routes it
 // again: it has every row written through Vigil, replicates what follows
-// and is ONLINE. Refused on the way: a clone of the writer, a second clone
+// and is ONLINE. Then node2 is cloned with the donor left to Vigil (node3,
+// the only caught-up replica left). Refused on the way: a clone of the writer, a second clone
 // while one runs, and (after a reload drops node3's agent) a clone to a
 // server without an agent.
 func TestCloneRepairsReplica(t *testing.T) {
@@ -109,7 +110,7 @@ func TestCloneRepairsReplica(t *testing.T) {
 	done := make(chan result, 1)
 	start := time.Now()
 	go func() {
-		out, err := env.ctl(t, "clone", "node3", "--from", "node2", "--wait")
+		out, err := env.ctl(t, "clone", "node3", "--from", "node2", "--rate", "500MiB", "--wait")
 		done <- result{out, err, time.Since(start)}
 	}()
 	Eventually(t, 20*time.Second, "the clone runs", func() error {
@@ -170,6 +171,9 @@ func TestCloneRepairsReplica(t *testing.T) {
 		t.Fatalf("clones: %v\n%s", err, out)
 	}
 	p := all.Finished[0]
+	if p.Limit != 500<<20 || p.GTID == "" || p.Bytes <= 0 {
+		t.Errorf("finished clone: %+v", p)
+	}
 	t.Logf("clone: %d bytes (donor datadir %d) streamed at %.1f MB/s, %s from request to routed-back", p.Bytes, p.TotalBytes, p.RateBytes/1e6,
 		p.Finished.Sub(p.Started).Round(time.Millisecond))
 	ev := env.events(t)
@@ -181,6 +185,21 @@ func TestCloneRepairsReplica(t *testing.T) {
 	if m := metric(t, env, `vigil_clone_bytes_total{cluster="sandbox"}`); m <= 0 {
 		t.Errorf("vigil_clone_bytes_total = %v", m)
 	}
+
+	// Vigil chooses the donor: for node2, the only caught-up replica left
+	// is node3, itself just cloned.
+	Eventually(t, 30*time.Second, "node3 caught up", func() error {
+		if s := env.server(t, "node3"); s.LagSeconds == nil || *s.LagSeconds > 1 {
+			return fmt.Errorf("node3 lag %v", s.LagSeconds)
+		}
+		return nil
+	})
+	out, err = env.ctl(t, "clone", "node2", "--wait")
+	if err != nil || !strings.Contains(out, "cloning node2 from node3 (caught-up replica") {
+		t.Fatalf("clone of node2 with the donor chosen: %v\n%s", err, out)
+	}
+	insert(32000, 32500)
+	waitCount("node2", 32500)
 
 	// Refused after a reload that drops node3's agent: no agent.
 	cfg.Clusters[0].Servers[2].Agent = ""
