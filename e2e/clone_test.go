@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +20,86 @@ import (
 	"github.com/vigil-db/vigil/internal/sandbox"
 )
 
+// cloneEnv is a 3-node sandbox with agents, Vigil in front, and a table
+// written through Vigil.
+type cloneEnv struct {
+	*clusterEnv
+	t       *testing.T
+	ctx     context.Context
+	cfg     *config.Config
+	cfgPath string
+	db      *sql.DB
+}
+
+func newCloneEnv(t *testing.T) *cloneEnv {
+	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, Agents: true, VigilBinary: BuildVigil(t)}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	cfgPath := filepath.Join(env.sb.Dir(), "vigil-e2e.yaml")
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Clusters[0].Servers[2].Agent == "" || cfg.Agents.Cert == "" {
+		t.Fatalf("vigil sandbox up --agents wrote no agent keys: %+v %+v", cfg.Agents, cfg.Clusters[0].Servers)
+	}
+	if w := env.writer(t); w != "node1" {
+		t.Fatalf("writer %q, want node1", w)
+	}
+	db := openDB(t, fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr))
+	mustExec(t, db, "CREATE TABLE vigil_test.clone_t (id INT PRIMARY KEY, pad VARCHAR(255))")
+	return &cloneEnv{clusterEnv: env, t: t, ctx: ctx, cfg: cfg, cfgPath: cfgPath, db: db}
+}
+
+// insert writes rows [from, to) through Vigil, 200 bytes each.
+func (e *cloneEnv) insert(from, to int) {
+	e.t.Helper()
+	for i := from; i < to; i += 500 {
+		var b strings.Builder
+		b.WriteString("INSERT INTO vigil_test.clone_t VALUES ")
+		for j := i; j < min(i+500, to); j++ {
+			if j > i {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "(%d, REPEAT('x', 200))", j)
+		}
+		mustExec(e.t, e.db, b.String())
+	}
+}
+
+func (e *cloneEnv) count(node string) (int, error) {
+	rows, err := e.sb.SQL(e.ctx, node, "SELECT COUNT(*) FROM vigil_test.clone_t")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(rows[0][0])
+}
+
+func (e *cloneEnv) waitCount(node string, want int) {
+	e.t.Helper()
+	Eventually(e.t, 60*time.Second, fmt.Sprintf("%s has %d rows", node, want), func() error {
+		n, err := e.count(node)
+		if err != nil || n != want {
+			return fmt.Errorf("%d rows (%v)", n, err)
+		}
+		return nil
+	})
+}
+
+// clones is GET /api/v1/clone.
+func (e *cloneEnv) clones() (running, finished []lifecycle.Progress) {
+	e.t.Helper()
+	out, err := e.ctl(e.t, "--json", "clones")
+	if err != nil {
+		e.t.Fatalf("clones: %v\n%s", err, out)
+	}
+	var all struct{ Running, Finished []lifecycle.Progress }
+	if err := json.Unmarshal([]byte(out), &all); err != nil {
+		e.t.Fatalf("clones: %v\n%s", err, out)
+	}
+	return all.Running, all.Finished
+}
+
 // TestCloneRepairsReplica: a 3-node sandbox with an agent per node and
 // Vigil running. node3 stops replicating and loses a table; `vigil ctl
 // clone node3 --from node2 --wait` streams node2's backup onto it through
@@ -33,56 +114,9 @@ func TestCloneRepairsReplica(t *testing.T) {
 		t.Skip("e2e")
 	}
 	t0 := time.Now()
-	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, Agents: true, VigilBinary: BuildVigil(t)}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cfgPath := filepath.Join(env.sb.Dir(), "vigil-e2e.yaml")
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Clusters[0].Servers[2].Agent == "" || cfg.Agents.Cert == "" {
-		t.Fatalf("vigil sandbox up --agents wrote no agent keys: %+v %+v", cfg.Agents, cfg.Clusters[0].Servers)
-	}
-	writer := env.writer(t)
-	if writer != "node1" {
-		t.Fatalf("writer %q, want node1", writer)
-	}
-
-	// Rows through Vigil: ~8 MB so the stream is more than headers.
-	db := openDB(t, fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr))
-	mustExec(t, db, "CREATE TABLE vigil_test.clone_t (id INT PRIMARY KEY, pad VARCHAR(255))")
-	insert := func(from, to int) {
-		t.Helper()
-		for i := from; i < to; i += 500 {
-			var b strings.Builder
-			b.WriteString("INSERT INTO vigil_test.clone_t VALUES ")
-			for j := i; j < min(i+500, to); j++ {
-				if j > i {
-					b.WriteByte(',')
-				}
-				fmt.Fprintf(&b, "(%d, REPEAT('x', 200))", j)
-			}
-			mustExec(t, db, b.String())
-		}
-	}
-	count := func(node string) (int, error) {
-		rows, err := env.sb.SQL(ctx, node, "SELECT COUNT(*) FROM vigil_test.clone_t")
-		if err != nil {
-			return 0, err
-		}
-		return strconv.Atoi(rows[0][0])
-	}
-	waitCount := func(node string, want int) {
-		t.Helper()
-		Eventually(t, 60*time.Second, fmt.Sprintf("%s has %d rows", node, want), func() error {
-			n, err := count(node)
-			if err != nil || n != want {
-				return fmt.Errorf("%d rows (%v)", n, err)
-			}
-			return nil
-		})
-	}
+	e := newCloneEnv(t)
+	env, ctx, cfg, cfgPath := e.clusterEnv, e.ctx, e.cfg, e.cfgPath
+	insert, count, waitCount := e.insert, e.count, e.waitCount
 	insert(0, 30000)
 	waitCount("node3", 30000)
 
@@ -233,4 +267,77 @@ func metric(t *testing.T, env *clusterEnv, series string) float64 {
 	}
 	v, _ := strconv.ParseFloat(string(m[1]), 64)
 	return v
+}
+
+// TestCloneDonorKilled: the donor's server is killed while its backup
+// streams (throttled to make room for it). The clone fails with an event
+// that says what to do; the target stays OFFLINE_HARD with its own data
+// and server untouched, and another clone is accepted afterwards.
+func TestCloneDonorKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	e := newCloneEnv(t)
+	e.insert(0, 20000)
+	e.waitCount("node3", 20000)
+	if err := e.sb.Exec(e.ctx, "node3", "STOP SLAVE"); err != nil {
+		t.Fatal(err)
+	}
+	e.insert(20000, 21000)
+
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := e.ctl(t, "clone", "node3", "--from", "node2", "--rate", "4MiB", "--wait")
+		done <- result{out, err}
+	}()
+	Eventually(t, 30*time.Second, "the stream under way", func() error {
+		running, _ := e.clones()
+		if len(running) != 1 || running[0].Phase != lifecycle.PhaseStreaming || running[0].Bytes < 1<<20 {
+			return fmt.Errorf("running: %+v", running)
+		}
+		return nil
+	})
+	if err := e.sb.Kill(e.ctx, "node2"); err != nil {
+		t.Fatal(err)
+	}
+	var res result
+	select {
+	case res = <-done:
+	case <-e.ctx.Done():
+		t.Fatal("the clone did not end")
+	}
+	if res.err == nil || !strings.Contains(res.out, "clone failed") {
+		t.Fatalf("clone with its donor killed: %v\n%s", res.err, res.out)
+	}
+	t.Logf("vigil ctl clone --wait:\n%s", res.out)
+	_, finished := e.clones()
+	if len(finished) != 1 || finished[0].Phase != lifecycle.PhaseFailed || finished[0].Error == "" {
+		t.Fatalf("finished: %+v", finished)
+	}
+	if s := e.server(t, "node3"); s.State != "OFFLINE_HARD" {
+		t.Errorf("node3 is %s after the failed clone, want OFFLINE_HARD", s.State)
+	}
+	// node3 still runs on its own datadir: the rows it had, not more.
+	if n, err := e.count("node3"); err != nil || n != 20000 {
+		t.Errorf("node3 has %d rows (%v), want its own 20000", n, err)
+	}
+	ev, _ := e.ctl(t, "events", "--kind", "clone_failed")
+	if !strings.Contains(ev, "node3 stays out of routing (OFFLINE_HARD)") || !strings.Contains(ev, "datadir is unchanged") {
+		t.Errorf("clone_failed event:\n%s", ev)
+	}
+	if m := metric(t, e.clusterEnv, `vigil_clone_failures_total{cluster="sandbox"}`); m != 1 {
+		t.Errorf("vigil_clone_failures_total = %v", m)
+	}
+	// The clone slot is free again: with node2 down, node1 (the writer)
+	// is the only donor left, used only when named.
+	out, err := e.ctl(t, "clone", "node3", "--from", "node1", "--wait")
+	if err != nil {
+		t.Fatalf("clone from the writer after the failure: %v\n%s", err, out)
+	}
+	e.insert(21000, 21500)
+	e.waitCount("node3", 21500)
 }

@@ -249,6 +249,9 @@ func Clone(ctx context.Context, donor Backuper, target Restorer, bo BackupOption
 	}
 	b := <-done
 	switch {
+	case b.err != nil && rerr != nil && strings.Contains(rerr.Error(), b.err.Error()):
+		// The restore failed on the stream the backup cut: say it once.
+		return res, b.n, fmt.Errorf("clone: backup: %w (the restore was aborted)", b.err)
 	case b.err != nil && rerr != nil:
 		return res, b.n, fmt.Errorf("clone: backup: %w; restore: %v", b.err, rerr)
 	case b.err != nil:
