@@ -341,3 +341,73 @@ func TestCloneDonorKilled(t *testing.T) {
 	e.insert(21000, 21500)
 	e.waitCount("node3", 21500)
 }
+
+// TestCloneDonorRestart: the donor Vigil chose (node2, the only replica
+// left) is killed mid-stream: the clone restarts from the last member
+// standing, the writer, and completes; the target stays out of routing
+// until then.
+func TestCloneDonorRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	e := newCloneEnv(t)
+	e.insert(0, 20000)
+	e.waitCount("node3", 20000)
+	if err := e.sb.Exec(e.ctx, "node3", "STOP SLAVE"); err != nil {
+		t.Fatal(err)
+	}
+	e.insert(20000, 21000)
+	done := make(chan string, 1)
+	go func() {
+		out, err := e.ctl(t, "clone", "node3", "--rate", "4MiB", "--wait")
+		if err != nil {
+			out += "\n" + err.Error()
+		}
+		done <- out
+	}()
+	Eventually(t, 30*time.Second, "the stream from node2 under way", func() error {
+		running, _ := e.clones()
+		if len(running) != 1 || running[0].Donor != "node2" || running[0].Phase != lifecycle.PhaseStreaming || running[0].Bytes < 1<<20 {
+			return fmt.Errorf("running: %+v", running)
+		}
+		return nil
+	})
+	if err := e.sb.Kill(e.ctx, "node2"); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 30*time.Second, "the clone restarted from node1", func() error {
+		running, finished := e.clones()
+		for _, p := range append(running, finished...) {
+			if p.Donor == "node1" && p.DonorRestarts == 1 {
+				return nil
+			}
+		}
+		return fmt.Errorf("running %+v, finished %+v", running, finished)
+	})
+	if s := e.server(t, "node3"); s.State != "OFFLINE_HARD" {
+		t.Errorf("node3 is %s while its clone restarts, want OFFLINE_HARD", s.State)
+	}
+	var out string
+	select {
+	case out = <-done:
+	case <-e.ctx.Done():
+		t.Fatal("the clone did not end")
+	}
+	t.Logf("vigil ctl clone --wait:\n%s", out)
+	_, finished := e.clones()
+	if len(finished) != 1 || finished[0].Phase != lifecycle.PhaseDone || finished[0].Donor != "node1" {
+		t.Fatalf("finished: %+v\n%s", finished, out)
+	}
+	ev, _ := e.ctl(t, "events", "--kind", "clone_donor_changed")
+	if !strings.Contains(ev, "the stream from node2 failed") || !strings.Contains(ev, "restarts from node1") {
+		t.Errorf("clone_donor_changed event:\n%s", ev)
+	}
+	e.insert(21000, 21500)
+	e.waitCount("node3", 21500)
+	Eventually(t, 30*time.Second, "node3 ONLINE", func() error {
+		if s := e.server(t, "node3"); s.State != "ONLINE" {
+			return fmt.Errorf("node3 is %s (%s)", s.State, s.Reason)
+		}
+		return nil
+	})
+}

@@ -104,6 +104,10 @@ func (c *ctlClient) clone(ctx context.Context, cluster string, args []string) in
 			fmt.Fprintf(c.errw, "vigil ctl: clone %d is gone (did Vigil restart?); see vigil ctl events --kind clone_failed\n", p.ID)
 			return 1
 		}
+		if cur.Donor != p.Donor {
+			fmt.Fprintf(c.out, "the stream from %s failed; restarting from %s (%s)\n", p.Donor, cur.Donor, cur.DonorReason)
+			p.Donor = cur.Donor
+		}
 		if line := progressLine(cur); line != last {
 			fmt.Fprintln(c.out, line)
 			last = line

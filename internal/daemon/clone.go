@@ -93,28 +93,15 @@ func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
 	}
 	cc := rt.cfg.Load()
 	cfg := d.running.Load()
-	agents := map[string]bool{}
-	agentAddr := map[string]string{}
-	for _, s := range cc.Servers {
-		if s.Agent != "" {
-			agents[s.Name], agentAddr[s.Name] = true, s.Agent
-		}
-	}
-	snap := rt.topo.Load()
-	load := map[string]int64{}
-	if snap != nil {
-		for i, s := range snap.Servers {
-			_, waiting := rt.activity(i)
-			load[s.Name] = waiting
-		}
-	}
+	in := rt.donorInput(r.Target)
+	agentAddr := in.agentAddr
 	m := d.cloneManager()
 	if err := m.Check(rt.name, ""); err != nil {
 		return nil, &admin.Error{Status: http.StatusConflict, Message: err.Error()}
 	}
-	_, busy := m.Busy(rt.name)
-	choice, err := lifecycle.ChooseDonor(lifecycle.DonorInput{Snapshot: snap, Target: r.Target, From: r.From, Agents: agents,
-		Load: load, Busy: busy, MaxLag: cc.Monitor.MaxReplicationLag.Seconds()})
+	_, in.Busy = m.Busy(rt.name)
+	in.From = r.From
+	choice, err := lifecycle.ChooseDonor(in.DonorInput)
 	var refused *lifecycle.Refusal
 	if errors.As(err, &refused) {
 		status := http.StatusConflict
@@ -143,7 +130,8 @@ func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
 	}
 	user, pass := cc.Monitor.User, cc.Monitor.Password
 	plan := lifecycle.Plan{Cluster: rt.name, Target: r.Target, TargetAddr: targetAddr, Donor: choice.Donor, DonorReason: choice.Reason,
-		DonorAgent: agentAddr[choice.Donor], ReplUser: cc.Failover.ReplUser, ReplPass: cc.Failover.ReplPassword, Rate: r.Rate}
+		DonorAgent: agentAddr[choice.Donor], ReplUser: cc.Failover.ReplUser, ReplPass: cc.Failover.ReplPassword, Rate: r.Rate,
+		Named: r.From != ""}
 	deps := lifecycle.Deps{
 		Donor: donor, Target: target, Routing: rt.exec.Routing(),
 		SQL: sqlRunner{user: user, pass: pass},
@@ -175,6 +163,21 @@ func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
 			}
 			d.journal.add(admin.Event{Cluster: rt.name, Server: r.Target, Kind: kind, Message: msg})
 		},
+		NextDonor: func(ctx context.Context, failed map[string]bool) (lifecycle.Donor, error) {
+			in := rt.donorInput(r.Target)
+			in.Busy = failed
+			c, err := lifecycle.ChooseDonor(in.DonorInput)
+			if err != nil {
+				return lifecycle.Donor{}, err
+			}
+			next, err := agentClient(d.running.Load().Agents, in.agentAddr[c.Donor])
+			if err != nil {
+				return lifecycle.Donor{}, fmt.Errorf("donor %s's agent: %w", c.Donor, err)
+			}
+			donor.Close()
+			donor = next
+			return lifecycle.Donor{Name: c.Donor, Reason: c.Reason, AgentAddr: in.agentAddr[c.Donor], Agent: next}, nil
+		},
 		Log:     rt.log,
 		OnBytes: func(n int64) { d.cloneStats.addBytes(rt.name, n) },
 	}
@@ -185,6 +188,31 @@ func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
 		return nil, &admin.Error{Status: http.StatusConflict, Message: err.Error()}
 	}
 	return p, err
+}
+
+// cloneInput is a donor choice's input from the running cluster, with
+// the servers' agent addresses.
+type cloneInput struct {
+	lifecycle.DonorInput
+	agentAddr map[string]string
+}
+
+func (rt *clusterRuntime) donorInput(target string) cloneInput {
+	cc := rt.cfg.Load()
+	in := cloneInput{DonorInput: lifecycle.DonorInput{Snapshot: rt.topo.Load(), Target: target, Agents: map[string]bool{},
+		Load: map[string]int64{}, MaxLag: cc.Monitor.MaxReplicationLag.Seconds()}, agentAddr: map[string]string{}}
+	for _, s := range cc.Servers {
+		if s.Agent != "" {
+			in.Agents[s.Name], in.agentAddr[s.Name] = true, s.Agent
+		}
+	}
+	if snap := in.Snapshot; snap != nil {
+		for i, s := range snap.Servers {
+			_, waiting := rt.activity(i)
+			in.Load[s.Name] = waiting
+		}
+	}
+	return in
 }
 
 // Clones implements admin.Cloner: the running and the last clones.

@@ -56,7 +56,18 @@ type Plan struct {
 	ReplUser, ReplPass string
 	// Rate limits the stream (bytes/s, 0: the agent's own limit).
 	Rate int64
+	// Named: the operator named the donor; it is never replaced.
+	Named bool
 }
+
+// Donor is a donor Deps.NextDonor found.
+type Donor struct {
+	Name, Reason, AgentAddr string
+	Agent                   Agent
+}
+
+// maxDonorRestarts bounds how often a clone restarts from another donor.
+const maxDonorRestarts = 2
 
 // Deps are a clone's I/O.
 type Deps struct {
@@ -75,6 +86,12 @@ type Deps struct {
 	// ReplicaTimeout bounds the wait for replication to run (default
 	// 2m); Poll is its interval (default 500ms).
 	ReplicaTimeout, Poll time.Duration
+	// NextDonor chooses another donor, leaving out those that failed,
+	// when the stream from a donor Vigil chose fails before the swap
+	// (nil: no restart).
+	NextDonor func(ctx context.Context, failed map[string]bool) (Donor, error)
+	// switchDonor tells the manager the clone moved to another donor.
+	switchDonor func(name, agentAddr string)
 }
 
 func (d *Deps) defaults() {
@@ -170,10 +187,42 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 	d.Event("clone_started", fmt.Sprintf("cloning %s from %s (%s); %s is out of routing (OFFLINE_HARD) until it replicates", p.Target, p.Donor, p.DonorReason, p.Target))
 	log.Info("clone started", "reason", p.DonorReason, "rate_limit", p.Rate)
 
-	t.phase(PhaseStreaming)
-	res, err := stream(ctx, t, d, p.Rate, st.DatadirBytes)
-	if err != nil {
-		return fail(err)
+	total, failed := st.DatadirBytes, map[string]bool{}
+	var res agent.RestoreResult
+	for restarts := 0; ; restarts++ {
+		t.phase(PhaseStreaming)
+		res, err = stream(ctx, t, d, p.Rate, total)
+		if err == nil {
+			break
+		}
+		if p.Named || d.NextDonor == nil || restarts >= maxDonorRestarts || res.OldDatadir != "" || ctx.Err() != nil {
+			return fail(err)
+		}
+		failed[p.Donor] = true
+		nd, nerr := d.NextDonor(ctx, failed)
+		if nerr != nil {
+			return fail(fmt.Errorf("%w; no other donor: %v", err, nerr))
+		}
+		// The target's agent may still be throwing the partial copy away.
+		if werr := waitIdle(ctx, d.Target, d.Poll, time.Minute); werr != nil {
+			return fail(fmt.Errorf("%w; target %s's agent: %v", err, p.Target, werr))
+		}
+		nst, nerr := nd.Agent.Status(ctx)
+		if nerr != nil || !nst.Answering {
+			return fail(fmt.Errorf("%w; the next donor %s does not answer (%v %s)", err, nd.Name, nerr, nst.Error))
+		}
+		d.Event("clone_donor_changed", fmt.Sprintf("the stream from %s failed (%v); the clone of %s restarts from %s (%s); %s stays out of routing",
+			p.Donor, err, p.Target, nd.Name, nd.Reason, p.Target))
+		log.Warn("clone restarts from another donor", "failed", p.Donor, "next", nd.Name, "err", err)
+		p.Donor, p.DonorReason, p.DonorAgent, d.Donor, total = nd.Name, nd.Reason, nd.AgentAddr, nd.Agent, nst.DatadirBytes
+		if d.switchDonor != nil {
+			d.switchDonor(nd.Name, nd.AgentAddr)
+		}
+		_ = d.Routing.SetAdminState(p.Target, topology.OfflineHard, "being cloned from "+p.Donor)
+		t.set(func(pr *Progress) {
+			pr.Donor, pr.DonorReason, pr.Bytes, pr.TotalBytes = nd.Name, nd.Reason, 0, total
+			pr.DonorRestarts++
+		})
 	}
 	swapped = res.OldDatadir
 	t.set(func(pr *Progress) { pr.GTID, pr.OldDatadir = res.GTID, res.OldDatadir })
@@ -275,6 +324,26 @@ func waitReplicating(ctx context.Context, d Deps, addr string, f flavor.Flavor) 
 		case <-ctx.Done():
 			return fmt.Errorf("not replicating after %s (%s)", d.ReplicaTimeout, strings.TrimSpace(last))
 		case <-time.After(d.Poll):
+		}
+	}
+}
+
+// waitIdle waits until a's agent runs no operation.
+func waitIdle(ctx context.Context, a Agent, poll, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		st, err := a.Status(ctx)
+		if err == nil && st.Busy == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("still busy (%s) after %s", st.Busy, timeout)
+		case <-time.After(poll):
 		}
 	}
 }

@@ -254,3 +254,37 @@ func TestOneCloneAtATime(t *testing.T) {
 		t.Fatal("still running")
 	}
 }
+
+// A stream that fails from a donor Vigil chose restarts from the next
+// one; a named donor is never replaced.
+func TestCloneRestartsFromAnotherDonor(t *testing.T) {
+	bad := &fakeAgent{backup: []byte("half"), backupErr: errors.New("mariadb-backup exited 1")}
+	good := &fakeAgent{backup: []byte("the whole backup")}
+	target := &fakeAgent{gtid: "0-1-7"}
+	p, d, _, ev := setup(bad, target, &fakeSQL{status: [][]string{{"Yes", "Yes", "0", "", "0", ""}}})
+	var asked []map[string]bool
+	d.NextDonor = func(_ context.Context, failed map[string]bool) (Donor, error) {
+		asked = append(asked, failed)
+		return Donor{Name: "n1", Reason: "the writer: no other member can serve", AgentAddr: "127.0.0.1:71", Agent: good}, nil
+	}
+	pr := runOne(t, p, d)
+	if pr.Phase != PhaseDone || pr.Donor != "n1" || pr.DonorRestarts != 1 || pr.Bytes != int64(len(good.backup)) {
+		t.Fatalf("progress: %+v", pr)
+	}
+	if len(asked) != 1 || !asked[0]["n2"] {
+		t.Fatalf("NextDonor asked with %v", asked)
+	}
+	if all := strings.Join(ev.list, "\n"); !strings.Contains(all, "clone_donor_changed: the stream from n2 failed") || !strings.Contains(all, "clone_finished: n3 cloned from n1") {
+		t.Fatalf("events:\n%s", all)
+	}
+
+	p, d, _, _ = setup(bad, &fakeAgent{gtid: "0-1-7"}, &fakeSQL{})
+	p.Named = true
+	d.NextDonor = func(context.Context, map[string]bool) (Donor, error) {
+		t.Fatal("a named donor was replaced")
+		return Donor{}, nil
+	}
+	if pr := runOne(t, p, d); pr.Phase != PhaseFailed || pr.Donor != "n2" {
+		t.Fatalf("named donor: %+v", pr)
+	}
+}

@@ -59,6 +59,11 @@ func (m *Manager) Start(ctx context.Context, p Plan, d Deps) (Progress, error) {
 	t.p = Progress{ID: m.nextID, Cluster: p.Cluster, Target: p.Target, Donor: p.Donor, DonorReason: p.DonorReason,
 		Phase: PhaseChecking, Limit: p.Rate, Started: d.Now(), Running: true, ETASeconds: -1}
 	o := &op{t: t, plan: p}
+	d.switchDonor = func(name, agentAddr string) {
+		m.mu.Lock()
+		o.plan.Donor, o.plan.DonorAgent = name, agentAddr
+		m.mu.Unlock()
+	}
 	m.running[t.p.ID] = o
 	m.wg.Add(1)
 	m.mu.Unlock()

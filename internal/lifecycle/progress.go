@@ -35,6 +35,9 @@ type Progress struct {
 	// streaming time left at that rate (-1: unknown).
 	RateBytes  float64 `json:"rate_bytes_per_second"`
 	ETASeconds float64 `json:"eta_seconds"`
+	// DonorRestarts counts restarts from another donor after a failed
+	// stream.
+	DonorRestarts int `json:"donor_restarts,omitempty"`
 	// Limit is the requested rate limit (bytes/s, 0: none).
 	Limit    int64      `json:"rate_limit,omitempty"`
 	Started  time.Time  `json:"started"`
