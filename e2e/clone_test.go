@@ -411,3 +411,49 @@ func TestCloneDonorRestart(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCloneFollowsSwitchover: the primary changes (a switchover to the
+// donor) while the backup streams; the target is pointed at the primary
+// of that moment, so it replicates from the new one.
+func TestCloneFollowsSwitchover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	e := newCloneEnv(t)
+	e.insert(0, 20000)
+	e.waitCount("node3", 20000)
+	done := make(chan string, 1)
+	go func() {
+		out, err := e.ctl(t, "clone", "node3", "--from", "node2", "--rate", "6MiB", "--wait")
+		if err != nil {
+			out += "\n" + err.Error()
+		}
+		done <- out
+	}()
+	Eventually(t, 30*time.Second, "the stream under way", func() error {
+		running, _ := e.clones()
+		if len(running) != 1 || running[0].Phase != lifecycle.PhaseStreaming || running[0].Bytes < 1<<20 {
+			return fmt.Errorf("running: %+v", running)
+		}
+		return nil
+	})
+	if out, err := e.ctl(t, "switchover", "--to", "node2"); err != nil {
+		t.Fatalf("switchover during the clone: %v\n%s", err, out)
+	}
+	e.insert(20000, 21000)
+	var out string
+	select {
+	case out = <-done:
+	case <-e.ctx.Done():
+		t.Fatal("the clone did not end")
+	}
+	t.Logf("vigil ctl clone --wait:\n%s", out)
+	if !strings.Contains(out, "done: node3 replicates") {
+		t.Fatalf("clone: %s\nevents:\n%s", out, e.events(t))
+	}
+	if ev, _ := e.ctl(t, "events", "--kind", "clone_finished"); !strings.Contains(ev, "replicating from node2") {
+		t.Errorf("clone_finished does not name node2:\n%s", ev)
+	}
+	e.insert(21000, 21500)
+	e.waitCount("node3", 21500)
+}
