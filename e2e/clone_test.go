@@ -100,6 +100,61 @@ func (e *cloneEnv) clones() (running, finished []lifecycle.Progress) {
 	return all.Running, all.Finished
 }
 
+// cloneRun is a `vigil ctl clone … --wait` running in the background.
+type cloneRun struct {
+	e    *cloneEnv
+	done chan cloneResult
+}
+
+type cloneResult struct {
+	out string
+	err error
+}
+
+// startClone runs `vigil ctl clone ARGS --wait` in the background and
+// waits until its stream has moved at least 1 MB.
+func (e *cloneEnv) startClone(args ...string) *cloneRun {
+	e.t.Helper()
+	r := &cloneRun{e: e, done: make(chan cloneResult, 1)}
+	go func() {
+		out, err := e.ctl(e.t, append(append([]string{"clone"}, args...), "--wait")...)
+		r.done <- cloneResult{out, err}
+	}()
+	Eventually(e.t, 30*time.Second, "the stream under way", func() error {
+		running, _ := e.clones()
+		if len(running) != 1 || running[0].Phase != lifecycle.PhaseStreaming || running[0].Bytes < 1<<20 {
+			return fmt.Errorf("running: %+v", running)
+		}
+		return nil
+	})
+	return r
+}
+
+// wait returns the command's output once it ended.
+func (r *cloneRun) wait() cloneResult {
+	r.e.t.Helper()
+	select {
+	case res := <-r.done:
+		r.e.t.Logf("vigil ctl clone --wait:\n%s", res.out)
+		return res
+	case <-r.e.ctx.Done():
+		r.e.t.Fatal("the clone did not end")
+	}
+	return cloneResult{}
+}
+
+// brokenReplica fills the table, then stops node3's replication and
+// writes 1000 rows more that it lacks.
+func (e *cloneEnv) brokenReplica() {
+	e.t.Helper()
+	e.insert(0, 20000)
+	e.waitCount("node3", 20000)
+	if err := e.sb.Exec(e.ctx, "node3", "STOP SLAVE"); err != nil {
+		e.t.Fatal(err)
+	}
+	e.insert(20000, 21000)
+}
+
 // TestCloneRepairsReplica: a 3-node sandbox with an agent per node and
 // Vigil running. node3 stops replicating and loses a table; `vigil ctl
 // clone node3 --from node2 --wait` streams node2's backup onto it through
@@ -278,42 +333,15 @@ func TestCloneDonorKilled(t *testing.T) {
 		t.Skip("e2e")
 	}
 	e := newCloneEnv(t)
-	e.insert(0, 20000)
-	e.waitCount("node3", 20000)
-	if err := e.sb.Exec(e.ctx, "node3", "STOP SLAVE"); err != nil {
-		t.Fatal(err)
-	}
-	e.insert(20000, 21000)
-
-	type result struct {
-		out string
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		out, err := e.ctl(t, "clone", "node3", "--from", "node2", "--rate", "4MiB", "--wait")
-		done <- result{out, err}
-	}()
-	Eventually(t, 30*time.Second, "the stream under way", func() error {
-		running, _ := e.clones()
-		if len(running) != 1 || running[0].Phase != lifecycle.PhaseStreaming || running[0].Bytes < 1<<20 {
-			return fmt.Errorf("running: %+v", running)
-		}
-		return nil
-	})
+	e.brokenReplica()
+	run := e.startClone("node3", "--from", "node2", "--rate", "4MiB")
 	if err := e.sb.Kill(e.ctx, "node2"); err != nil {
 		t.Fatal(err)
 	}
-	var res result
-	select {
-	case res = <-done:
-	case <-e.ctx.Done():
-		t.Fatal("the clone did not end")
-	}
+	res := run.wait()
 	if res.err == nil || !strings.Contains(res.out, "clone failed") {
 		t.Fatalf("clone with its donor killed: %v\n%s", res.err, res.out)
 	}
-	t.Logf("vigil ctl clone --wait:\n%s", res.out)
 	_, finished := e.clones()
 	if len(finished) != 1 || finished[0].Phase != lifecycle.PhaseFailed || finished[0].Error == "" {
 		t.Fatalf("finished: %+v", finished)
@@ -351,27 +379,11 @@ func TestCloneDonorRestart(t *testing.T) {
 		t.Skip("e2e")
 	}
 	e := newCloneEnv(t)
-	e.insert(0, 20000)
-	e.waitCount("node3", 20000)
-	if err := e.sb.Exec(e.ctx, "node3", "STOP SLAVE"); err != nil {
-		t.Fatal(err)
+	e.brokenReplica()
+	run := e.startClone("node3", "--rate", "4MiB")
+	if running, _ := e.clones(); len(running) != 1 || running[0].Donor != "node2" {
+		t.Fatalf("donor chosen: %+v", running)
 	}
-	e.insert(20000, 21000)
-	done := make(chan string, 1)
-	go func() {
-		out, err := e.ctl(t, "clone", "node3", "--rate", "4MiB", "--wait")
-		if err != nil {
-			out += "\n" + err.Error()
-		}
-		done <- out
-	}()
-	Eventually(t, 30*time.Second, "the stream from node2 under way", func() error {
-		running, _ := e.clones()
-		if len(running) != 1 || running[0].Donor != "node2" || running[0].Phase != lifecycle.PhaseStreaming || running[0].Bytes < 1<<20 {
-			return fmt.Errorf("running: %+v", running)
-		}
-		return nil
-	})
 	if err := e.sb.Kill(e.ctx, "node2"); err != nil {
 		t.Fatal(err)
 	}
@@ -387,16 +399,10 @@ func TestCloneDonorRestart(t *testing.T) {
 	if s := e.server(t, "node3"); s.State != "OFFLINE_HARD" {
 		t.Errorf("node3 is %s while its clone restarts, want OFFLINE_HARD", s.State)
 	}
-	var out string
-	select {
-	case out = <-done:
-	case <-e.ctx.Done():
-		t.Fatal("the clone did not end")
-	}
-	t.Logf("vigil ctl clone --wait:\n%s", out)
+	res := run.wait()
 	_, finished := e.clones()
-	if len(finished) != 1 || finished[0].Phase != lifecycle.PhaseDone || finished[0].Donor != "node1" {
-		t.Fatalf("finished: %+v\n%s", finished, out)
+	if len(finished) != 1 || finished[0].Phase != lifecycle.PhaseDone || finished[0].Donor != "node1" || res.err != nil {
+		t.Fatalf("finished: %+v (%v)", finished, res.err)
 	}
 	ev, _ := e.ctl(t, "events", "--kind", "clone_donor_changed")
 	if !strings.Contains(ev, "the stream from node2 failed") || !strings.Contains(ev, "restarts from node1") {
@@ -422,34 +428,13 @@ func TestCloneFollowsSwitchover(t *testing.T) {
 	e := newCloneEnv(t)
 	e.insert(0, 20000)
 	e.waitCount("node3", 20000)
-	done := make(chan string, 1)
-	go func() {
-		out, err := e.ctl(t, "clone", "node3", "--from", "node2", "--rate", "6MiB", "--wait")
-		if err != nil {
-			out += "\n" + err.Error()
-		}
-		done <- out
-	}()
-	Eventually(t, 30*time.Second, "the stream under way", func() error {
-		running, _ := e.clones()
-		if len(running) != 1 || running[0].Phase != lifecycle.PhaseStreaming || running[0].Bytes < 1<<20 {
-			return fmt.Errorf("running: %+v", running)
-		}
-		return nil
-	})
+	run := e.startClone("node3", "--from", "node2", "--rate", "6MiB")
 	if out, err := e.ctl(t, "switchover", "--to", "node2"); err != nil {
 		t.Fatalf("switchover during the clone: %v\n%s", err, out)
 	}
 	e.insert(20000, 21000)
-	var out string
-	select {
-	case out = <-done:
-	case <-e.ctx.Done():
-		t.Fatal("the clone did not end")
-	}
-	t.Logf("vigil ctl clone --wait:\n%s", out)
-	if !strings.Contains(out, "done: node3 replicates") {
-		t.Fatalf("clone: %s\nevents:\n%s", out, e.events(t))
+	if res := run.wait(); res.err != nil || !strings.Contains(res.out, "done: node3 replicates") {
+		t.Fatalf("clone: %v\nevents:\n%s", res.err, e.events(t))
 	}
 	if ev, _ := e.ctl(t, "events", "--kind", "clone_finished"); !strings.Contains(ev, "replicating from node2") {
 		t.Errorf("clone_finished does not name node2:\n%s", ev)
