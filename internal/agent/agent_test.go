@@ -103,6 +103,13 @@ func startAgent(t *testing.T, edit func(*Config)) *testAgent {
 		t.Fatal(err)
 	}
 	audit := &syncBuffer{}
+	srv, addr := serveTest(t, cfg, audit)
+	return &testAgent{cfg: cfg, certs: certs, audit: audit, addr: addr, srv: srv}
+}
+
+// serveTest runs an agent of cfg on 127.0.0.1:0 until the test ends.
+func serveTest(t *testing.T, cfg *Config, audit io.Writer) (*Server, string) {
+	t.Helper()
 	srv, err := NewServer(cfg, audit)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +127,7 @@ func startAgent(t *testing.T, edit func(*Config)) *testAgent {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return &testAgent{cfg: cfg, certs: certs, audit: audit, addr: ln.Addr().String(), srv: srv}
+	return srv, ln.Addr().String()
 }
 
 func (a *testAgent) client(t *testing.T, token string) *Client {
@@ -417,5 +424,42 @@ func TestTailBuffer(t *testing.T) {
 	}
 	if len(tb.b) != 10 {
 		t.Errorf("kept %d bytes", len(tb.b))
+	}
+}
+
+// A stream that names files outside its directory writes nothing there:
+// mbstream skips such names, and the restore fails at prepare.
+func TestRestoreStreamCannotEscape(t *testing.T) {
+	if _, err := lookPathOrSkip(t, "mbstream"); err != nil {
+		return
+	}
+	a := startAgent(t, nil)
+	src := filepath.Join(t.TempDir(), "in")
+	if err := os.Mkdir(src, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(src), "escaped"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "xtrabackup_checkpoints"), []byte("backup_type = log-applied\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := execCommand("mbstream", "-c", "xtrabackup_checkpoints", "../escaped")
+	cmd.Dir = src
+	stream, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.client(t, "").Restore(context.Background(), bytes.NewReader(stream), RestoreOptions{})
+	if err == nil {
+		t.Fatal("a hand-made stream was restored")
+	}
+	t.Logf("refused: %v", err)
+	base := filepath.Dir(a.cfg.Datadir)
+	if _, err := os.Stat(filepath.Join(base, "escaped")); err == nil {
+		t.Errorf("the stream wrote %s", filepath.Join(base, "escaped"))
+	}
+	if left, _ := filepath.Glob(a.cfg.Datadir + ".vigil-*"); len(left) > 0 {
+		t.Errorf("left %v", left)
 	}
 }

@@ -10,7 +10,10 @@ import (
 	"time"
 )
 
-var execLookPath = exec.LookPath
+var (
+	execLookPath = exec.LookPath
+	execCommand  = exec.Command
+)
 
 func TestParseConfig(t *testing.T) {
 	dir := t.TempDir()

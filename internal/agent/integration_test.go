@@ -8,13 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,7 +33,7 @@ type itSandbox struct {
 	dir    string
 	m      sandbox.Manifest
 	certs  agent.InitFiles
-	audits map[string]*lockedBuffer
+	audits map[string]*agent.SyncBuffer
 }
 
 func requireIntegration(t *testing.T) {
@@ -85,7 +83,7 @@ func upSandbox(t *testing.T) *itSandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &itSandbox{t: t, bin: bin, dir: dir, audits: map[string]*lockedBuffer{}}
+	s := &itSandbox{t: t, bin: bin, dir: dir, audits: map[string]*agent.SyncBuffer{}}
 	t.Cleanup(func() {
 		if out, err := exec.Command(bin, "sandbox", "down", "--dir", dir, "--purge").CombinedOutput(); err != nil {
 			t.Errorf("sandbox down: %v\n%s", err, out)
@@ -122,7 +120,7 @@ tmp_dir: %q
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit := &lockedBuffer{}
+	audit := &agent.SyncBuffer{}
 	s.audits[node.Name] = audit
 	return s.serve(cfg, audit)
 }
@@ -132,42 +130,13 @@ tmp_dir: %q
 func (s *itSandbox) serve(cfg *agent.Config, audit io.Writer) *agent.Client {
 	t := s.t
 	t.Helper()
-	srv, err := agent.NewServer(cfg, audit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
-	c, err := agent.NewClient(agent.ClientConfig{Addr: ln.Addr().String(), CA: s.certs.CA, Cert: s.certs.ClientCert, Key: s.certs.ClientKey})
+	addr := agent.ServeTest(t, cfg, audit)
+	c, err := agent.NewClient(agent.ClientConfig{Addr: addr, CA: s.certs.CA, Cert: s.certs.ClientCert, Key: s.certs.ClientKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
 	return c
-}
-
-// lockedBuffer collects audit lines the agent writes from its handlers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func (s *itSandbox) db(node sandbox.Node) *sql.DB {
@@ -623,7 +592,73 @@ func TestSandboxAgents(t *testing.T) {
 		t.Errorf("agent2's audit log: %v\n%s", err, audit)
 	}
 
-	pids := []int{m.Agents[0].PID, m.Agents[1].PID}
+	// The target's agent dies in the middle of a (throttled) clone: the
+	// node keeps running with its data, the donor's agent ends its backup
+	// and is free again, and the restarted agent reports the leftover,
+	// which cleanup removes.
+	cloneErr := make(chan error, 1)
+	go func() {
+		_, _, err := agent.Clone(ctx, a1, a2, agent.BackupOptions{Rate: 4 << 20}, agent.RestoreOptions{})
+		cloneErr <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if left, _ := filepath.Glob(m.Nodes[1].Datadir + ".vigil-new-*"); len(left) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the restore never started extracting")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := syscall.Kill(m.Agents[1].PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-cloneErr; err == nil {
+		t.Fatal("clone succeeded although the target's agent was killed")
+	} else {
+		t.Logf("clone with the target's agent killed: %v", err)
+	}
+	if n := count(t, r); n != 1000 {
+		t.Errorf("node2 has %d rows after its agent died mid-restore, want 1000", n)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		st, err := a1.Status(ctx)
+		if err == nil && st.Busy == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the donor's agent is still busy after the target died: %+v %v", st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	restarted := exec.Command(bin, "agent", "run", "--config", m.Agents[1].Config)
+	if err := restarted.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = restarted.Process.Kill(); _ = restarted.Wait() }()
+	var st2 agent.Status
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		st2, err = a2.Status(ctx)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted agent does not answer: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(st2.Leftovers) != 1 || !st2.Answering {
+		t.Errorf("restarted agent's status: %+v", st2)
+	}
+	if cl, err := a2.Cleanup(ctx); err != nil || len(cl.Removed) != 2 {
+		t.Errorf("cleanup after the crash (the old datadir of the clone and the leftover): %+v %v", cl, err)
+	}
+
+	pids := []int{m.Agents[0].PID, m.Agents[1].PID, restarted.Process.Pid}
 	downDone = true
 	down()
 	for _, pid := range pids {

@@ -97,6 +97,14 @@ func (s *Server) restore(ctx context.Context, body io.Reader, expected int64) (r
 			return res, err
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		// Cancelled (the requester left, the agent is stopping) while the
+		// server stopped: nothing has moved yet.
+		if wasRunning {
+			_ = s.startServer(context.WithoutCancel(ctx))
+		}
+		return res, fmt.Errorf("restore cancelled before the swap: %w", err)
+	}
 	oldDir := datadir + ".vigil-old-" + ts
 	if err := os.Rename(datadir, oldDir); err != nil {
 		if wasRunning {
