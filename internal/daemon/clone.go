@@ -157,7 +157,7 @@ func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
 			if kind == "clone_failed" {
 				d.cloneStats.failed(rt.name)
 			}
-			if kind != "clone_started" {
+			if kind == "clone_finished" || kind == "clone_failed" { // the clone's last event
 				donor.Close()
 				target.Close()
 			}
