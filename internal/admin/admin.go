@@ -123,6 +123,29 @@ type Controller interface {
 	QueryLog() any
 }
 
+// CloneRequest is the body of POST /api/v1/clone.
+type CloneRequest struct {
+	Cluster string `json:"cluster,omitempty"`
+	// Target is the server to overwrite; From the donor ("": Vigil
+	// chooses).
+	Target string `json:"target"`
+	From   string `json:"from,omitempty"`
+	// Rate limits the stream in bytes per second (0: the agent's limit).
+	Rate int64 `json:"rate,omitempty"`
+}
+
+// Cloner is the optional part of a Controller that clones servers
+// through their agents (docs/lifecycle.md); without it the clone routes
+// answer 501.
+type Cloner interface {
+	// Clone starts a clone and returns it (its progress), or refuses
+	// with an *Error (409 when another clone runs or the target is the
+	// writer).
+	Clone(ctx context.Context, r CloneRequest) (any, error)
+	// Clones is the running clones and the last finished ones.
+	Clones() any
+}
+
 // DigestQuery selects digest rows (GET /api/v1/digests).
 type DigestQuery struct {
 	Cluster string
@@ -228,6 +251,15 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /api/v1/rejoin/{node}", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res, err := s.ctl.Rejoin(r.Context(), r.URL.Query().Get("cluster"), r.PathValue("node"))
 		s.reply(w, res, err)
+	})))
+	s.mux.Handle("POST /api/v1/clone", s.auth(http.HandlerFunc(s.clone)))
+	s.mux.Handle("GET /api/v1/clone", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, ok := s.ctl.(Cloner)
+		if !ok {
+			writeErr(w, &Error{http.StatusNotImplemented, "this Vigil does not clone"})
+			return
+		}
+		writeJSON(w, 200, c.Clones())
 	})))
 	s.mux.Handle("POST /api/v1/servers/{name}/state", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
@@ -454,6 +486,25 @@ func (s *Server) authorized(r *http.Request) bool {
 		return true
 	}
 	return eq(p, o.Token)
+}
+
+func (s *Server) clone(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.ctl.(Cloner)
+	if !ok {
+		writeErr(w, &Error{http.StatusNotImplemented, "this Vigil does not clone"})
+		return
+	}
+	var req CloneRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Target == "" {
+		writeErr(w, &Error{400, "body must be JSON naming the target: {\"target\": \"node3\", \"from\": \"node2\"}"})
+		return
+	}
+	op, err := c.Clone(r.Context(), req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, op)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -210,10 +210,21 @@ func (c *Client) Cleanup(ctx context.Context) (CleanupResult, error) {
 	return res, err
 }
 
+// Backuper and Restorer are the halves of a Clone (a *Client is both);
+// callers wrap them to watch the stream.
+type (
+	Backuper interface {
+		Backup(ctx context.Context, w io.Writer, o BackupOptions) (int64, error)
+	}
+	Restorer interface {
+		Restore(ctx context.Context, r io.Reader, o RestoreOptions) (RestoreResult, error)
+	}
+)
+
 // Clone streams a backup of donor's server straight into a restore on
 // target, with memory bounded by the copy buffers. When the backup fails
 // or is cut, the restore is aborted and target keeps its old datadir.
-func Clone(ctx context.Context, donor, target *Client, bo BackupOptions, ro RestoreOptions) (RestoreResult, int64, error) {
+func Clone(ctx context.Context, donor Backuper, target Restorer, bo BackupOptions, ro RestoreOptions) (RestoreResult, int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -238,6 +249,9 @@ func Clone(ctx context.Context, donor, target *Client, bo BackupOptions, ro Rest
 	}
 	b := <-done
 	switch {
+	case b.err != nil && rerr != nil && strings.Contains(rerr.Error(), b.err.Error()):
+		// The restore failed on the stream the backup cut: say it once.
+		return res, b.n, fmt.Errorf("clone: backup: %w (the restore was aborted)", b.err)
 	case b.err != nil && rerr != nil:
 		return res, b.n, fmt.Errorf("clone: backup: %w; restore: %v", b.err, rerr)
 	case b.err != nil:

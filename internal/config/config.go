@@ -41,6 +41,9 @@ type Config struct {
 	Security Security `yaml:"security"`
 	// Coordination: several Vigil instances through etcd (docs/ha.md).
 	Coordination Coordination `yaml:"coordination"`
+	// Agents: how Vigil reaches the vigil agents that servers name
+	// (clusters[].servers[].agent) to clone them (docs/lifecycle.md).
+	Agents Agents `yaml:"agents"`
 
 	// path is the file the config was read from, for messages.
 	path string
@@ -233,6 +236,9 @@ type Server struct {
 	// Datadir, when the server runs on this host, lets Vigil read the binary
 	// logs of a dead primary to salvage transactions.
 	Datadir string `yaml:"datadir"`
+	// Agent is host:port of the vigil agent on the server's host; clone
+	// needs it on the donor and the target (docs/lifecycle.md).
+	Agent string `yaml:"agent"`
 }
 
 // Pool sizes the per-server connection pools.
@@ -603,6 +609,7 @@ func (c *Config) Validate() error {
 	c.validateLog(add)
 	c.Security.validate(add)
 	c.Coordination.validate(add)
+	c.validateAgents(add)
 	if c.Digests.MaxEntries < 1 {
 		add("digests.max_entries", "must be at least 1")
 	}

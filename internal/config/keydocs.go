@@ -66,6 +66,7 @@ var keyDocs = map[string]string{
 	"clusters[].servers[].standby": "Replicating and monitored but never routed; promoted only when an operator names it.",
 	"clusters[].servers[].tls":     "Connect to this server with TLS.",
 	"clusters[].servers[].datadir": "The server's data directory, when on this host: lets Vigil salvage a dead primary's binary logs.",
+	"clusters[].servers[].agent":   "host:port of the vigil agent on the server's host: clone needs one on donor and target (docs/lifecycle.md).",
 
 	"clusters[].pool":               "Connections from Vigil to each server, shared by clients.",
 	"clusters[].pool.min_idle":      "Idle connections kept open per server (default 0).",
@@ -171,6 +172,12 @@ var keyDocs = map[string]string{
 	"coordination.etcd.source_address":   "Local address to connect to etcd from (multi-homed hosts; the sandbox gives each Vigil its own).",
 	"coordination.etcd.dial_timeout":     "Bound on connecting to an etcd endpoint (default 2s).",
 	"coordination.etcd.election_timeout": "The etcd members' --election-timeout (default 1s, etcd's): lease renewals are timed so that an etcd leader election does not make this instance refuse writes, and lease_ttl must be long enough for one (docs/ha.md).",
+
+	"agents":            "How Vigil reaches the vigil agents servers name, for clone (docs/lifecycle.md): mutual TLS.",
+	"agents.ca":         "PEM CA file that verifies the agents' certificates.",
+	"agents.cert":       "PEM client certificate Vigil shows the agents.",
+	"agents.key":        "PEM private key of that certificate.",
+	"agents.token_file": "File holding the bearer token the agents require (optional).",
 
 	"query_cache":                "The cache rules with cache_ttl fill.",
 	"query_cache.max_size":       "All cached replies together (default 64MiB).",

@@ -46,6 +46,12 @@ Commands:
                                 add a server to the running cluster: it joins
                                 OFFLINE_SOFT, is routed once Online and caught up
   server remove NAME            drain a server and take it out of the cluster
+  clone TARGET [--from DONOR] [--rate BYTES/s] [--wait]
+                                overwrite TARGET with a backup of DONOR (default: a
+                                caught-up replica) through the vigil agents, make it
+                                replicate from the writer, route it again; --wait
+                                follows it (exit 1 when it failed)
+  clones                        running and recent clones: phase, bytes, rate, ETA
   reload                        reload the config file
   kill ID [--query]             end a client session (or only its running statement)
   digests [--by key] [--sort total|count|errors|rows|max|p99] [--limit N] [--reset]
@@ -172,6 +178,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return c.post(ctx, "/api/v1/servers/"+url.PathEscape(cargs[0])+"/state", map[string]string{"cluster": *cluster, "state": strings.ToUpper(cargs[1])})
+	case "clone":
+		return c.clone(ctx, *cluster, cargs)
+	case "clones":
+		return c.clones(ctx)
 	case "reload":
 		return c.post(ctx, "/api/v1/config/reload", nil)
 	case "server":

@@ -31,6 +31,7 @@ import (
 	"github.com/vigil-db/vigil/internal/executor"
 	"github.com/vigil-db/vigil/internal/failover"
 	"github.com/vigil-db/vigil/internal/frontend"
+	"github.com/vigil-db/vigil/internal/lifecycle"
 	"github.com/vigil-db/vigil/internal/monitor"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/qcache"
@@ -91,8 +92,12 @@ type daemon struct {
 	log     *slog.Logger
 	cfgPath string
 	journal journal
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// clones runs clones (clone.go); cloneStats counts them.
+	clones     *lifecycle.Manager
+	clonesOnce sync.Once
+	cloneStats cloneStats
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
 	// clusters is replaced whole (copy on write) when a reload adds or
 	// removes a cluster; readers Load it without locks.
 	clusters atomic.Pointer[map[string]*clusterRuntime]
@@ -231,6 +236,7 @@ func (d *daemon) stop() {
 		rt.stop()
 	}
 	d.wg.Wait()
+	d.cloneManager().Wait() // clones run under d.ctx, cancelled above
 	if d.coord != nil {
 		_ = d.coord.Close()
 	}

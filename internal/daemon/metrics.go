@@ -70,6 +70,9 @@ var (
 	descStmtMemSpare = prometheus.NewDesc("vigil_statement_memory_spare_bytes", "Buffers of finished large statements kept for the next ones (within security.statement_memory together with vigil_statement_memory_bytes; dropped when no large statement is under way).", nil, nil)
 	descStmtMemLimit = prometheus.NewDesc("vigil_statement_memory_limit_bytes", "security.statement_memory.", nil, nil)
 	descStmtMemEvent = prometheus.NewDesc("vigil_statement_memory_total", "Large statements that waited for statement memory, were refused with error 1041 after waiting, or were let over the limit (overdraft: one at a time, so that statements holding part of the budget cannot wait for each other forever).", []string{"event"}, nil)
+	descCloneBytes   = prometheus.NewDesc("vigil_clone_bytes_total", "Bytes streamed from donors to targets by clones.", []string{"cluster"}, nil)
+	descClonesRun    = prometheus.NewDesc("vigil_clones_running", "Clones running now (at most one per cluster).", []string{"cluster"}, nil)
+	descCloneFails   = prometheus.NewDesc("vigil_clone_failures_total", "Clones that failed (the target stayed out of routing).", []string{"cluster"}, nil)
 	descQlogSink     = prometheus.NewDesc("vigil_query_log_sink_records_total", "Query log records per sink, by outcome (written, dropped, error).", []string{"sink", "outcome"}, nil)
 )
 
@@ -80,7 +83,7 @@ func (m metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descRuleHits, descRuleActions, descDigests, descDigestEvict, descCacheBytes, descCacheEntries, descCacheOps,
 		descQlogEntries, descQlogDropped, descQlogSink, descLatency, descRouteErrors, descSrvQueries, descSrvErrors, descUserQueries, descUserErrors,
 		descOps, descOpDuration, descMonChecks, descWriterKept, descUnauth, descLoginGuard,
-		descStmtMem, descStmtMemSpare, descStmtMemLimit, descStmtMemEvent,
+		descStmtMem, descStmtMemSpare, descStmtMemLimit, descStmtMemEvent, descCloneBytes, descClonesRun, descCloneFails,
 		descCoordLease, descCoordValid, descCoordInstances, descCoordLeader, descCoordTerm, descCoordFenced} {
 		ch <- d
 	}
@@ -104,6 +107,10 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, name := range m.d.clusterNames() {
 		rt := m.d.clusterMap()[name]
 		snap := rt.topo.Load()
+		cb, cf := m.d.cloneStats.get(name)
+		counter(descCloneBytes, cb, name)
+		counter(descCloneFails, cf, name)
+		gauge(descClonesRun, float64(m.d.cloneManager().Running(name)), name)
 		// A removed server's slot stays (a tombstone); its name may be
 		// back in another slot: only live slots are reported.
 		live := func(i int) bool { return snap != nil && i < len(snap.Servers) && !snap.Servers[i].Removed }

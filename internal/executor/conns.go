@@ -65,7 +65,7 @@ func (cc *connClient) Run(ctx context.Context, server, addr string, timeout time
 		cancel()
 		if err != nil {
 			cc.put(server, c)
-			return nil, nil, fmt.Errorf("%s on %s: %w", redact(q), server, err)
+			return nil, nil, fmt.Errorf("%s on %s: %w", Redact(q), server, err)
 		}
 	}
 	cc.put(server, c)

@@ -210,7 +210,7 @@ func TestRedact(t *testing.T) {
 		"CHANGE MASTER TO MASTER_HOST='h', MASTER_USER='r', MASTER_PASSWORD='secret', MASTER_USE_GTID=slave_pos",
 		"CHANGE REPLICATION SOURCE TO SOURCE_HOST='h', SOURCE_USER='r', SOURCE_PASSWORD='secret', SOURCE_AUTO_POSITION=1",
 	} {
-		if got := redact(q); strings.Contains(got, "secret") {
+		if got := Redact(q); strings.Contains(got, "secret") {
 			t.Errorf("redact left the password: %s", got)
 		}
 	}

@@ -373,11 +373,11 @@ func (w *simWorld) rule(server, q string) *simRule {
 func (r *simRule) err(server, addr, q string) error {
 	switch r.mode {
 	case "timeout":
-		return fmt.Errorf("%s on %s: read tcp %s: i/o timeout", redact(q), server, addr)
+		return fmt.Errorf("%s on %s: read tcp %s: i/o timeout", Redact(q), server, addr)
 	case "refused":
 		return fmt.Errorf("connecting to %s: dial tcp %s: connect: connection refused", server, addr)
 	}
-	return fmt.Errorf("%s on %s: %w", redact(q), server, &mysqlproto.SQLError{Code: r.code, State: "HY000", Message: "simulated failure"})
+	return fmt.Errorf("%s on %s: %w", Redact(q), server, &mysqlproto.SQLError{Code: r.code, State: "HY000", Message: "simulated failure"})
 }
 
 func (w *simWorld) connErr(s *simServer) error {

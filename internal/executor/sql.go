@@ -39,9 +39,9 @@ func (e *Executor) exec(ctx context.Context, name string, timeout time.Duration,
 	return rows, err
 }
 
-// redact hides a replication password (MASTER_PASSWORD, SOURCE_PASSWORD)
+// Redact hides a replication password (MASTER_PASSWORD, SOURCE_PASSWORD)
 // and everything after it in a statement shown in an error.
-func redact(q string) string {
+func Redact(q string) string {
 	u := strings.ToUpper(q)
 	for _, k := range []string{"MASTER_PASSWORD", "SOURCE_PASSWORD"} {
 		if i := strings.Index(u, k); i >= 0 {

@@ -8,6 +8,7 @@ package flavor
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/topology"
@@ -172,6 +173,19 @@ func (f Flavor) ReplicaStatus() string { return f.d().replicaStatus }
 // MASTER_USE_GTID (slave_pos, current_pos); MySQL auto-positions.
 func (f Flavor) ChangeSource(host, port, user, pass, mode string) string {
 	return f.d().changeSource(host, port, user, pass, mode)
+}
+
+// SetReplicaStartPos sets where a server restored from a backup starts
+// replicating: the GTID position the backup was consistent at (MariaDB
+// gtid_slave_pos, used by MASTER_USE_GTID=slave_pos; MySQL gtid_purged,
+// which needs an empty gtid_executed). pos must be a GTID list; quotes
+// are refused by leaving it out.
+func (f Flavor) SetReplicaStartPos(pos string) string {
+	pos = strings.NewReplacer("'", "", "\\", "").Replace(pos)
+	if f.MySQL() {
+		return "SET GLOBAL gtid_purged = '" + pos + "'"
+	}
+	return "SET GLOBAL gtid_slave_pos = '" + pos + "'"
 }
 
 // ReadOnly makes a server read-only (on) or writable: MySQL's

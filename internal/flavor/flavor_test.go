@@ -39,7 +39,7 @@ func TestFlavorsSpeakTheirOwnSQL(t *testing.T) {
 			f.StopIOThread(), f.ReplicaStatus(), f.ChangeSource("db", "3306", "'u'", "'p'", "slave_pos"),
 			f.WaitGTID("x", time.Second), f.ReadBinlogPos(), f.ReadCurrentPos(), f.ReadPositions(), f.ReadLogBin(),
 			f.ReadHeartbeatPeriod(), f.ReadReceivedHeartbeats(), f.ReadSemiSyncSettings(), f.ReadLongestQuery(),
-			f.SemiSyncEnabledVar(), f.KillConnTimeoutVar()}
+			f.SemiSyncEnabledVar(), f.KillConnTimeoutVar(), f.SetReplicaStartPos("0-1-5")}
 		stmts = append(stmts, f.ReadOnly(true)...)
 		stmts = append(stmts, f.ReadOnly(false)...)
 		stmts = append(stmts, f.CheckVariables()...)

@@ -151,6 +151,10 @@ func Up(ctx context.Context, o Options) (*Sandbox, error) {
 		s.abort(m)
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
+	if o.Agents {
+		// Recorded before vigil.yaml, which names each server's agent.
+		addAgents(m, o.VigilBinary)
+	}
 	yml, err := RenderVigilConfig(m)
 	if err != nil {
 		s.abort(m)
@@ -161,7 +165,6 @@ func Up(ctx context.Context, o Options) (*Sandbox, error) {
 		return nil, err
 	}
 	if o.Agents {
-		addAgents(m, o.VigilBinary)
 		if err := writeAgentFiles(m); err != nil {
 			s.abort(m)
 			return nil, err

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/vigil-db/vigil/internal/agent"
 	"github.com/vigil-db/vigil/internal/config"
 )
 
@@ -57,9 +58,21 @@ func vigilConfig(m *Manifest, proxy, admin Endpoint, stateDir string) *config.Co
 				srv.Role = RolePrimary
 			}
 		}
+		for _, a := range m.Agents {
+			if a.Node == n.Name {
+				srv.Agent = a.Listen.Addr()
+			}
+		}
 		cl.Servers = append(cl.Servers, srv)
 	}
+	var agents config.Agents
+	if len(m.Agents) > 0 {
+		certs := AgentCertsDir(m.Dir)
+		agents = config.Agents{CA: filepath.Join(certs, agent.CAFile), Cert: filepath.Join(certs, agent.ClientCertFile),
+			Key: filepath.Join(certs, agent.ClientKeyFile)}
+	}
 	return &config.Config{
+		Agents:   agents,
 		StateDir: stateDir,
 		Log:      config.Log{Level: "info", Format: "text"},
 		Admin:    config.Admin{Listen: admin.Addr(), Token: m.AdminToken},

@@ -100,3 +100,24 @@ func TestRenderAgentConfig(t *testing.T) {
 		t.Errorf("config: %+v\n%s", cfg, data)
 	}
 }
+
+// With agents, vigil.yaml names each server's agent and the client
+// certificate, and parses.
+func TestVigilConfigAgents(t *testing.T) {
+	m := &Manifest{Dir: "/tmp/sb", BasePort: 20000, Topology: Replication, Proxy: Endpoint{Host: Host, Port: 20010},
+		Admin: Endpoint{Host: Host, Port: 20011}, AdminToken: "t",
+		Nodes: []Node{{Name: "node1", Host: Host, Port: 20001, Role: RolePrimary}, {Name: "node2", Host: Host, Port: 20002, Role: RoleReplica}}}
+	m.Accounts.App.User, m.Accounts.App.Password = "app", "app"
+	addAgents(m, "/usr/bin/vigil")
+	data, err := RenderVigilConfig(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if cfg.Clusters[0].Servers[1].Agent != "127.0.0.1:20051" || !strings.HasSuffix(cfg.Agents.Cert, agent.ClientCertFile) {
+		t.Fatalf("agents not written:\n%s", data)
+	}
+}

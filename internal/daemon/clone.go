@@ -1,0 +1,258 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/admin"
+	"github.com/vigil-db/vigil/internal/agent"
+	"github.com/vigil-db/vigil/internal/backend"
+	"github.com/vigil-db/vigil/internal/config"
+	"github.com/vigil-db/vigil/internal/executor"
+	"github.com/vigil-db/vigil/internal/flavor"
+	"github.com/vigil-db/vigil/internal/lifecycle"
+	"github.com/vigil-db/vigil/internal/mysqlproto"
+)
+
+// The daemon clones servers through their agents (docs/lifecycle.md).
+var _ admin.Cloner = (*daemon)(nil)
+
+// cloneStats are the per-cluster clone counters (metrics).
+type cloneStats struct {
+	mu       sync.Mutex
+	bytes    map[string]int64
+	failures map[string]int64
+}
+
+func (s *cloneStats) addBytes(cluster string, n int64) {
+	s.mu.Lock()
+	if s.bytes == nil {
+		s.bytes = map[string]int64{}
+	}
+	s.bytes[cluster] += n
+	s.mu.Unlock()
+}
+
+func (s *cloneStats) failed(cluster string) {
+	s.mu.Lock()
+	if s.failures == nil {
+		s.failures = map[string]int64{}
+	}
+	s.failures[cluster]++
+	s.mu.Unlock()
+}
+
+func (s *cloneStats) get(cluster string) (bytes, failures int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes[cluster], s.failures[cluster]
+}
+
+// cloneManager is the daemon's clone manager, made on first use.
+func (d *daemon) cloneManager() *lifecycle.Manager {
+	d.clonesOnce.Do(func() { d.clones = lifecycle.NewManager() })
+	return d.clones
+}
+
+// agentClient builds a client of the agent at addr with the agents:
+// section of the running config (read now: a reload applies to the next
+// clone).
+func agentClient(a config.Agents, addr string) (*agent.Client, error) {
+	if a.CA == "" || a.Cert == "" || a.Key == "" {
+		return nil, errors.New("agents.ca, agents.cert and agents.key are not set")
+	}
+	cc := agent.ClientConfig{Addr: addr, CA: a.CA, Cert: a.Cert, Key: a.Key}
+	if a.TokenFile != "" {
+		tok, err := os.ReadFile(a.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("agents.token_file: %w", err)
+		}
+		cc.Token = strings.TrimSpace(string(tok))
+	}
+	return agent.NewClient(cc)
+}
+
+// Clone implements admin.Cloner: choose the donor, then start the clone
+// in the background (under the daemon's context) and return it.
+func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
+	rt, err := d.cluster(r.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	if r.Rate < 0 {
+		return nil, &admin.Error{Status: http.StatusBadRequest, Message: "rate must not be negative"}
+	}
+	if op := rt.exec.Running(); op != "" {
+		return nil, &admin.Error{Status: http.StatusConflict, Message: "refused: " + op + " runs in cluster " + rt.name + "; clone after it (vigil ctl events)"}
+	}
+	cc := rt.cfg.Load()
+	cfg := d.running.Load()
+	in := rt.donorInput(r.Target)
+	agentAddr := in.agentAddr
+	m := d.cloneManager()
+	if err := m.Check(rt.name, ""); err != nil {
+		return nil, &admin.Error{Status: http.StatusConflict, Message: err.Error()}
+	}
+	_, in.Busy = m.Busy(rt.name)
+	in.From = r.From
+	choice, err := lifecycle.ChooseDonor(in.DonorInput)
+	var refused *lifecycle.Refusal
+	if errors.As(err, &refused) {
+		status := http.StatusConflict
+		if strings.Contains(refused.Reason, "not a server") {
+			status = http.StatusNotFound
+		}
+		return nil, &admin.Error{Status: status, Message: err.Error()}
+	}
+	if err != nil {
+		return nil, err
+	}
+	donor, err := agentClient(cfg.Agents, agentAddr[choice.Donor])
+	if err != nil {
+		return nil, &admin.Error{Status: http.StatusBadRequest, Message: "donor " + choice.Donor + "'s agent: " + err.Error()}
+	}
+	target, err := agentClient(cfg.Agents, agentAddr[r.Target])
+	if err != nil {
+		donor.Close()
+		return nil, &admin.Error{Status: http.StatusBadRequest, Message: "target " + r.Target + "'s agent: " + err.Error()}
+	}
+	var targetAddr string
+	for _, s := range cc.Servers {
+		if s.Name == r.Target {
+			targetAddr = s.Address
+		}
+	}
+	user, pass := cc.Monitor.User, cc.Monitor.Password
+	plan := lifecycle.Plan{Cluster: rt.name, Target: r.Target, TargetAddr: targetAddr, Donor: choice.Donor, DonorReason: choice.Reason,
+		DonorAgent: agentAddr[choice.Donor], ReplUser: cc.Failover.ReplUser, ReplPass: cc.Failover.ReplPassword, Rate: r.Rate,
+		Named: r.From != ""}
+	deps := lifecycle.Deps{
+		Donor: donor, Target: target, Routing: rt.exec.Routing(),
+		SQL: sqlRunner{user: user, pass: pass},
+		Writer: func() (lifecycle.Writer, error) {
+			// The designated primary, routed or not: a primary shunned
+			// for a slow check still serves its replicas.
+			st, snap := rt.mon.State(), rt.topo.Load()
+			i := st.Designated
+			if i < 0 || snap == nil || i >= len(snap.Servers) || i >= len(st.Servers) {
+				reason := "no primary known"
+				if snap != nil {
+					reason = snap.WriterReason
+				}
+				return lifecycle.Writer{}, fmt.Errorf("cluster %s has no primary now (%s)", rt.name, reason)
+			}
+			f := flavor.MariaDB
+			if o := st.Servers[i].LastOK; o != nil {
+				f = flavor.OfObservation(o)
+			}
+			return lifecycle.Writer{Name: snap.Servers[i].Name, Addr: snap.Servers[i].Addr, Flavor: f}, nil
+		},
+		Event: func(kind, msg string) {
+			if kind == "clone_failed" {
+				d.cloneStats.failed(rt.name)
+			}
+			if kind == "clone_finished" || kind == "clone_failed" { // the clone's last event
+				donor.Close()
+				target.Close()
+			}
+			d.journal.add(admin.Event{Cluster: rt.name, Server: r.Target, Kind: kind, Message: msg})
+		},
+		NextDonor: func(ctx context.Context, failed map[string]bool) (lifecycle.Donor, error) {
+			in := rt.donorInput(r.Target)
+			in.Busy = failed
+			c, err := lifecycle.ChooseDonor(in.DonorInput)
+			if err != nil {
+				return lifecycle.Donor{}, err
+			}
+			next, err := agentClient(d.running.Load().Agents, in.agentAddr[c.Donor])
+			if err != nil {
+				return lifecycle.Donor{}, fmt.Errorf("donor %s's agent: %w", c.Donor, err)
+			}
+			donor.Close()
+			donor = next
+			return lifecycle.Donor{Name: c.Donor, Reason: c.Reason, AgentAddr: in.agentAddr[c.Donor], Agent: next}, nil
+		},
+		Log:     rt.log,
+		OnBytes: func(n int64) { d.cloneStats.addBytes(rt.name, n) },
+	}
+	p, err := m.Start(d.ctx, plan, deps)
+	if errors.As(err, &refused) {
+		donor.Close()
+		target.Close()
+		return nil, &admin.Error{Status: http.StatusConflict, Message: err.Error()}
+	}
+	return p, err
+}
+
+// cloneInput is a donor choice's input from the running cluster, with
+// the servers' agent addresses.
+type cloneInput struct {
+	lifecycle.DonorInput
+	agentAddr map[string]string
+}
+
+func (rt *clusterRuntime) donorInput(target string) cloneInput {
+	cc := rt.cfg.Load()
+	in := cloneInput{DonorInput: lifecycle.DonorInput{Snapshot: rt.topo.Load(), Target: target, Agents: map[string]bool{},
+		Load: map[string]int64{}, MaxLag: cc.Monitor.MaxReplicationLag.Seconds()}, agentAddr: map[string]string{}}
+	for _, s := range cc.Servers {
+		if s.Agent != "" {
+			in.Agents[s.Name], in.agentAddr[s.Name] = true, s.Agent
+		}
+	}
+	if snap := in.Snapshot; snap != nil {
+		for i, s := range snap.Servers {
+			_, waiting := rt.activity(i)
+			in.Load[s.Name] = waiting
+		}
+	}
+	return in
+}
+
+// Clones implements admin.Cloner: the running and the last clones.
+func (d *daemon) Clones() any {
+	running, finished := d.cloneManager().List()
+	return map[string]any{"running": nonNil(running), "finished": nonNil(finished)}
+}
+
+func nonNil(p []lifecycle.Progress) []lifecycle.Progress {
+	if p == nil {
+		return []lifecycle.Progress{}
+	}
+	return p
+}
+
+// sqlRunner runs a clone's statements with the cluster's monitor account,
+// on a connection of its own per call (a clone runs a handful).
+type sqlRunner struct{ user, pass string }
+
+func (s sqlRunner) Run(ctx context.Context, addr string, stmts ...string) ([]string, [][]string, error) {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	mc, g, err := mysqlproto.Dial(dctx, &mysqlproto.DialConfig{Addr: addr, User: s.user, Password: s.pass})
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to %s: %w", addr, err)
+	}
+	c := &backend.Conn{Conn: mc, SessionTrack: g.Capabilities&mysqlproto.CapabilityClientSessionTrack != 0,
+		DeprecateEOF: g.Capabilities&mysqlproto.CapabilityClientDeprecateEOF != 0}
+	defer c.Close()
+	var cols []string
+	var rows [][]string
+	for _, q := range stmts {
+		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		stop := context.AfterFunc(qctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+		cols, rows, err = c.ExecColumns(qctx, q)
+		stop()
+		cancel()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", executor.Redact(q), err)
+		}
+	}
+	return cols, rows, nil
+}

@@ -1,0 +1,364 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/agent"
+	"github.com/vigil-db/vigil/internal/failover"
+	"github.com/vigil-db/vigil/internal/flavor"
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+// Agent is what a clone asks of a vigil agent (agent.Client).
+type Agent interface {
+	Status(ctx context.Context) (agent.Status, error)
+	Backup(ctx context.Context, w io.Writer, o agent.BackupOptions) (int64, error)
+	Restore(ctx context.Context, r io.Reader, o agent.RestoreOptions) (agent.RestoreResult, error)
+	Cleanup(ctx context.Context) (agent.CleanupResult, error)
+}
+
+var _ Agent = (*agent.Client)(nil)
+
+// SQL runs statements on a server (by address) with the cluster's admin
+// account, in order on one connection, and returns the last one's result.
+type SQL interface {
+	Run(ctx context.Context, addr string, stmts ...string) (cols []string, rows [][]string, err error)
+}
+
+// Routing takes a server out of routing and gives it back (the executor's
+// routing owner: the monitor's override and the router's fence).
+type Routing interface {
+	SetAdminState(server string, state topology.State, reason string) error
+}
+
+// Writer is the cluster's primary when the target is pointed at it: read
+// at that moment, so a failover during the stream is followed (a
+// replication cluster's designated primary, even while shunned).
+type Writer struct {
+	Name, Addr string
+	Flavor     flavor.Flavor
+}
+
+// Plan is one clone, decided.
+type Plan struct {
+	Cluster            string
+	Target, TargetAddr string
+	Donor, DonorReason string
+	// DonorAgent is the donor's agent address (one clone per donor agent).
+	DonorAgent string
+	// ReplUser and ReplPass are the cluster's replication account.
+	ReplUser, ReplPass string
+	// Rate limits the stream (bytes/s, 0: the agent's own limit).
+	Rate int64
+	// Named: the operator named the donor; it is never replaced.
+	Named bool
+}
+
+// Donor is a donor Deps.NextDonor found.
+type Donor struct {
+	Name, Reason, AgentAddr string
+	Agent                   Agent
+}
+
+// maxDonorRestarts bounds how often a clone restarts from another donor.
+const maxDonorRestarts = 2
+
+// Deps are a clone's I/O.
+type Deps struct {
+	Donor, Target Agent
+	SQL           SQL
+	Routing       Routing
+	// Writer reads the current writer; an error fails the clone.
+	Writer func() (Writer, error)
+	// Event journals a clone event (kind clone_started, clone_finished,
+	// clone_failed) about the target.
+	Event func(kind, msg string)
+	Log   *slog.Logger
+	// OnBytes counts streamed bytes (the metric).
+	OnBytes func(n int64)
+	Now     func() time.Time
+	// ReplicaTimeout bounds the wait for replication to run (default
+	// 2m); Poll is its interval (default 500ms).
+	ReplicaTimeout, Poll time.Duration
+	// NextDonor chooses another donor, leaving out those that failed,
+	// when the stream from a donor Vigil chose fails before the swap
+	// (nil: no restart).
+	NextDonor func(ctx context.Context, failed map[string]bool) (Donor, error)
+	// switchDonor tells the manager the clone moved to another donor.
+	switchDonor func(name, agentAddr string)
+}
+
+func (d *Deps) defaults() {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.ReplicaTimeout <= 0 {
+		d.ReplicaTimeout = 2 * time.Minute
+	}
+	if d.Poll <= 0 {
+		d.Poll = 500 * time.Millisecond
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Event == nil {
+		d.Event = func(string, string) {}
+	}
+}
+
+// countWriter counts what goes through to the restore.
+type countWriter struct {
+	w io.Writer
+	t *tracker
+}
+
+func (c countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.t.add(n)
+	return n, err
+}
+
+// run executes one clone: fence the target, stream donor → target, point
+// the target at the writer from the backup's GTID, wait for replication,
+// hand the target back to the monitor. A failure leaves the target out
+// of routing; the donor is only read.
+func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
+	d.defaults()
+	log := d.Log.With("cluster", p.Cluster, "target", p.Target, "donor", p.Donor)
+	swapped, fenced := "", false
+	fail := func(err error) error {
+		ph := t.view().Phase
+		now := d.Now()
+		t.set(func(pr *Progress) {
+			pr.Phase, pr.Error, pr.Finished, pr.Running = PhaseFailed, err.Error(), &now, false
+		})
+		kept := p.Target + "'s datadir is unchanged (the agent swaps only after a successful prepare)"
+		if swapped != "" {
+			kept = p.Target + " runs the cloned datadir; its previous one is kept at " + swapped
+		}
+		if !fenced {
+			d.Event("clone_failed", fmt.Sprintf("clone of %s from %s failed before it started: %v. Nothing was changed: %s is still routed as before. Fix the cause and run vigil ctl clone %s again.",
+				p.Target, p.Donor, err, p.Target, p.Target))
+			log.Warn("clone failed before it started", "err", err)
+			return err
+		}
+		d.Event("clone_failed", fmt.Sprintf("clone of %s from %s failed while %s: %v. %s stays out of routing (OFFLINE_HARD); %s. Fix the cause and run vigil ctl clone %s again, or set it ONLINE (vigil ctl set-state) to route it as it is.",
+			p.Target, p.Donor, ph, err, p.Target, kept, p.Target))
+		log.Warn("clone failed", "phase", ph, "err", err)
+		return err
+	}
+
+	// Preflight, before the target leaves routing: both agents answer,
+	// the donor's server runs, the target is not writable.
+	st, err := d.Donor.Status(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("donor %s's agent: %w", p.Donor, err))
+	}
+	if !st.Answering {
+		return fail(fmt.Errorf("donor %s's server does not answer its agent (%s)", p.Donor, st.Error))
+	}
+	tst, err := d.Target.Status(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("target %s's agent: %w", p.Target, err))
+	}
+	switch {
+	case tst.Answering && !tst.ReadOnly:
+		return fail(fmt.Errorf("target %s answers with read_only=OFF: a writable server is never overwritten", p.Target))
+	case tst.SalvageHold:
+		return fail(fmt.Errorf("target %s is under a salvage hold (its transactions are not salvaged yet)", p.Target))
+	case tst.Busy != "":
+		return fail(fmt.Errorf("target %s's agent is busy (%s)", p.Target, tst.Busy))
+	case tst.FreeBytes > 0 && st.DatadirBytes > tst.FreeBytes:
+		return fail(fmt.Errorf("target %s has %d bytes free, the donor's datadir is %d bytes", p.Target, tst.FreeBytes, st.DatadirBytes))
+	}
+	t.set(func(pr *Progress) { pr.TotalBytes = st.DatadirBytes })
+
+	t.phase(PhaseFencing)
+	if err := d.Routing.SetAdminState(p.Target, topology.OfflineHard, "being cloned from "+p.Donor); err != nil {
+		return fail(fmt.Errorf("taking %s out of routing: %w", p.Target, err))
+	}
+	fenced = true
+	d.Event("clone_started", fmt.Sprintf("cloning %s from %s (%s); %s is out of routing (OFFLINE_HARD) until it replicates", p.Target, p.Donor, p.DonorReason, p.Target))
+	log.Info("clone started", "reason", p.DonorReason, "rate_limit", p.Rate)
+
+	total, failed := st.DatadirBytes, map[string]bool{}
+	var res agent.RestoreResult
+	for restarts := 0; ; restarts++ {
+		t.phase(PhaseStreaming)
+		res, err = stream(ctx, t, d, p.Rate, total)
+		if err == nil {
+			break
+		}
+		if p.Named || d.NextDonor == nil || restarts >= maxDonorRestarts || res.OldDatadir != "" || ctx.Err() != nil {
+			return fail(err)
+		}
+		failed[p.Donor] = true
+		nd, nerr := d.NextDonor(ctx, failed)
+		if nerr != nil {
+			return fail(fmt.Errorf("%w; no other donor: %v", err, nerr))
+		}
+		// The target's agent may still be throwing the partial copy away.
+		if werr := waitIdle(ctx, d.Target, d.Poll, time.Minute); werr != nil {
+			return fail(fmt.Errorf("%w; target %s's agent: %v", err, p.Target, werr))
+		}
+		nst, nerr := nd.Agent.Status(ctx)
+		if nerr != nil || !nst.Answering {
+			return fail(fmt.Errorf("%w; the next donor %s does not answer (%v %s)", err, nd.Name, nerr, nst.Error))
+		}
+		d.Event("clone_donor_changed", fmt.Sprintf("the stream from %s failed (%v); the clone of %s restarts from %s (%s); %s stays out of routing",
+			p.Donor, err, p.Target, nd.Name, nd.Reason, p.Target))
+		log.Warn("clone restarts from another donor", "failed", p.Donor, "next", nd.Name, "err", err)
+		p.Donor, p.DonorReason, p.DonorAgent, d.Donor, total = nd.Name, nd.Reason, nd.AgentAddr, nd.Agent, nst.DatadirBytes
+		if d.switchDonor != nil {
+			d.switchDonor(nd.Name, nd.AgentAddr)
+		}
+		_ = d.Routing.SetAdminState(p.Target, topology.OfflineHard, "being cloned from "+p.Donor)
+		t.set(func(pr *Progress) {
+			pr.Donor, pr.DonorReason, pr.Bytes, pr.TotalBytes = nd.Name, nd.Reason, 0, total
+			pr.DonorRestarts++
+		})
+	}
+	swapped = res.OldDatadir
+	t.set(func(pr *Progress) { pr.GTID, pr.OldDatadir = res.GTID, res.OldDatadir })
+	if res.GTID == "" {
+		return fail(errors.New("the backup carries no GTID position (mariadb_backup_binlog_info): cannot start replication from it"))
+	}
+
+	t.phase(PhaseReplicating)
+	var w Writer
+	if err := retry(ctx, 30, time.Second, func() (err error) { w, err = d.Writer(); return err }); err != nil {
+		return fail(err)
+	}
+	f := w.Flavor
+	stmts := append([]string{}, f.ReadOnly(true)...)
+	stmts = append(stmts, f.StopReplica(), f.ResetReplicaAll(), f.SetReplicaStartPos(res.GTID))
+	stmts = append(stmts, failover.RepointSQL(f, w.Addr, p.ReplUser, p.ReplPass, failover.ModeSlavePos)...)
+	if err := retry(ctx, 5, time.Second, func() error {
+		_, _, err := d.SQL.Run(ctx, p.TargetAddr, stmts...)
+		return err
+	}); err != nil {
+		return fail(fmt.Errorf("pointing %s at the writer %s: %w", p.Target, w.Name, err))
+	}
+
+	t.phase(PhaseVerifying)
+	if err := waitReplicating(ctx, d, p.TargetAddr, f); err != nil {
+		return fail(fmt.Errorf("%s does not replicate from %s: %w", p.Target, w.Name, err))
+	}
+
+	t.phase(PhaseRouting)
+	if err := d.Routing.SetAdminState(p.Target, topology.Online, "cloned from "+p.Donor); err != nil {
+		return fail(fmt.Errorf("giving %s back to the monitor: %w", p.Target, err))
+	}
+	cleaned := ""
+	if cr, err := d.Target.Cleanup(ctx); err != nil {
+		cleaned = fmt.Sprintf("; the previous datadir %s could not be deleted (%v): delete it by hand", res.OldDatadir, err)
+	} else if len(cr.Removed) > 0 {
+		cleaned = "; previous datadir deleted"
+	}
+	now := d.Now()
+	t.phase(PhaseDone)
+	t.set(func(pr *Progress) { pr.Finished, pr.Running = &now, false })
+	v := t.view()
+	took := now.Sub(v.Started).Round(time.Millisecond)
+	d.Event("clone_finished", fmt.Sprintf("%s cloned from %s: %d bytes streamed at %.1f MB/s, %s in all; replicating from %s from GTID %s; back with the monitor, routed once its checks pass%s",
+		p.Target, p.Donor, v.Bytes, v.RateBytes/1e6, took, w.Name, res.GTID, cleaned))
+	log.Info("clone finished", "bytes", v.Bytes, "took", took, "writer", w.Name, "gtid", res.GTID)
+	return nil
+}
+
+// watchedDonor counts the donor's stream and moves the phase to
+// preparing once it is complete.
+type watchedDonor struct {
+	Agent
+	t *tracker
+}
+
+func (w watchedDonor) Backup(ctx context.Context, out io.Writer, o agent.BackupOptions) (int64, error) {
+	n, err := w.Agent.Backup(ctx, countWriter{out, w.t}, o)
+	if err == nil {
+		w.t.phase(PhasePreparing)
+	}
+	return n, err
+}
+
+// stream pipes the donor's backup into the target's restore (agent.Clone),
+// counting the bytes.
+func stream(ctx context.Context, t *tracker, d Deps, rate, expected int64) (agent.RestoreResult, error) {
+	res, _, err := agent.Clone(ctx, watchedDonor{d.Donor, t}, d.Target, agent.BackupOptions{Rate: rate}, agent.RestoreOptions{ExpectedSize: expected})
+	return res, err
+}
+
+// waitReplicating polls the target's replica status until both threads
+// run without an error, or fails on a replication error or the timeout.
+func waitReplicating(ctx context.Context, d Deps, addr string, f flavor.Flavor) error {
+	ctx, cancel := context.WithTimeout(ctx, d.ReplicaTimeout)
+	defer cancel()
+	last := "no replica status yet"
+	for {
+		cols, rows, err := d.SQL.Run(ctx, addr, f.ReplicaStatus())
+		switch {
+		case err != nil:
+			last = err.Error()
+		case len(rows) == 0:
+			last = "no replication configured"
+		default:
+			rs := topology.ParseReplicaStatus(cols, rows[0])
+			if rs.LastSQLErrno != 0 {
+				return fmt.Errorf("SQL thread error %d: %s", rs.LastSQLErrno, rs.LastSQLError)
+			}
+			if rs.IORunning == topology.IOYes && rs.SQLRunning && rs.LastIOErrno == 0 {
+				return nil
+			}
+			last = fmt.Sprintf("IO thread %s, SQL thread running %t", rs.IORunning, rs.SQLRunning)
+			if rs.LastIOErrno != 0 {
+				last += fmt.Sprintf(", IO error %d: %s", rs.LastIOErrno, rs.LastIOError)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not replicating after %s (%s)", d.ReplicaTimeout, strings.TrimSpace(last))
+		case <-time.After(d.Poll):
+		}
+	}
+}
+
+// waitIdle waits until a's agent runs no operation.
+func waitIdle(ctx context.Context, a Agent, poll, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		st, err := a.Status(ctx)
+		if err == nil && st.Busy == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("still busy (%s) after %s", st.Busy, timeout)
+		case <-time.After(poll):
+		}
+	}
+}
+
+func retry(ctx context.Context, n int, wait time.Duration, f func() error) error {
+	var err error
+	for i := 0; i < n; i++ {
+		if err = f(); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+	return err
+}
