@@ -327,12 +327,15 @@ type greetRecorder struct {
 }
 
 func (g *greetRecorder) greet(_ context.Context, addr string) *mysqlproto.Greeting {
+	// Greetings run in parallel: the probe is made under g.mu, so that one
+	// greeting's probe (its brief TryLock) is never taken by another for
+	// the daemon holding the lock.
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	locked := !g.d.reloadMu.TryLock()
 	if !locked {
 		g.d.reloadMu.Unlock()
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.dials = append(g.dials, addr)
 	if locked {
 		g.underMu = append(g.underMu, addr)
