@@ -189,6 +189,15 @@ func TestCloneRepairsReplica(t *testing.T) {
 		t.Fatalf("clone of the writer: %v\n%s", err, out)
 	}
 
+	// The dry run names the donor and the writer and starts nothing.
+	if out, err := env.ctl(t, "clone", "node3", "--dry-run"); err != nil ||
+		!strings.Contains(out, "would clone node3 in cluster") || !strings.Contains(out, "replicate from node1") || !strings.Contains(out, "nothing was started") {
+		t.Fatalf("dry run: %v\n%s", err, out)
+	}
+	if out, err := env.ctl(t, "--json", "clones"); err != nil || strings.Contains(out, `"target": "node3"`) {
+		t.Fatalf("the dry run started a clone: %v\n%s", err, out)
+	}
+
 	// The clone, followed with --wait; a second clone while it runs is
 	// refused.
 	type result struct {

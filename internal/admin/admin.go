@@ -132,6 +132,8 @@ type CloneRequest struct {
 	From   string `json:"from,omitempty"`
 	// Rate limits the stream in bytes per second (0: the agent's limit).
 	Rate int64 `json:"rate,omitempty"`
+	// DryRun: answer with what the clone would do (200), start nothing.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // Cloner is the optional part of a Controller that clones servers
@@ -502,6 +504,10 @@ func (s *Server) clone(w http.ResponseWriter, r *http.Request) {
 	op, err := c.Clone(r.Context(), req)
 	if err != nil {
 		writeErr(w, err)
+		return
+	}
+	if req.DryRun {
+		writeJSON(w, http.StatusOK, op)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, op)

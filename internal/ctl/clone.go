@@ -14,7 +14,7 @@ import (
 	"github.com/vigil-db/vigil/internal/lifecycle"
 )
 
-const cloneUsage = "vigil ctl clone TARGET [--from DONOR] [--rate BYTES/s, e.g. 50MiB] [--wait]"
+const cloneUsage = "vigil ctl clone TARGET [--from DONOR] [--rate BYTES/s, e.g. 50MiB] [--wait | --dry-run]"
 
 // clonesAnswer is GET /api/v1/clone.
 type clonesAnswer struct {
@@ -30,6 +30,7 @@ func (c *ctlClient) clone(ctx context.Context, cluster string, args []string) in
 	rate := fs.String("rate", "", "limit the stream to this many bytes per second (65536, 50MiB)")
 	wait := fs.Bool("wait", false, "follow the clone until it ends; exit 1 when it failed")
 	poll := fs.Duration("poll", time.Second, "with --wait, how often to ask")
+	dry := fs.Bool("dry-run", false, "show what the clone would do (donor, writer, steps) and start nothing")
 	target, rest := "", args
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		target, rest = args[0], args[1:]
@@ -52,10 +53,13 @@ func (c *ctlClient) clone(ctx context.Context, cluster string, args []string) in
 		}
 		limit = v
 	}
-	status, data, err := c.do(ctx, "POST", "/api/v1/clone", admin.CloneRequest{Cluster: cluster, Target: target, From: *from, Rate: limit})
+	status, data, err := c.do(ctx, "POST", "/api/v1/clone", admin.CloneRequest{Cluster: cluster, Target: target, From: *from, Rate: limit, DryRun: *dry})
 	if err != nil {
 		fmt.Fprintf(c.errw, "vigil ctl: %v\n", err)
 		return 1
+	}
+	if *dry && status == http.StatusOK {
+		return c.printDryRun(data)
 	}
 	if status != http.StatusAccepted {
 		if c.json {
@@ -179,5 +183,24 @@ func (c *ctlClient) clones(ctx context.Context) int {
 			mb(p.RateBytes), eta, p.Started.Local().Format("15:04:05"), took(p), p.Error)
 	}
 	tw.Flush()
+	return 0
+}
+
+// printDryRun shows a clone's plan (POST /api/v1/clone with dry_run).
+func (c *ctlClient) printDryRun(data []byte) int {
+	if c.json {
+		c.out.Write(data)
+		return 0
+	}
+	var d lifecycle.DryRun
+	if err := json.Unmarshal(data, &d); err != nil {
+		fmt.Fprintf(c.errw, "vigil ctl: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(c.out, "dry run: would clone %s in cluster %s from %s (%s); it would then replicate from %s\n", d.Target, d.Cluster, d.Donor, d.DonorReason, d.Writer)
+	for i, s := range d.Steps {
+		fmt.Fprintf(c.out, "  %d. %s\n", i+1, s)
+	}
+	fmt.Fprintln(c.out, "nothing was started")
 	return 0
 }

@@ -61,3 +61,26 @@ func TestCloneWait(t *testing.T) {
 		t.Fatalf("clones: %d\n%s", code, out)
 	}
 }
+
+// --dry-run asks for the plan and prints it; nothing is followed.
+func TestCloneDryRun(t *testing.T) {
+	plan := lifecycle.DryRun{DryRun: true, Cluster: "main", Target: "db3", Donor: "db2", DonorReason: "caught-up replica, least lag", Writer: "db1",
+		Steps: lifecycle.PlanSteps(lifecycle.Plan{Target: "db3", Donor: "db2"}, "db1")}
+	f, srv := serve(t, map[string]answer{"POST /api/v1/clone": {200, jsonOf(t, plan)}})
+	code, out, errs := ctl(t, "--admin", srv.URL, "--cluster", "main", "clone", "db3", "--dry-run")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	f.mu.Lock()
+	post := f.reqs[0]
+	n := len(f.reqs)
+	f.mu.Unlock()
+	if post.Body != `{"cluster":"main","target":"db3","dry_run":true}` || n != 1 {
+		t.Fatalf("requests: %d, first %+v", n, post)
+	}
+	for _, w := range []string{"would clone db3 in cluster main from db2 (caught-up replica, least lag)", "replicate from db1", "  1. checking:", "  7. routing:", "nothing was started"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+}

@@ -46,7 +46,7 @@ Commands:
                                 add a server to the running cluster: it joins
                                 OFFLINE_SOFT, is routed once Online and caught up
   server remove NAME            drain a server and take it out of the cluster
-  clone TARGET [--from DONOR] [--rate BYTES/s] [--wait]
+  clone TARGET [--from DONOR] [--rate BYTES/s] [--wait | --dry-run]
                                 overwrite TARGET with a backup of DONOR (default: a
                                 caught-up replica) through the vigil agents, make it
                                 replicate from the writer, route it again; --wait

@@ -113,6 +113,15 @@ func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.DryRun {
+		writer := "none known now"
+		if w, err := rt.cloneWriter(); err == nil {
+			writer = w.Name
+		}
+		plan := lifecycle.Plan{Cluster: rt.name, Target: r.Target, Donor: choice.Donor, DonorReason: choice.Reason, Rate: r.Rate, Named: r.From != ""}
+		return lifecycle.DryRun{DryRun: true, Cluster: rt.name, Target: r.Target, Donor: choice.Donor, DonorReason: choice.Reason,
+			Writer: writer, Steps: lifecycle.PlanSteps(plan, writer)}, nil
+	}
 	donor, err := agentClient(cfg.Agents, agentAddr[choice.Donor])
 	if err != nil {
 		return nil, &admin.Error{Status: http.StatusBadRequest, Message: "donor " + choice.Donor + "'s agent: " + err.Error()}
@@ -135,24 +144,7 @@ func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
 	deps := lifecycle.Deps{
 		Donor: donor, Target: target, Routing: rt.exec.Routing(),
 		SQL: sqlRunner{user: user, pass: pass},
-		Writer: func() (lifecycle.Writer, error) {
-			// The designated primary, routed or not: a primary shunned
-			// for a slow check still serves its replicas.
-			st, snap := rt.mon.State(), rt.topo.Load()
-			i := st.Designated
-			if i < 0 || snap == nil || i >= len(snap.Servers) || i >= len(st.Servers) {
-				reason := "no primary known"
-				if snap != nil {
-					reason = snap.WriterReason
-				}
-				return lifecycle.Writer{}, fmt.Errorf("cluster %s has no primary now (%s)", rt.name, reason)
-			}
-			f := flavor.MariaDB
-			if o := st.Servers[i].LastOK; o != nil {
-				f = flavor.OfObservation(o)
-			}
-			return lifecycle.Writer{Name: snap.Servers[i].Name, Addr: snap.Servers[i].Addr, Flavor: f}, nil
-		},
+		Writer: rt.cloneWriter,
 		Event: func(kind, msg string) {
 			if kind == "clone_failed" {
 				d.cloneStats.failed(rt.name)
@@ -188,6 +180,26 @@ func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
 		return nil, &admin.Error{Status: http.StatusConflict, Message: err.Error()}
 	}
 	return p, err
+}
+
+// cloneWriter is the primary a clone's target replicates from: the
+// designated primary, routed or not (a primary shunned for a slow check
+// still serves its replicas).
+func (rt *clusterRuntime) cloneWriter() (lifecycle.Writer, error) {
+	st, snap := rt.mon.State(), rt.topo.Load()
+	i := st.Designated
+	if i < 0 || snap == nil || i >= len(snap.Servers) || i >= len(st.Servers) {
+		reason := "no primary known"
+		if snap != nil {
+			reason = snap.WriterReason
+		}
+		return lifecycle.Writer{}, fmt.Errorf("cluster %s has no primary now (%s)", rt.name, reason)
+	}
+	f := flavor.MariaDB
+	if o := st.Servers[i].LastOK; o != nil {
+		f = flavor.OfObservation(o)
+	}
+	return lifecycle.Writer{Name: snap.Servers[i].Name, Addr: snap.Servers[i].Addr, Flavor: f}, nil
 }
 
 // cloneInput is a donor choice's input from the running cluster, with

@@ -362,3 +362,38 @@ func retry(ctx context.Context, n int, wait time.Duration, f func() error) error
 	}
 	return err
 }
+
+// DryRun is what a clone would do, without doing it (`vigil ctl clone
+// --dry-run`): the donor Vigil chose and why, the writer the target would
+// replicate from, and the steps in order.
+type DryRun struct {
+	DryRun      bool     `json:"dry_run"`
+	Cluster     string   `json:"cluster"`
+	Target      string   `json:"target"`
+	Donor       string   `json:"donor"`
+	DonorReason string   `json:"donor_reason"`
+	Writer      string   `json:"writer"`
+	Steps       []string `json:"steps"`
+}
+
+// PlanSteps are the steps Run takes for p, in order, as an operator reads
+// them; writer is the primary the target would replicate from now.
+func PlanSteps(p Plan, writer string) []string {
+	rate := "at the agent's own limit"
+	if p.Rate > 0 {
+		rate = fmt.Sprintf("limited to %d bytes/s", p.Rate)
+	}
+	restart := "a failed stream restarts from another caught-up donor (at most twice)"
+	if p.Named {
+		restart = "a failed stream ends the clone (the donor was named: it is never replaced)"
+	}
+	return []string{
+		fmt.Sprintf("%s: check both agents: %s answers and runs; %s is not writable, not under a salvage hold, not busy, and has room for %s's datadir (a failure here changes nothing)", PhaseChecking, p.Donor, p.Target, p.Donor),
+		fmt.Sprintf("%s: take %s out of routing (OFFLINE_HARD \"being cloned from %s\")", PhaseFencing, p.Target, p.Donor),
+		fmt.Sprintf("%s: stream %s's mariadb-backup into %s's agent, %s; %s", PhaseStreaming, p.Donor, p.Target, rate, restart),
+		fmt.Sprintf("%s: %s's agent prepares the copy beside the datadir, stops the server, swaps the datadirs (the old one kept aside) and starts it", PhasePreparing, p.Target),
+		fmt.Sprintf("%s: on %s: read_only=ON, reset replication, gtid_slave_pos from the backup, replicate from the primary (now %s) with GTID", PhaseReplicating, p.Target, writer),
+		fmt.Sprintf("%s: wait until both replication threads of %s run without error", PhaseVerifying, p.Target),
+		fmt.Sprintf("%s: give %s back to the monitor (routed once its checks pass); delete the old datadir", PhaseRouting, p.Target),
+	}
+}

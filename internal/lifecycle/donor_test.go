@@ -85,3 +85,29 @@ func TestChooseDonor(t *testing.T) {
 		})
 	}
 }
+
+// The dry run's steps name the servers, follow Run's phases in order,
+// and say what a named donor changes.
+func TestPlanSteps(t *testing.T) {
+	p := Plan{Cluster: "main", Target: "node3", Donor: "node2", Rate: 1 << 20}
+	steps := PlanSteps(p, "node1")
+	phases := []string{PhaseChecking, PhaseFencing, PhaseStreaming, PhasePreparing, PhaseReplicating, PhaseVerifying, PhaseRouting}
+	if len(steps) != len(phases) {
+		t.Fatalf("%d steps, want %d", len(steps), len(phases))
+	}
+	for i, ph := range phases {
+		if !strings.HasPrefix(steps[i], ph+": ") {
+			t.Errorf("step %d = %q, want phase %s", i, steps[i], ph)
+		}
+	}
+	all := strings.Join(steps, "\n")
+	for _, want := range []string{"node3 out of routing", "node2's mariadb-backup", "limited to 1048576 bytes/s", "now node1", "restarts from another"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the steps do not say %q:\n%s", want, all)
+		}
+	}
+	p.Named = true
+	if all := strings.Join(PlanSteps(p, "node1"), "\n"); !strings.Contains(all, "never replaced") {
+		t.Errorf("a named donor's steps do not say it is never replaced:\n%s", all)
+	}
+}
