@@ -143,7 +143,7 @@ func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
 		Named: r.From != ""}
 	deps := lifecycle.Deps{
 		Donor: donor, Target: target, Routing: rt.exec.Routing(),
-		SQL: sqlRunner{user: user, pass: pass},
+		SQL:    sqlRunner{user: user, pass: pass},
 		Writer: rt.cloneWriter,
 		Event: func(kind, msg string) {
 			if kind == "clone_failed" {
