@@ -212,6 +212,9 @@ type Cluster struct {
 	// Rules steer, rewrite, block, cache, time out, mirror and log
 	// statements; see docs/rules.md.
 	Rules []Rule `yaml:"rules"`
+	// Lifecycle is the self-healing policy: rebuilds and replacements
+	// through the agents (docs/lifecycle.md).
+	Lifecycle Lifecycle `yaml:"lifecycle"`
 }
 
 // TLS is a certificate and key pair in PEM files.
@@ -510,6 +513,7 @@ func (c *Config) applyDefaults() {
 			}
 		}
 		setDur(&cl.ConnectTimeout, 5*time.Second)
+		setDur(&cl.Lifecycle.ReplaceAfter, 5*time.Minute)
 		p := &cl.Pool
 		if p.MaxOpen == 0 {
 			p.MaxOpen = 100
@@ -610,6 +614,7 @@ func (c *Config) Validate() error {
 	c.Security.validate(add)
 	c.Coordination.validate(add)
 	c.validateAgents(add)
+	c.validateLifecycle(add)
 	if c.Digests.MaxEntries < 1 {
 		add("digests.max_entries", "must be at least 1")
 	}

@@ -68,6 +68,15 @@ var keyDocs = map[string]string{
 	"clusters[].servers[].datadir": "The server's data directory, when on this host: lets Vigil salvage a dead primary's binary logs.",
 	"clusters[].servers[].agent":   "host:port of the vigil agent on the server's host: clone needs one on donor and target (docs/lifecycle.md).",
 
+	"clusters[].lifecycle":                  "Self-healing through the agents: rebuilds and spares (docs/lifecycle.md).",
+	"clusters[].lifecycle.self_healing":     "Rebuild a diverged old primary or broken replica, replace long-dead members with spares (default off).",
+	"clusters[].lifecycle.replace_after":    "How long a member may be down before a spare replaces it (default 5m).",
+	"clusters[].lifecycle.rate":             "Bytes/s limit of automatic clones' streams (0: the agents' own limits).",
+	"clusters[].lifecycle.spares":           "Hosts with an agent and an empty server, cloned in to replace a lost member.",
+	"clusters[].lifecycle.spares[].name":    "The name the spare takes as a server once it replaces a member.",
+	"clusters[].lifecycle.spares[].address": "host:port of the spare's server.",
+	"clusters[].lifecycle.spares[].agent":   "host:port of the spare's vigil agent.",
+
 	"clusters[].pool":               "Connections from Vigil to each server, shared by clients.",
 	"clusters[].pool.min_idle":      "Idle connections kept open per server (default 0).",
 	"clusters[].pool.max_open":      "Most connections per server (default 100).",
