@@ -134,6 +134,10 @@ type CloneRequest struct {
 	Rate int64 `json:"rate,omitempty"`
 	// DryRun: answer with what the clone would do (200), start nothing.
 	DryRun bool `json:"dry_run,omitempty"`
+	// Kind is clone (POST /api/v1/clone) or rebuild (POST
+	// /api/v1/rebuild: the target is a member overwritten in place after
+	// the salvage handshake, a fenced old primary too).
+	Kind string `json:"kind,omitempty"`
 }
 
 // Cloner is the optional part of a Controller that clones servers
@@ -254,7 +258,8 @@ func (s *Server) routes() {
 		res, err := s.ctl.Rejoin(r.Context(), r.URL.Query().Get("cluster"), r.PathValue("node"))
 		s.reply(w, res, err)
 	})))
-	s.mux.Handle("POST /api/v1/clone", s.auth(http.HandlerFunc(s.clone)))
+	s.mux.Handle("POST /api/v1/clone", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.clone(w, r, "clone") })))
+	s.mux.Handle("POST /api/v1/rebuild", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.clone(w, r, "rebuild") })))
 	s.mux.Handle("GET /api/v1/clone", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, ok := s.ctl.(Cloner)
 		if !ok {
@@ -490,7 +495,7 @@ func (s *Server) authorized(r *http.Request) bool {
 	return eq(p, o.Token)
 }
 
-func (s *Server) clone(w http.ResponseWriter, r *http.Request) {
+func (s *Server) clone(w http.ResponseWriter, r *http.Request, kind string) {
 	c, ok := s.ctl.(Cloner)
 	if !ok {
 		writeErr(w, &Error{http.StatusNotImplemented, "this Vigil does not clone"})
@@ -501,6 +506,7 @@ func (s *Server) clone(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, &Error{400, "body must be JSON naming the target: {\"target\": \"node3\", \"from\": \"node2\"}"})
 		return
 	}
+	req.Kind = kind
 	op, err := c.Clone(r.Context(), req)
 	if err != nil {
 		writeErr(w, err)

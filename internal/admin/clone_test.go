@@ -38,7 +38,7 @@ func TestCloneRoutes(t *testing.T) {
 	if code, body := do("POST", `{"target":"n3","from":"n2","rate":1000}`); code != http.StatusAccepted || !strings.Contains(body, `"phase": "fencing"`) {
 		t.Fatalf("POST: %d %s", code, body)
 	}
-	if ctl.got != (CloneRequest{Target: "n3", From: "n2", Rate: 1000}) {
+	if ctl.got != (CloneRequest{Target: "n3", From: "n2", Rate: 1000, Kind: "clone"}) {
 		t.Fatalf("request: %+v", ctl.got)
 	}
 	if code, body := do("POST", `{"target":"n1"}`); code != http.StatusConflict || !strings.Contains(body, "switch over first") {

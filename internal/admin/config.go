@@ -78,6 +78,8 @@ type ServerSpec struct {
 	Address string `json:"address"`
 	Role    string `json:"role,omitempty"`
 	Weight  int    `json:"weight,omitempty"`
+	// Agent is host:port of the server's vigil agent (clone, rebuild).
+	Agent string `json:"agent,omitempty"`
 }
 
 // MembershipController adds servers to and removes them from running

@@ -814,3 +814,45 @@ func (cl *Cluster) serveRequests(ctx context.Context) {
 		_ = sleepCtx(ctx, 100*time.Millisecond)
 	}
 }
+
+// SaveLifecycle journals the cluster's lifecycle operation (a clone,
+// rebuild or replacement; opaque JSON here) while this instance acts, so
+// that the next elected instance completes it or says what it left.
+func (cl *Cluster) SaveLifecycle(ctx context.Context, op []byte) error {
+	pctx, cancel := context.WithTimeout(ctx, cl.co.opts.LeaseTTL)
+	defer cancel()
+	r, err := cl.co.cli.Txn(pctx).If(cl.leaderCmp()).Then(clientv3.OpPut(cl.key("lifecycle"), string(op))).Commit()
+	if err != nil {
+		return fmt.Errorf("journaling the lifecycle operation in etcd: %w", err)
+	}
+	if !r.Succeeded {
+		return ErrNotActing
+	}
+	return nil
+}
+
+// Lifecycle is the journaled lifecycle operation, nil when none.
+func (cl *Cluster) Lifecycle(ctx context.Context) ([]byte, error) {
+	gctx, cancel := context.WithTimeout(ctx, cl.co.opts.LeaseTTL)
+	defer cancel()
+	r, err := cl.co.cli.Get(gctx, cl.key("lifecycle"))
+	if err != nil || len(r.Kvs) == 0 {
+		return nil, err
+	}
+	return r.Kvs[0].Value, nil
+}
+
+// EndLifecycle removes the journaled lifecycle operation (this instance
+// acts).
+func (cl *Cluster) EndLifecycle(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, cl.co.opts.LeaseTTL)
+	defer cancel()
+	r, err := cl.co.cli.Txn(pctx).If(cl.leaderCmp()).Then(clientv3.OpDelete(cl.key("lifecycle"))).Commit()
+	if err != nil {
+		return err
+	}
+	if !r.Succeeded {
+		return ErrNotActing
+	}
+	return nil
+}

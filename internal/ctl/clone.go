@@ -14,7 +14,10 @@ import (
 	"github.com/vigil-db/vigil/internal/lifecycle"
 )
 
-const cloneUsage = "vigil ctl clone TARGET [--from DONOR] [--rate BYTES/s, e.g. 50MiB] [--wait | --dry-run]"
+const (
+	cloneUsage   = "vigil ctl clone TARGET [--from DONOR] [--rate BYTES/s, e.g. 50MiB] [--wait | --dry-run]"
+	rebuildUsage = "vigil ctl rebuild NODE [--from DONOR] [--rate BYTES/s, e.g. 50MiB] [--wait | --dry-run]"
+)
 
 // clonesAnswer is GET /api/v1/clone.
 type clonesAnswer struct {
@@ -22,15 +25,20 @@ type clonesAnswer struct {
 	Finished []lifecycle.Progress `json:"finished"`
 }
 
-// clone starts a clone; with --wait it follows it until it ends and
-// exits non-zero when it failed.
-func (c *ctlClient) clone(ctx context.Context, cluster string, args []string) int {
-	fs := newFlags("clone", c.errw)
+// clone starts a clone, or a rebuild (kind "rebuild"); with --wait it
+// follows it until it ends and exits non-zero when it failed.
+func (c *ctlClient) clone(ctx context.Context, cluster string, args []string, kind string) int {
+	usage := cloneUsage
+	if kind == "rebuild" {
+		usage = rebuildUsage
+	}
+	fs := newFlags(kind, c.errw)
 	from := fs.String("from", "", "the donor (default: Vigil chooses a caught-up replica)")
 	rate := fs.String("rate", "", "limit the stream to this many bytes per second (65536, 50MiB)")
-	wait := fs.Bool("wait", false, "follow the clone until it ends; exit 1 when it failed")
+	wait := fs.Bool("wait", false, "follow it until it ends; exit 1 when it failed")
 	poll := fs.Duration("poll", time.Second, "with --wait, how often to ask")
-	dry := fs.Bool("dry-run", false, "show what the clone would do (donor, writer, steps) and start nothing")
+	dry := fs.Bool("dry-run", false, "show what it would do (donor, writer, steps) and start nothing")
+	quiet := fs.Bool("quiet-refusal", false, "exit 3 without a message when the target is not checked yet (server add --clone)")
 	target, rest := "", args
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		target, rest = args[0], args[1:]
@@ -41,25 +49,28 @@ func (c *ctlClient) clone(ctx context.Context, cluster string, args []string) in
 	if target == "" && fs.NArg() == 1 {
 		target = fs.Arg(0)
 	} else if target == "" || fs.NArg() > 0 {
-		fmt.Fprintln(c.errw, cloneUsage)
+		fmt.Fprintln(c.errw, usage)
 		return 2
 	}
 	var limit int64
 	if *rate != "" {
 		v, err := config.ParseSize(*rate)
 		if err != nil {
-			fmt.Fprintf(c.errw, "vigil ctl clone: --rate: %v\n", err)
+			fmt.Fprintf(c.errw, "vigil ctl %s: --rate: %v\n", kind, err)
 			return 2
 		}
 		limit = v
 	}
-	status, data, err := c.do(ctx, "POST", "/api/v1/clone", admin.CloneRequest{Cluster: cluster, Target: target, From: *from, Rate: limit, DryRun: *dry})
+	status, data, err := c.do(ctx, "POST", "/api/v1/"+kind, admin.CloneRequest{Cluster: cluster, Target: target, From: *from, Rate: limit, DryRun: *dry})
 	if err != nil {
 		fmt.Fprintf(c.errw, "vigil ctl: %v\n", err)
 		return 1
 	}
 	if *dry && status == http.StatusOK {
 		return c.printDryRun(data)
+	}
+	if status != http.StatusAccepted && *quiet && (strings.Contains(string(data), "not a server") || strings.Contains(string(data), "not been checked")) {
+		return 3
 	}
 	if status != http.StatusAccepted {
 		if c.json {
@@ -78,15 +89,15 @@ func (c *ctlClient) clone(ctx context.Context, cluster string, args []string) in
 			c.out.Write(data)
 			return 0
 		}
-		fmt.Fprintf(c.out, "clone %d started: %s from %s (%s); follow it with vigil ctl clones\n", p.ID, p.Target, p.Donor, p.DonorReason)
+		fmt.Fprintf(c.out, "%s %d started: %s from %s (%s); follow it with vigil ctl clones\n", kind, p.ID, p.Target, p.Donor, p.DonorReason)
 		return 0
 	}
-	fmt.Fprintf(c.out, "cloning %s from %s (%s)\n", p.Target, p.Donor, p.DonorReason)
+	fmt.Fprintf(c.out, "%s %s from %s (%s)\n", map[string]string{"clone": "cloning", "rebuild": "rebuilding"}[kind], p.Target, p.Donor, p.DonorReason)
 	last := ""
 	for {
 		select {
 		case <-ctx.Done():
-			fmt.Fprintf(c.errw, "vigil ctl: stopped waiting; the clone goes on (vigil ctl clones)\n")
+			fmt.Fprintf(c.errw, "vigil ctl: stopped waiting; the %s goes on (vigil ctl clones)\n", kind)
 			return 1
 		case <-time.After(*poll):
 		}
@@ -105,7 +116,7 @@ func (c *ctlClient) clone(ctx context.Context, cluster string, args []string) in
 		}
 		cur, ok := findClone(all, p.ID)
 		if !ok {
-			fmt.Fprintf(c.errw, "vigil ctl: clone %d is gone (did Vigil restart?); see vigil ctl events --kind clone_failed\n", p.ID)
+			fmt.Fprintf(c.errw, "vigil ctl: %s %d is gone (did Vigil restart?); see vigil ctl events --kind %s_failed\n", kind, p.ID, kind)
 			return 1
 		}
 		if cur.Donor != p.Donor {
@@ -121,7 +132,7 @@ func (c *ctlClient) clone(ctx context.Context, cluster string, args []string) in
 			fmt.Fprintf(c.out, "done: %s replicates from GTID %s and is back with the monitor (%s)\n", cur.Target, cur.GTID, took(cur))
 			return 0
 		case lifecycle.PhaseFailed:
-			fmt.Fprintf(c.errw, "vigil ctl: clone failed: %s\n%s stays out of routing; vigil ctl events --kind clone_failed says what to do\n", cur.Error, cur.Target)
+			fmt.Fprintf(c.errw, "vigil ctl: %s failed: %s\n%s stays out of routing; vigil ctl events --kind %s_failed says what to do\n", kind, cur.Error, cur.Target, kind)
 			return 1
 		}
 	}
@@ -197,7 +208,11 @@ func (c *ctlClient) printDryRun(data []byte) int {
 		fmt.Fprintf(c.errw, "vigil ctl: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(c.out, "dry run: would clone %s in cluster %s from %s (%s); it would then replicate from %s\n", d.Target, d.Cluster, d.Donor, d.DonorReason, d.Writer)
+	verb := "clone"
+	if d.Kind != "" {
+		verb = d.Kind
+	}
+	fmt.Fprintf(c.out, "dry run: would %s %s in cluster %s from %s (%s); it would then replicate from %s\n", verb, d.Target, d.Cluster, d.Donor, d.DonorReason, d.Writer)
 	for i, s := range d.Steps {
 		fmt.Fprintf(c.out, "  %d. %s\n", i+1, s)
 	}

@@ -51,7 +51,13 @@ Commands:
                                 caught-up replica) through the vigil agents, make it
                                 replicate from the writer, route it again; --wait
                                 follows it (exit 1 when it failed)
-  clones                        running and recent clones: phase, bytes, rate, ETA
+  rebuild NODE [--from DONOR] [--rate BYTES/s] [--wait | --dry-run]
+                                the same onto a member in place (a diverged old
+                                primary, a broken replica): first made read-only and
+                                what it holds that the primary lacks salvaged to a
+                                file; the writer is refused
+  clones                        running and recent clones and rebuilds: phase,
+                                bytes, rate, ETA
   reload                        reload the config file
   kill ID [--query]             end a client session (or only its running statement)
   digests [--by key] [--sort total|count|errors|rows|max|p99] [--limit N] [--reset]
@@ -179,7 +185,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return c.post(ctx, "/api/v1/servers/"+url.PathEscape(cargs[0])+"/state", map[string]string{"cluster": *cluster, "state": strings.ToUpper(cargs[1])})
 	case "clone":
-		return c.clone(ctx, *cluster, cargs)
+		return c.clone(ctx, *cluster, cargs, "clone")
+	case "rebuild":
+		return c.clone(ctx, *cluster, cargs, "rebuild")
 	case "clones":
 		return c.clones(ctx)
 	case "reload":
@@ -645,7 +653,7 @@ func printViews(w io.Writer, vs []coord.InstanceView, now time.Time) {
 
 // server is `vigil ctl server add|remove`.
 func (c *ctlClient) server(ctx context.Context, cluster string, args []string) int {
-	const usage = "vigil ctl server add NAME HOST:PORT [--weight N] [--role replica|primary]\nvigil ctl server remove NAME"
+	const usage = "vigil ctl server add NAME HOST:PORT [--weight N] [--role replica|primary] [--agent HOST:PORT [--clone [--from DONOR] [--rate BYTES/s] [--wait]]]\nvigil ctl server remove NAME"
 	if len(args) < 2 {
 		fmt.Fprintln(c.errw, usage)
 		return 2
@@ -659,10 +667,43 @@ func (c *ctlClient) server(ctx context.Context, cluster string, args []string) i
 		fs := newFlags("server add", c.errw)
 		weight := fs.Int("weight", 1, "read weight")
 		role := fs.String("role", "", "configured role (replication clusters): replica or primary")
+		agentAddr := fs.String("agent", "", "host:port of the server's vigil agent (needed by --clone)")
+		clone := fs.Bool("clone", false, "then clone it from a caught-up member (see vigil ctl clone)")
+		from := fs.String("from", "", "with --clone: the donor")
+		rate := fs.String("rate", "", "with --clone: the stream's limit in bytes/s")
+		wait := fs.Bool("wait", false, "with --clone: follow the clone until it ends")
 		if err := fs.Parse(args[3:]); err != nil {
 			return 2
 		}
-		return c.post(ctx, "/api/v1/servers", admin.ServerSpec{Cluster: cluster, Name: args[1], Address: args[2], Weight: *weight, Role: *role})
+		if *clone && *agentAddr == "" {
+			fmt.Fprintln(c.errw, "vigil ctl server add --clone needs --agent HOST:PORT: the clone is streamed to the server's agent")
+			return 2
+		}
+		if rc := c.post(ctx, "/api/v1/servers", admin.ServerSpec{Cluster: cluster, Name: args[1], Address: args[2], Weight: *weight, Role: *role, Agent: *agentAddr}); rc != 0 || !*clone {
+			return rc
+		}
+		cargs := []string{args[1]}
+		if *from != "" {
+			cargs = append(cargs, "--from", *from)
+		}
+		if *rate != "" {
+			cargs = append(cargs, "--rate", *rate)
+		}
+		if *wait {
+			cargs = append(cargs, "--wait")
+		}
+		// The monitor checks the new server before a clone can name it.
+		for i := 0; ; i++ {
+			rc := c.clone(ctx, cluster, append(cargs, "--quiet-refusal="+fmt.Sprint(i < 20)), "clone")
+			if rc != 3 {
+				return rc
+			}
+			select {
+			case <-ctx.Done():
+				return 1
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
 	case "remove":
 		return c.send(ctx, "DELETE", "/api/v1/servers/"+url.PathEscape(args[1])+"?"+urlQuery("cluster", cluster))
 	}

@@ -79,21 +79,44 @@ func agentClient(a config.Agents, addr string) (*agent.Client, error) {
 }
 
 // Clone implements admin.Cloner: choose the donor, then start the clone
-// in the background (under the daemon's context) and return it.
+// or rebuild in the background (under the daemon's context) and return
+// it.
 func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
+	return d.startLifecycle(ctx, r, "")
+}
+
+// startLifecycle starts a clone, rebuild or replacement (replaces names
+// the lost member a spare replaces) and returns its progress, or its
+// plan for a dry run.
+func (d *daemon) startLifecycle(_ context.Context, r admin.CloneRequest, replaces string) (any, error) {
 	rt, err := d.cluster(r.Cluster)
 	if err != nil {
 		return nil, err
 	}
+	kind := r.Kind
+	switch {
+	case kind == "":
+		kind = lifecycle.KindClone
+	case kind != lifecycle.KindClone && kind != lifecycle.KindRebuild && kind != lifecycle.KindReplace:
+		return nil, &admin.Error{Status: http.StatusBadRequest, Message: "kind must be clone or rebuild"}
+	}
 	if r.Rate < 0 {
 		return nil, &admin.Error{Status: http.StatusBadRequest, Message: "rate must not be negative"}
 	}
+	if !rt.exec.Acting() {
+		return nil, &admin.Error{Status: http.StatusConflict, Message: fmt.Sprintf("refused: this Vigil instance does not act for cluster %s (instance %s does): lifecycle operations run on the acting instance only; send the request to it",
+			rt.name, orUnknown(rt.leader()))}
+	}
 	if op := rt.exec.Running(); op != "" {
-		return nil, &admin.Error{Status: http.StatusConflict, Message: "refused: " + op + " runs in cluster " + rt.name + "; clone after it (vigil ctl events)"}
+		return nil, &admin.Error{Status: http.StatusConflict, Message: "refused: " + op + " runs in cluster " + rt.name + "; " + kind + " after it (vigil ctl events)"}
+	}
+	if j := d.healerOf(rt.name).resolvingNow(); j != nil {
+		return nil, &admin.Error{Status: http.StatusConflict, Message: fmt.Sprintf("refused: the interrupted %s of %s is being resolved; try again in a moment (vigil ctl events)", j.Kind, j.Target)}
 	}
 	cc := rt.cfg.Load()
 	cfg := d.running.Load()
 	in := rt.donorInput(r.Target)
+	in.Rebuild = kind == lifecycle.KindRebuild
 	agentAddr := in.agentAddr
 	m := d.cloneManager()
 	if err := m.Check(rt.name, ""); err != nil {
@@ -113,13 +136,20 @@ func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if kind == lifecycle.KindRebuild {
+		if why := rt.exec.SalvagePending(r.Target); why != "" {
+			return nil, &admin.Error{Status: http.StatusConflict, Message: "refused: " + why + "; a rebuild waits for the salvage, so that nothing " + r.Target + " holds is destroyed unread"}
+		}
+	}
+	plan := lifecycle.Plan{Cluster: rt.name, Target: r.Target, Donor: choice.Donor, DonorReason: choice.Reason,
+		DonorAgent: agentAddr[choice.Donor], ReplUser: cc.Failover.ReplUser, ReplPass: cc.Failover.ReplPassword, Rate: r.Rate,
+		Named: r.From != "", Kind: kind, Replaces: replaces}
 	if r.DryRun {
 		writer := "none known now"
 		if w, err := rt.cloneWriter(); err == nil {
 			writer = w.Name
 		}
-		plan := lifecycle.Plan{Cluster: rt.name, Target: r.Target, Donor: choice.Donor, DonorReason: choice.Reason, Rate: r.Rate, Named: r.From != ""}
-		return lifecycle.DryRun{DryRun: true, Cluster: rt.name, Target: r.Target, Donor: choice.Donor, DonorReason: choice.Reason,
+		return lifecycle.DryRun{DryRun: true, Kind: kind, Cluster: rt.name, Target: r.Target, Donor: choice.Donor, DonorReason: choice.Reason,
 			Writer: writer, Steps: lifecycle.PlanSteps(plan, writer)}, nil
 	}
 	donor, err := agentClient(cfg.Agents, agentAddr[choice.Donor])
@@ -131,47 +161,40 @@ func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
 		donor.Close()
 		return nil, &admin.Error{Status: http.StatusBadRequest, Message: "target " + r.Target + "'s agent: " + err.Error()}
 	}
-	var targetAddr string
 	for _, s := range cc.Servers {
 		if s.Name == r.Target {
-			targetAddr = s.Address
+			plan.TargetAddr = s.Address
 		}
 	}
-	user, pass := cc.Monitor.User, cc.Monitor.Password
-	plan := lifecycle.Plan{Cluster: rt.name, Target: r.Target, TargetAddr: targetAddr, Donor: choice.Donor, DonorReason: choice.Reason,
-		DonorAgent: agentAddr[choice.Donor], ReplUser: cc.Failover.ReplUser, ReplPass: cc.Failover.ReplPassword, Rate: r.Rate,
-		Named: r.From != ""}
-	deps := lifecycle.Deps{
-		Donor: donor, Target: target, Routing: rt.exec.Routing(),
-		SQL:    sqlRunner{user: user, pass: pass},
-		Writer: rt.cloneWriter,
-		Event: func(kind, msg string) {
-			if kind == "clone_failed" {
-				d.cloneStats.failed(rt.name)
-			}
-			if kind == "clone_finished" || kind == "clone_failed" { // the clone's last event
-				donor.Close()
-				target.Close()
-			}
-			d.journal.add(admin.Event{Cluster: rt.name, Server: r.Target, Kind: kind, Message: msg})
-		},
-		NextDonor: func(ctx context.Context, failed map[string]bool) (lifecycle.Donor, error) {
-			in := rt.donorInput(r.Target)
-			in.Busy = failed
-			c, err := lifecycle.ChooseDonor(in.DonorInput)
-			if err != nil {
-				return lifecycle.Donor{}, err
-			}
-			next, err := agentClient(d.running.Load().Agents, in.agentAddr[c.Donor])
-			if err != nil {
-				return lifecycle.Donor{}, fmt.Errorf("donor %s's agent: %w", c.Donor, err)
-			}
+	deps := rt.lifecycleDeps(d, donor, target, r.Target)
+	deps.NextDonor = func(ctx context.Context, failed map[string]bool) (lifecycle.Donor, error) {
+		in := rt.donorInput(r.Target)
+		in.Busy, in.Rebuild = failed, kind == lifecycle.KindRebuild
+		c, err := lifecycle.ChooseDonor(in.DonorInput)
+		if err != nil {
+			return lifecycle.Donor{}, err
+		}
+		next, err := agentClient(d.running.Load().Agents, in.agentAddr[c.Donor])
+		if err != nil {
+			return lifecycle.Donor{}, fmt.Errorf("donor %s's agent: %w", c.Donor, err)
+		}
+		donor.Close()
+		donor = next
+		return lifecycle.Donor{Name: c.Donor, Reason: c.Reason, AgentAddr: in.agentAddr[c.Donor], Agent: next}, nil
+	}
+	deps.Event = func(k, msg string) {
+		if strings.HasSuffix(k, "_failed") {
+			d.cloneStats.failed(rt.name)
+			d.healerOf(rt.name).failed(r.Target, time.Now())
+		}
+		if strings.HasSuffix(k, "_finished") || strings.HasSuffix(k, "_failed") { // the last event
 			donor.Close()
-			donor = next
-			return lifecycle.Donor{Name: c.Donor, Reason: c.Reason, AgentAddr: in.agentAddr[c.Donor], Agent: next}, nil
-		},
-		Log:     rt.log,
-		OnBytes: func(n int64) { d.cloneStats.addBytes(rt.name, n) },
+			target.Close()
+		}
+		d.journal.add(admin.Event{Cluster: rt.name, Server: r.Target, Kind: k, Message: msg})
+	}
+	if kind == lifecycle.KindRebuild {
+		deps.PrepareTarget = func(ctx context.Context) (string, error) { return rt.exec.PrepareRebuild(ctx, r.Target) }
 	}
 	p, err := m.Start(d.ctx, plan, deps)
 	if errors.As(err, &refused) {
@@ -180,6 +203,30 @@ func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
 		return nil, &admin.Error{Status: http.StatusConflict, Message: err.Error()}
 	}
 	return p, err
+}
+
+// lifecycleDeps are the I/O of a lifecycle operation on rt's target,
+// without the donor choice and the events.
+func (rt *clusterRuntime) lifecycleDeps(d *daemon, donor, target lifecycle.Agent, name string) lifecycle.Deps {
+	cc := rt.cfg.Load()
+	return lifecycle.Deps{
+		Donor: donor, Target: target, Routing: rt.exec,
+		SQL:     sqlRunner{user: cc.Monitor.User, pass: cc.Monitor.Password},
+		Writer:  rt.cloneWriter,
+		Log:     rt.log,
+		OnBytes: func(n int64) { d.cloneStats.addBytes(rt.name, n) },
+		Journal: func(j lifecycle.Journal) { rt.saveJournal(d, j) },
+		Event: func(k, msg string) {
+			d.journal.add(admin.Event{Cluster: rt.name, Server: name, Kind: k, Message: msg})
+		},
+	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "none known now"
+	}
+	return s
 }
 
 // cloneWriter is the primary a clone's target replicates from: the

@@ -96,8 +96,11 @@ type daemon struct {
 	clones     *lifecycle.Manager
 	clonesOnce sync.Once
 	cloneStats cloneStats
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
+	// healers are the clusters' self-healing states (lifecycle.go).
+	healers   map[string]*healer
+	healersMu sync.Mutex
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 	// clusters is replaced whole (copy on write) when a reload adds or
 	// removes a cluster; readers Load it without locks.
 	clusters atomic.Pointer[map[string]*clusterRuntime]
@@ -196,6 +199,7 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 		d.runCluster(rt)
 	}
 	d.clusters.Store(&clusters)
+	d.wg.Go(func() { d.healLoop(ctx) })
 	if cfg.Admin.AdminEnabled() {
 		aopts, generated, err := adminOptions(cfg)
 		if err != nil {

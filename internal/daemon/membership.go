@@ -43,6 +43,7 @@ type overlayServer struct {
 	Weight  int    `json:"weight,omitempty"`
 	TLS     bool   `json:"tls,omitempty"`
 	Datadir string `json:"datadir,omitempty"`
+	Agent   string `json:"agent,omitempty"`
 }
 
 func overlayPath(stateDir string) string { return filepath.Join(stateDir, overlayFile) }
@@ -124,7 +125,7 @@ func (o overlayServer) server() config.Server {
 	if w == 0 {
 		w = 1
 	}
-	return config.Server{Name: o.Name, Address: o.Address, Role: o.Role, Weight: w, TLS: o.TLS, Datadir: o.Datadir}
+	return config.Server{Name: o.Name, Address: o.Address, Role: o.Role, Weight: w, TLS: o.TLS, Datadir: o.Datadir, Agent: o.Agent}
 }
 
 // change applies an operator's change to cluster's overlay: edit checks

@@ -31,10 +31,13 @@ type SQL interface {
 	Run(ctx context.Context, addr string, stmts ...string) (cols []string, rows [][]string, err error)
 }
 
-// Routing takes a server out of routing and gives it back (the executor's
-// routing owner: the monitor's override and the router's fence).
+// Routing takes a server out of routing and gives it back (the executor:
+// the monitor's override, the router's fence and, with several Vigil
+// instances, the shared writer record's fenced list, so that no instance
+// routes to a server being overwritten).
 type Routing interface {
-	SetAdminState(server string, state topology.State, reason string) error
+	Exclude(ctx context.Context, server, reason string) error
+	Include(ctx context.Context, server, reason string) error
 }
 
 // Writer is the cluster's primary when the target is pointed at it: read
@@ -58,6 +61,26 @@ type Plan struct {
 	Rate int64
 	// Named: the operator named the donor; it is never replaced.
 	Named bool
+	// Kind is clone (the default), rebuild (an existing member, maybe a
+	// fenced old primary) or replace (a spare taking a lost member's
+	// place); it names the events.
+	Kind string
+	// Replaces is the lost member a replacement takes the place of.
+	Replaces string
+}
+
+// Kinds of lifecycle operation.
+const (
+	KindClone   = "clone"
+	KindRebuild = "rebuild"
+	KindReplace = "replace"
+)
+
+func (p Plan) kind() string {
+	if p.Kind == "" {
+		return KindClone
+	}
+	return p.Kind
 }
 
 // Donor is a donor Deps.NextDonor found.
@@ -90,8 +113,36 @@ type Deps struct {
 	// when the stream from a donor Vigil chose fails before the swap
 	// (nil: no restart).
 	NextDonor func(ctx context.Context, failed map[string]bool) (Donor, error)
+	// PrepareTarget runs once the target is out of routing and before its
+	// agent is asked anything: a rebuild makes the target read-only and
+	// salvages what it holds that the primary lacks, and returns a
+	// sentence for the events (the salvage file). An error fails the
+	// operation with the target out of routing and nothing overwritten.
+	PrepareTarget func(ctx context.Context) (string, error)
+	// Journal records the operation's progress where the next acting
+	// Vigil finds it (etcd, or the state dir alone): at every phase, with
+	// the backup's GTID and the kept datadir once the swap is done.
+	Journal func(j Journal)
 	// switchDonor tells the manager the clone moved to another donor.
 	switchDonor func(name, agentAddr string)
+}
+
+// Journal is a lifecycle operation as journaled: enough for another
+// Vigil to finish it (the swap is done and the GTID known) or to say
+// what state it left the target in.
+type Journal struct {
+	ID         string    `json:"id"`
+	Kind       string    `json:"kind"`
+	Cluster    string    `json:"cluster"`
+	Target     string    `json:"target"`
+	TargetAddr string    `json:"target_addr"`
+	Donor      string    `json:"donor"`
+	Replaces   string    `json:"replaces,omitempty"`
+	Phase      string    `json:"phase"`
+	GTID       string    `json:"gtid,omitempty"`
+	OldDatadir string    `json:"old_datadir,omitempty"`
+	Started    time.Time `json:"started"`
+	Instance   string    `json:"instance,omitempty"`
 }
 
 func (d *Deps) defaults() {
@@ -110,6 +161,9 @@ func (d *Deps) defaults() {
 	if d.Event == nil {
 		d.Event = func(string, string) {}
 	}
+	if d.Journal == nil {
+		d.Journal = func(Journal) {}
+	}
 }
 
 // countWriter counts what goes through to the restore.
@@ -126,12 +180,19 @@ func (c countWriter) Write(p []byte) (int, error) {
 
 // run executes one clone: fence the target, stream donor → target, point
 // the target at the writer from the backup's GTID, wait for replication,
-// hand the target back to the monitor. A failure leaves the target out
-// of routing; the donor is only read.
+// hand the target back to routing. A failure leaves the target out of
+// routing; the donor is only read.
 func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 	d.defaults()
-	log := d.Log.With("cluster", p.Cluster, "target", p.Target, "donor", p.Donor)
+	kind := p.kind()
+	log := d.Log.With("cluster", p.Cluster, "target", p.Target, "donor", p.Donor, "kind", kind)
 	swapped, fenced := "", false
+	jr := Journal{ID: fmt.Sprintf("%s-%d", p.Target, t.view().Started.UnixNano()), Kind: kind, Cluster: p.Cluster, Target: p.Target,
+		TargetAddr: p.TargetAddr, Donor: p.Donor, Replaces: p.Replaces, Started: t.view().Started}
+	journal := func(phase string) {
+		jr.Phase, jr.Donor = phase, p.Donor
+		d.Journal(jr)
+	}
 	fail := func(err error) error {
 		ph := t.view().Phase
 		now := d.Now()
@@ -142,26 +203,53 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 		if swapped != "" {
 			kept = p.Target + " runs the cloned datadir; its previous one is kept at " + swapped
 		}
+		again := fmt.Sprintf("vigil ctl %s %s", kind, p.Target)
+		if kind == KindReplace {
+			again = fmt.Sprintf("vigil ctl clone %s", p.Target)
+		}
 		if !fenced {
-			d.Event("clone_failed", fmt.Sprintf("clone of %s from %s failed before it started: %v. Nothing was changed: %s is still routed as before. Fix the cause and run vigil ctl clone %s again.",
-				p.Target, p.Donor, err, p.Target, p.Target))
-			log.Warn("clone failed before it started", "err", err)
+			d.Event(kind+"_failed", fmt.Sprintf("%s of %s from %s failed before it started: %v. Nothing was changed: %s is still routed as before. Fix the cause and run %s again.",
+				kind, p.Target, p.Donor, err, p.Target, again))
+			log.Warn(kind+" failed before it started", "err", err)
+			journal(PhaseFailed)
 			return err
 		}
-		d.Event("clone_failed", fmt.Sprintf("clone of %s from %s failed while %s: %v. %s stays out of routing (OFFLINE_HARD); %s. Fix the cause and run vigil ctl clone %s again, or set it ONLINE (vigil ctl set-state) to route it as it is.",
-			p.Target, p.Donor, ph, err, p.Target, kept, p.Target))
-		log.Warn("clone failed", "phase", ph, "err", err)
+		d.Event(kind+"_failed", fmt.Sprintf("%s of %s from %s failed while %s: %v. %s stays out of routing (OFFLINE_HARD); %s. Fix the cause and run %s again, or set it ONLINE (vigil ctl set-state) to route it as it is.",
+			kind, p.Target, p.Donor, ph, err, p.Target, kept, again))
+		log.Warn(kind+" failed", "phase", ph, "err", err)
+		journal(PhaseFailed)
 		return err
+	}
+	fence := func() error {
+		t.phase(PhaseFencing)
+		journal(PhaseFencing)
+		if err := d.Routing.Exclude(ctx, p.Target, fmt.Sprintf("being %s from %s", pastTense(kind), p.Donor)); err != nil {
+			return fmt.Errorf("taking %s out of routing: %w", p.Target, err)
+		}
+		fenced = true
+		return nil
 	}
 
 	// Preflight, before the target leaves routing: both agents answer,
-	// the donor's server runs, the target is not writable.
+	// the donor's server runs, the target is not writable. A rebuild
+	// fences first: its target may be a fenced old primary that answers
+	// as writable until PrepareTarget makes it read-only.
 	st, err := d.Donor.Status(ctx)
 	if err != nil {
 		return fail(fmt.Errorf("donor %s's agent: %w", p.Donor, err))
 	}
 	if !st.Answering {
 		return fail(fmt.Errorf("donor %s's server does not answer its agent (%s)", p.Donor, st.Error))
+	}
+	salvaged := ""
+	if d.PrepareTarget != nil {
+		if err := fence(); err != nil {
+			return fail(err)
+		}
+		if salvaged, err = d.PrepareTarget(ctx); err != nil {
+			return fail(fmt.Errorf("preparing %s: %w", p.Target, err))
+		}
+		t.set(func(pr *Progress) { pr.Salvage = salvaged })
 	}
 	tst, err := d.Target.Status(ctx)
 	if err != nil {
@@ -179,18 +267,20 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 	}
 	t.set(func(pr *Progress) { pr.TotalBytes = st.DatadirBytes })
 
-	t.phase(PhaseFencing)
-	if err := d.Routing.SetAdminState(p.Target, topology.OfflineHard, "being cloned from "+p.Donor); err != nil {
-		return fail(fmt.Errorf("taking %s out of routing: %w", p.Target, err))
+	if !fenced {
+		if err := fence(); err != nil {
+			return fail(err)
+		}
 	}
-	fenced = true
-	d.Event("clone_started", fmt.Sprintf("cloning %s from %s (%s); %s is out of routing (OFFLINE_HARD) until it replicates", p.Target, p.Donor, p.DonorReason, p.Target))
-	log.Info("clone started", "reason", p.DonorReason, "rate_limit", p.Rate)
+	d.Event(kind+"_started", fmt.Sprintf("%s %s from %s (%s)%s; %s is out of routing (OFFLINE_HARD) until it replicates%s",
+		gerund(kind), p.Target, p.Donor, p.DonorReason, replacing(p), p.Target, salvaged))
+	log.Info(kind+" started", "reason", p.DonorReason, "rate_limit", p.Rate)
 
 	total, failed := st.DatadirBytes, map[string]bool{}
 	var res agent.RestoreResult
 	for restarts := 0; ; restarts++ {
 		t.phase(PhaseStreaming)
+		journal(PhaseStreaming)
 		res, err = stream(ctx, t, d, p.Rate, total)
 		if err == nil {
 			break
@@ -211,14 +301,14 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 		if nerr != nil || !nst.Answering {
 			return fail(fmt.Errorf("%w; the next donor %s does not answer (%v %s)", err, nd.Name, nerr, nst.Error))
 		}
-		d.Event("clone_donor_changed", fmt.Sprintf("the stream from %s failed (%v); the clone of %s restarts from %s (%s); %s stays out of routing",
-			p.Donor, err, p.Target, nd.Name, nd.Reason, p.Target))
-		log.Warn("clone restarts from another donor", "failed", p.Donor, "next", nd.Name, "err", err)
+		d.Event(kind+"_donor_changed", fmt.Sprintf("the stream from %s failed (%v); the %s of %s restarts from %s (%s); %s stays out of routing",
+			p.Donor, err, kind, p.Target, nd.Name, nd.Reason, p.Target))
+		log.Warn(kind+" restarts from another donor", "failed", p.Donor, "next", nd.Name, "err", err)
 		p.Donor, p.DonorReason, p.DonorAgent, d.Donor, total = nd.Name, nd.Reason, nd.AgentAddr, nd.Agent, nst.DatadirBytes
 		if d.switchDonor != nil {
 			d.switchDonor(nd.Name, nd.AgentAddr)
 		}
-		_ = d.Routing.SetAdminState(p.Target, topology.OfflineHard, "being cloned from "+p.Donor)
+		_ = d.Routing.Exclude(ctx, p.Target, fmt.Sprintf("being %s from %s", pastTense(kind), p.Donor))
 		t.set(func(pr *Progress) {
 			pr.Donor, pr.DonorReason, pr.Bytes, pr.TotalBytes = nd.Name, nd.Reason, 0, total
 			pr.DonorRestarts++
@@ -229,31 +319,10 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 	if res.GTID == "" {
 		return fail(errors.New("the backup carries no GTID position (mariadb_backup_binlog_info): cannot start replication from it"))
 	}
-
-	t.phase(PhaseReplicating)
-	var w Writer
-	if err := retry(ctx, 30, time.Second, func() (err error) { w, err = d.Writer(); return err }); err != nil {
+	jr.GTID, jr.OldDatadir = res.GTID, res.OldDatadir
+	w, err := Finish(ctx, t, p, d, jr)
+	if err != nil {
 		return fail(err)
-	}
-	f := w.Flavor
-	stmts := append([]string{}, f.ReadOnly(true)...)
-	stmts = append(stmts, f.StopReplica(), f.ResetReplicaAll(), f.SetReplicaStartPos(res.GTID))
-	stmts = append(stmts, failover.RepointSQL(f, w.Addr, p.ReplUser, p.ReplPass, failover.ModeSlavePos)...)
-	if err := retry(ctx, 5, time.Second, func() error {
-		_, _, err := d.SQL.Run(ctx, p.TargetAddr, stmts...)
-		return err
-	}); err != nil {
-		return fail(fmt.Errorf("pointing %s at the writer %s: %w", p.Target, w.Name, err))
-	}
-
-	t.phase(PhaseVerifying)
-	if err := waitReplicating(ctx, d, p.TargetAddr, f); err != nil {
-		return fail(fmt.Errorf("%s does not replicate from %s: %w", p.Target, w.Name, err))
-	}
-
-	t.phase(PhaseRouting)
-	if err := d.Routing.SetAdminState(p.Target, topology.Online, "cloned from "+p.Donor); err != nil {
-		return fail(fmt.Errorf("giving %s back to the monitor: %w", p.Target, err))
 	}
 	cleaned := ""
 	if cr, err := d.Target.Cleanup(ctx); err != nil {
@@ -264,12 +333,76 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 	now := d.Now()
 	t.phase(PhaseDone)
 	t.set(func(pr *Progress) { pr.Finished, pr.Running = &now, false })
+	journal(PhaseDone)
 	v := t.view()
 	took := now.Sub(v.Started).Round(time.Millisecond)
-	d.Event("clone_finished", fmt.Sprintf("%s cloned from %s: %d bytes streamed at %.1f MB/s, %s in all; replicating from %s from GTID %s; back with the monitor, routed once its checks pass%s",
-		p.Target, p.Donor, v.Bytes, v.RateBytes/1e6, took, w.Name, res.GTID, cleaned))
-	log.Info("clone finished", "bytes", v.Bytes, "took", took, "writer", w.Name, "gtid", res.GTID)
+	d.Event(kind+"_finished", fmt.Sprintf("%s %s from %s%s: %d bytes streamed at %.1f MB/s, %s in all; replicating from %s from GTID %s; back in routing once its checks pass%s",
+		p.Target, pastTense(kind), p.Donor, replacing(p), v.Bytes, v.RateBytes/1e6, took, w.Name, res.GTID, cleaned))
+	log.Info(kind+" finished", "bytes", v.Bytes, "took", took, "writer", w.Name, "gtid", res.GTID)
 	return nil
+}
+
+// Finish points a restored target at the writer from gtid, waits until it
+// replicates and gives it back to routing: the end of a clone, and what
+// another Vigil runs to complete one whose acting instance died after the
+// swap (jr is its journal; jr.GTID where replication starts). t may be
+// nil.
+func Finish(ctx context.Context, t *tracker, p Plan, d Deps, jr Journal) (Writer, error) {
+	d.defaults()
+	gtid := jr.GTID
+	phase := func(ph string) {
+		if t != nil {
+			t.phase(ph)
+		}
+		jr.Phase = ph
+		d.Journal(jr)
+	}
+	phase(PhaseReplicating)
+	var w Writer
+	if err := retry(ctx, 30, time.Second, func() (err error) { w, err = d.Writer(); return err }); err != nil {
+		return w, err
+	}
+	f := w.Flavor
+	stmts := append([]string{}, f.ReadOnly(true)...)
+	stmts = append(stmts, f.StopReplica(), f.ResetReplicaAll(), f.SetReplicaStartPos(gtid))
+	stmts = append(stmts, failover.RepointSQL(f, w.Addr, p.ReplUser, p.ReplPass, failover.ModeSlavePos)...)
+	if err := retry(ctx, 5, time.Second, func() error {
+		_, _, err := d.SQL.Run(ctx, p.TargetAddr, stmts...)
+		return err
+	}); err != nil {
+		return w, fmt.Errorf("pointing %s at the writer %s: %w", p.Target, w.Name, err)
+	}
+	phase(PhaseVerifying)
+	if err := waitReplicating(ctx, d, p.TargetAddr, f); err != nil {
+		return w, fmt.Errorf("%s does not replicate from %s: %w", p.Target, w.Name, err)
+	}
+	phase(PhaseRouting)
+	if err := d.Routing.Include(ctx, p.Target, fmt.Sprintf("%s from %s", pastTense(p.kind()), p.Donor)); err != nil {
+		return w, fmt.Errorf("giving %s back to routing: %w", p.Target, err)
+	}
+	return w, nil
+}
+
+func gerund(kind string) string {
+	if kind == KindRebuild {
+		return "rebuilding"
+	}
+	return "cloning"
+}
+
+func replacing(p Plan) string {
+	if p.Replaces == "" {
+		return ""
+	}
+	return " to replace " + p.Replaces
+}
+
+func pastTense(kind string) string {
+	switch kind {
+	case KindRebuild:
+		return "rebuilt"
+	}
+	return "cloned"
 }
 
 // watchedDonor counts the donor's stream and moves the phase to
@@ -368,6 +501,7 @@ func retry(ctx context.Context, n int, wait time.Duration, f func() error) error
 // replicate from, and the steps in order.
 type DryRun struct {
 	DryRun      bool     `json:"dry_run"`
+	Kind        string   `json:"kind"`
 	Cluster     string   `json:"cluster"`
 	Target      string   `json:"target"`
 	Donor       string   `json:"donor"`
@@ -387,13 +521,19 @@ func PlanSteps(p Plan, writer string) []string {
 	if p.Named {
 		restart = "a failed stream ends the clone (the donor was named: it is never replaced)"
 	}
-	return []string{
-		fmt.Sprintf("%s: check both agents: %s answers and runs; %s is not writable, not under a salvage hold, not busy, and has room for %s's datadir (a failure here changes nothing)", PhaseChecking, p.Donor, p.Target, p.Donor),
-		fmt.Sprintf("%s: take %s out of routing (OFFLINE_HARD \"being cloned from %s\")", PhaseFencing, p.Target, p.Donor),
+	fence := fmt.Sprintf("%s: take %s out of routing on every Vigil instance (OFFLINE_HARD \"being %s from %s\")", PhaseFencing, p.Target, pastTense(p.kind()), p.Donor)
+	check := fmt.Sprintf("%s: check both agents: %s answers and runs; %s is not writable, not under a salvage hold, not busy, and has room for %s's datadir", PhaseChecking, p.Donor, p.Target, p.Donor)
+	first := []string{check + " (a failure here changes nothing)", fence}
+	if p.kind() == KindRebuild {
+		first = []string{fence,
+			fmt.Sprintf("salvage: make %s read-only (semi-sync source off first) and write every transaction it holds that the primary (now %s) lacks to a salvage file; if %s does not answer or the file cannot be written, stop here: nothing is overwritten", p.Target, writer, p.Target),
+			check}
+	}
+	return append(first,
 		fmt.Sprintf("%s: stream %s's mariadb-backup into %s's agent, %s; %s", PhaseStreaming, p.Donor, p.Target, rate, restart),
 		fmt.Sprintf("%s: %s's agent prepares the copy beside the datadir, stops the server, swaps the datadirs (the old one kept aside) and starts it", PhasePreparing, p.Target),
 		fmt.Sprintf("%s: on %s: read_only=ON, reset replication, gtid_slave_pos from the backup, replicate from the primary (now %s) with GTID", PhaseReplicating, p.Target, writer),
 		fmt.Sprintf("%s: wait until both replication threads of %s run without error", PhaseVerifying, p.Target),
-		fmt.Sprintf("%s: give %s back to the monitor (routed once its checks pass); delete the old datadir", PhaseRouting, p.Target),
-	}
+		fmt.Sprintf("%s: give %s back to routing on every instance (routed once its checks pass); delete the old datadir", PhaseRouting, p.Target),
+	)
 }

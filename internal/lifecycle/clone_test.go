@@ -93,11 +93,19 @@ type fakeRouting struct {
 	states []string
 }
 
-func (r *fakeRouting) SetAdminState(server string, st topology.State, reason string) error {
+func (r *fakeRouting) set(server string, st topology.State, reason string) error {
 	r.mu.Lock()
 	r.states = append(r.states, server+"="+st.String()+" ("+reason+")")
 	r.mu.Unlock()
 	return nil
+}
+
+func (r *fakeRouting) Exclude(_ context.Context, server, reason string) error {
+	return r.set(server, topology.OfflineHard, reason)
+}
+
+func (r *fakeRouting) Include(_ context.Context, server, reason string) error {
+	return r.set(server, topology.Online, reason)
 }
 
 type events struct {

@@ -32,6 +32,10 @@ type DonorInput struct {
 	MaxLag float64
 	// Busy names servers that already serve as a donor or are a target.
 	Busy map[string]bool
+	// Rebuild: the target is a member to overwrite in place, which may be
+	// a fenced old primary (its role still shows primary); only the
+	// writer itself is refused.
+	Rebuild bool
 }
 
 // DonorChoice is the donor and why.
@@ -69,8 +73,10 @@ func ChooseDonor(in DonorInput) (DonorChoice, error) {
 		return refuse("name the server to clone onto")
 	case ti < 0:
 		return refuse("%s is not a server of cluster %s (add it to the configuration first)", in.Target, snap.Cluster)
-	case snap.Writer == ti || snap.Servers[ti].Role == topology.RolePrimary && snap.Type == "replication":
-		return refuse("%s is the writer; switch over first", in.Target)
+	case snap.Writer == ti:
+		return refuse("%s is the writer; switch over first (a writer is never overwritten)", in.Target)
+	case snap.Servers[ti].Role == topology.RolePrimary && snap.Type == "replication" && !(in.Rebuild && snap.Servers[ti].Fenced):
+		return refuse("%s is a primary; switch over first (a fenced old primary is rebuilt with vigil ctl rebuild)", in.Target)
 	case !in.Agents[in.Target]:
 		return refuse("%s has no agent: set clusters[].servers[].agent for it (docs/lifecycle.md)", in.Target)
 	case in.Busy[in.Target]:

@@ -40,6 +40,8 @@ func TestChooseDonor(t *testing.T) {
 	downDonor.Servers[1].State, downDonor.Servers[1].Readable = topology.OfflineHard, false
 	noWriter := snap(0, 0)
 	noWriter.Writer = -1
+	oldPrimary := snap(0, 0)
+	oldPrimary.Servers[2].Role, oldPrimary.Servers[2].Fenced, oldPrimary.Servers[2].Writable = topology.RolePrimary, true, true
 	for _, tc := range []struct {
 		name   string
 		in     DonorInput
@@ -59,7 +61,10 @@ func TestChooseDonor(t *testing.T) {
 		{"named donor", DonorInput{Snapshot: snap(0, 0, 5), Target: "n2", From: "n4", Agents: agents}, "n4", ""},
 		{"named writer", DonorInput{Snapshot: snap(0, 0), Target: "n2", From: "n1", Agents: agents}, "n1", ""},
 		{"target is the writer", DonorInput{Snapshot: snap(0, 0), Target: "n1", Agents: agents}, "", "n1 is the writer; switch over first"},
-		{"target is the designated primary without a writer", DonorInput{Snapshot: noWriter, Target: "n1", Agents: agents}, "", "n1 is the writer; switch over first"},
+		{"target is the designated primary without a writer", DonorInput{Snapshot: noWriter, Target: "n1", Agents: agents}, "", "n1 is a primary; switch over first"},
+		{"rebuild of a fenced old primary", DonorInput{Snapshot: oldPrimary, Target: "n3", Agents: agents, Rebuild: true}, "n2", ""},
+		{"clone of a fenced old primary", DonorInput{Snapshot: oldPrimary, Target: "n3", Agents: agents}, "", "n3 is a primary"},
+		{"rebuild of the writer", DonorInput{Snapshot: snap(0, 0), Target: "n1", Agents: agents, Rebuild: true}, "", "n1 is the writer; switch over first"},
 		{"target without agent", DonorInput{Snapshot: snap(0, 0), Target: "n3", Agents: all("n1", "n2")}, "", "n3 has no agent"},
 		{"unknown target", DonorInput{Snapshot: snap(0), Target: "n9", Agents: agents}, "", "n9 is not a server of cluster c"},
 		{"target busy", DonorInput{Snapshot: snap(0, 0), Target: "n3", Agents: agents, Busy: all("n3")}, "", "n3 is already part of a clone"},

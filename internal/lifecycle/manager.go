@@ -56,7 +56,7 @@ func (m *Manager) Start(ctx context.Context, p Plan, d Deps) (Progress, error) {
 	}
 	m.nextID++
 	t := &tracker{now: d.Now, onBytes: d.OnBytes}
-	t.p = Progress{ID: m.nextID, Cluster: p.Cluster, Target: p.Target, Donor: p.Donor, DonorReason: p.DonorReason,
+	t.p = Progress{ID: m.nextID, Kind: p.kind(), Replaces: p.Replaces, Cluster: p.Cluster, Target: p.Target, Donor: p.Donor, DonorReason: p.DonorReason,
 		Phase: PhaseChecking, Limit: p.Rate, Started: d.Now(), Running: true, ETASeconds: -1}
 	o := &op{t: t, plan: p}
 	d.switchDonor = func(name, agentAddr string) {
@@ -93,10 +93,10 @@ func (m *Manager) checkLocked(cluster, donorAgent string) error {
 	for _, o := range m.running {
 		switch {
 		case o.plan.Cluster == cluster:
-			return &Refusal{Reason: fmt.Sprintf("cluster %s already runs a clone (%s from %s, %s); one at a time: wait for it (vigil ctl clones)",
-				cluster, o.plan.Target, o.plan.Donor, o.t.view().Phase)}
+			return &Refusal{Reason: fmt.Sprintf("cluster %s already runs a %s (%s from %s, %s); one at a time: wait for it (vigil ctl clones)",
+				cluster, o.plan.kind(), o.plan.Target, o.plan.Donor, o.t.view().Phase)}
 		case donorAgent != "" && o.plan.DonorAgent == donorAgent:
-			return &Refusal{Reason: fmt.Sprintf("the donor's agent %s already serves a clone (%s of cluster %s); wait for it", donorAgent, o.plan.Target, o.plan.Cluster)}
+			return &Refusal{Reason: fmt.Sprintf("the donor's agent %s already serves a %s (%s of cluster %s); wait for it", donorAgent, o.plan.kind(), o.plan.Target, o.plan.Cluster)}
 		}
 	}
 	return nil

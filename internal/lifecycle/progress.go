@@ -20,7 +20,9 @@ const (
 
 // Progress is one clone as the API shows it.
 type Progress struct {
-	ID      int64  `json:"id"`
+	ID int64 `json:"id"`
+	// Kind is clone, rebuild or replace.
+	Kind    string `json:"kind"`
 	Cluster string `json:"cluster"`
 	Target  string `json:"target"`
 	Donor   string `json:"donor"`
@@ -46,7 +48,12 @@ type Progress struct {
 	GTID string `json:"gtid,omitempty"`
 	// OldDatadir is where the target's agent kept the previous datadir.
 	OldDatadir string `json:"old_datadir,omitempty"`
-	Error      string `json:"error,omitempty"`
+	// Salvage says where a rebuild wrote what its target held that the
+	// primary lacked.
+	Salvage string `json:"salvage,omitempty"`
+	// Replaces is the lost member a replacement takes the place of.
+	Replaces string `json:"replaces,omitempty"`
+	Error    string `json:"error,omitempty"`
 	// Running: not done nor failed.
 	Running bool `json:"running"`
 }
