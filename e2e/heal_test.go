@@ -18,6 +18,8 @@ import (
 // ackedWriter inserts rows through Vigil one at a time and remembers
 // every id the server acknowledged.
 type ackedWriter struct {
+	// gate is held for each insert; pause holds it.
+	gate  sync.Mutex
 	mu    sync.Mutex
 	acked []int
 	errs  int
@@ -35,9 +37,11 @@ func startAckedWriter(t *testing.T, db *sql.DB, table string) *ackedWriter {
 				return
 			default:
 			}
+			w.gate.Lock()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_, err := db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (id) VALUES (%d)", table, id))
 			cancel()
+			w.gate.Unlock()
 			w.mu.Lock()
 			if err == nil {
 				w.acked = append(w.acked, id)
@@ -118,7 +122,10 @@ func TestSelfHealingRebuildsDivergedPrimary(t *testing.T) {
 		return nil
 	})
 
-	// node1 commits what no replica receives, then dies.
+	// node1 commits what no replica receives, then dies. The load pauses
+	// meanwhile: with semi-sync off on node1, what it acknowledged then
+	// would be lost with it by design.
+	w.gate.Lock()
 	for _, r := range []string{"node2", "node3"} {
 		if err := env.sb.Exec(ctx, r, "STOP SLAVE IO_THREAD"); err != nil {
 			t.Fatal(err)
@@ -137,6 +144,7 @@ func TestSelfHealingRebuildsDivergedPrimary(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	w.gate.Unlock()
 	var np string
 	Eventually(t, 30*time.Second, "failover away from node1", func() error {
 		if np = env.writer(t); np == "" || np == "node1" {
