@@ -193,6 +193,10 @@ func (d *daemon) startLifecycle(_ context.Context, r admin.CloneRequest, replace
 		}
 		d.journal.add(admin.Event{Cluster: rt.name, Server: r.Target, Kind: k, Message: msg})
 	}
+	deps.Journal = func(j lifecycle.Journal) {
+		rt.saveJournal(d, j)
+		lifecycleFailpoint(j.Phase)
+	}
 	if kind == lifecycle.KindRebuild {
 		deps.PrepareTarget = func(ctx context.Context) (string, error) { return rt.exec.PrepareRebuild(ctx, r.Target) }
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/admin"
@@ -542,4 +543,15 @@ func (rt *clusterRuntime) leader() string {
 		return ""
 	}
 	return rt.shared.Leader()
+}
+
+// lifecycleFailpoint is for fault tests only, never set in production:
+// with VIGIL_TEST_LIFECYCLE_KILL=PHASE the instance running a lifecycle
+// operation it started sends itself SIGKILL once it journaled PHASE, so
+// that the next acting instance must resolve it (an operation being
+// resolved never crashes).
+func lifecycleFailpoint(phase string) {
+	if p := os.Getenv("VIGIL_TEST_LIFECYCLE_KILL"); p != "" && p == phase {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
 }
