@@ -70,7 +70,7 @@ type Lifecycle struct {
 	ReplaceAfter Duration `yaml:"replace_after"`
 	// Rate limits automatic clones' streams (bytes/s; 0: the agents'
 	// own limits).
-	Rate int64 `yaml:"rate"`
+	Rate Size `yaml:"rate"`
 	// Spares are hosts with an agent and an empty (or disposable) server,
 	// not members: a replacement clones one and adds it.
 	Spares []Spare `yaml:"spares"`

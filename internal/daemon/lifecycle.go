@@ -136,7 +136,7 @@ func (d *daemon) heal(ctx context.Context, rt *clusterRuntime) {
 	d.journal.add(admin.Event{Cluster: rt.name, Server: a.Target, Kind: "self_healing", Message: "self-healing: " + a.Reason})
 	switch a.Kind {
 	case lifecycle.KindRebuild:
-		if _, err := d.startLifecycle(ctx, admin.CloneRequest{Cluster: rt.name, Target: a.Target, Kind: lifecycle.KindRebuild, Rate: lc.Rate}, ""); err != nil {
+		if _, err := d.startLifecycle(ctx, admin.CloneRequest{Cluster: rt.name, Target: a.Target, Kind: lifecycle.KindRebuild, Rate: int64(lc.Rate)}, ""); err != nil {
 			h.failed(a.Target, time.Now())
 			d.journal.add(admin.Event{Cluster: rt.name, Server: a.Target, Kind: "self_healing_failed",
 				Message: fmt.Sprintf("self-healing could not start the rebuild of %s: %v; it tries again after %s", a.Target, err, healBackoff)})
@@ -271,7 +271,7 @@ func (d *daemon) replace(ctx context.Context, rt *clusterRuntime, h *healer, a l
 	var started any
 	var err error
 	for range 60 { // the monitor checks the new member first
-		started, err = d.startLifecycle(ctx, admin.CloneRequest{Cluster: rt.name, Target: sp.Name, Kind: lifecycle.KindReplace, Rate: lc.Rate}, a.Target)
+		started, err = d.startLifecycle(ctx, admin.CloneRequest{Cluster: rt.name, Target: sp.Name, Kind: lifecycle.KindReplace, Rate: int64(lc.Rate)}, a.Target)
 		if err == nil || !(strings.Contains(err.Error(), "not a server") || strings.Contains(err.Error(), "not been checked")) {
 			break
 		}
