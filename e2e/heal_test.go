@@ -286,3 +286,98 @@ func TestRebuildByHand(t *testing.T) {
 		return nil
 	})
 }
+
+// TestSelfHealingReplacesLostMember: a 4-node sandbox with agents whose
+// node4 is not a member but a spare (its replication reset: a standalone,
+// read-only server with an agent). node3's host is destroyed (killed -9,
+// its datadir deleted); after replace_after the spare is cloned in, routed,
+// and node3 leaves the cluster, with no operator step.
+func TestSelfHealingReplacesLostMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	var spare config.Server
+	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 4, Agents: true, VigilBinary: BuildVigil(t)},
+		func(c *config.Config) {
+			cl := &c.Clusters[0]
+			spare = cl.Servers[3]
+			cl.Servers = cl.Servers[:3]
+			cl.Lifecycle.SelfHealing = true
+			cl.Lifecycle.ReplaceAfter = config.Duration{Duration: 3 * time.Second}
+			cl.Lifecycle.Spares = []config.Spare{{Name: spare.Name, Address: spare.Address, Agent: spare.Agent}}
+		})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if err := env.sb.Exec(ctx, "node4", "STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only = ON"); err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t, fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr))
+	mustExec(t, db, "CREATE TABLE vigil_test.heal_t (id INT PRIMARY KEY, note VARCHAR(64))")
+	w := startAckedWriter(t, db, "vigil_test.heal_t")
+	Eventually(t, 20*time.Second, "writes acknowledged", func() error {
+		if a, _ := w.ids(); len(a) < 20 {
+			return fmt.Errorf("%d acknowledged", len(a))
+		}
+		return nil
+	})
+
+	// node3's host is lost.
+	var datadir string
+	for _, n := range env.sb.Manifest().Nodes {
+		if n.Name == "node3" {
+			datadir = n.Datadir
+		}
+	}
+	t0 := time.Now()
+	if err := env.sb.Kill(ctx, "node3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(datadir); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 150*time.Second, "node4 replaces node3", func() error {
+		ev := env.events(t)
+		if strings.Contains(ev, "self_healing_failed") || strings.Contains(ev, "replace_failed") {
+			t.Fatalf("the replacement failed:\n%s", ev)
+		}
+		if !strings.Contains(ev, "server_replaced") {
+			return fmt.Errorf("no server_replaced event yet")
+		}
+		return nil
+	})
+	took := time.Since(t0)
+	Eventually(t, 30*time.Second, "node4 ONLINE, node3 gone", func() error {
+		names := map[string]string{}
+		for _, s := range env.servers(t) {
+			names[s.Name] = s.State
+		}
+		if names["node4"] != "ONLINE" {
+			return fmt.Errorf("servers: %v", names)
+		}
+		if _, ok := names["node3"]; ok {
+			return fmt.Errorf("node3 is still a member: %v", names)
+		}
+		return nil
+	})
+	w.halt()
+	acked, errs := w.ids()
+	t.Logf("node3 destroyed → node4 cloned in and routed: %s; %d writes acknowledged, %d failed", took.Round(time.Millisecond), len(acked), errs)
+	rows, err := env.sb.SQL(ctx, "node4", "SHOW SLAVE STATUS")
+	if err != nil || len(rows) != 1 || !strings.Contains(strings.Join(rows[0], " "), " Yes Yes ") {
+		t.Errorf("node4 does not replicate: %v %v", rows, err)
+	}
+	for _, n := range []string{"node2", "node4"} {
+		Eventually(t, 30*time.Second, n+" has every acknowledged write", func() error {
+			if m := missingOn(ctx, t, env.sb, n, "vigil_test.heal_t", acked); m > 0 {
+				return fmt.Errorf("%d acknowledged writes missing", m)
+			}
+			return nil
+		})
+	}
+	ev := env.events(t)
+	for _, want := range []string{"replace_started", "replace_finished", "node4 replaced node3"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("events lack %q", want)
+		}
+	}
+}

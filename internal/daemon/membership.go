@@ -193,7 +193,7 @@ func (d *daemon) AddServer(_ context.Context, cluster string, s admin.ServerSpec
 		}
 		co.Remove = slices.DeleteFunc(co.Remove, func(n string) bool { return n == s.Name })
 		co.Add = append(slices.DeleteFunc(co.Add, func(a overlayServer) bool { return a.Name == s.Name }),
-			overlayServer{Name: s.Name, Address: s.Address, Role: s.Role, Weight: s.Weight})
+			overlayServer{Name: s.Name, Address: s.Address, Role: s.Role, Weight: s.Weight, Agent: s.Agent})
 		return nil
 	})
 }
