@@ -91,25 +91,43 @@ func missingOn(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, node, tab
 	return n
 }
 
-// TestSelfHealingRebuildsDivergedPrimary: a 3-node semi-sync sandbox with
-// agents, lifecycle.self_healing on, a write load through Vigil. node1
-// commits a transaction no replica receives (semi-sync off on it, the
-// replicas' IO threads stopped) and is killed -9: failover. It comes back
-// holding that transaction: its rejoin is refused as diverged, the salvage
-// writes the transaction to a file, and self-healing rebuilds node1 from a
-// caught-up member with no operator step. At the end three members
-// replicate, no acknowledged write is lost, and the errant row is only in
-// the salvage file.
-func TestSelfHealingRebuildsDivergedPrimary(t *testing.T) {
+// TestSelfHealing is issue 27's acceptance: a 3-node semi-sync sandbox
+// with agents and one spare (node4: a standalone, read-only server with an
+// agent, not a member), lifecycle.self_healing on, a write load through
+// Vigil, no operator step.
+//  1. node1 commits a transaction no replica receives (semi-sync off on
+//     it, the replicas' IO threads stopped) and is killed -9: failover. It
+//     comes back holding that transaction: its rejoin is refused as
+//     diverged, the salvage writes the transaction to a file, and node1 is
+//     rebuilt from a caught-up member.
+//  2. replace_after is reloaded down to 3s, and a replica's host is
+//     destroyed (killed -9, its datadir deleted): the spare is cloned in,
+//     routed, and the lost member leaves the cluster.
+//
+// At the end three members replicate from the writer, no acknowledged
+// write is lost, and the errant row is only in the salvage file.
+func TestSelfHealing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e")
 	}
-	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, Agents: true, SemiSync: true, VigilBinary: BuildVigil(t)},
-		func(c *config.Config) { c.Clusters[0].Lifecycle.SelfHealing = true })
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	var spare config.Server
+	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 4, Agents: true, SemiSync: true, VigilBinary: BuildVigil(t)},
+		func(c *config.Config) {
+			cl := &c.Clusters[0]
+			spare = cl.Servers[3]
+			cl.Servers = cl.Servers[:3]
+			cl.Lifecycle.SelfHealing = true
+			cl.Lifecycle.ReplaceAfter = config.Duration{Duration: time.Minute}
+			cl.Lifecycle.Spares = []config.Spare{{Name: spare.Name, Address: spare.Address, Agent: spare.Agent}}
+		})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cfg, err := config.Load(filepath.Join(env.sb.Dir(), "vigil-e2e.yaml"))
+	cfgPath := filepath.Join(env.sb.Dir(), "vigil-e2e.yaml")
+	cfg, err := config.Load(cfgPath)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.sb.Exec(ctx, "node4", "STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only = ON"); err != nil {
 		t.Fatal(err)
 	}
 	db := openDB(t, fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr))
@@ -121,10 +139,18 @@ func TestSelfHealingRebuildsDivergedPrimary(t *testing.T) {
 		}
 		return nil
 	})
+	noFailure := func() {
+		ev := env.events(t)
+		for _, bad := range []string{"rebuild_failed", "replace_failed", "self_healing_failed"} {
+			if strings.Contains(ev, bad) {
+				t.Fatalf("%s:\n%s", bad, ev)
+			}
+		}
+	}
 
-	// node1 commits what no replica receives, then dies. The load pauses
-	// meanwhile: with semi-sync off on node1, what it acknowledged then
-	// would be lost with it by design.
+	// 1. node1 commits what no replica receives, then dies. The load
+	// pauses meanwhile: with semi-sync off on node1, what it acknowledged
+	// then would be lost with it by design.
 	w.gate.Lock()
 	for _, r := range []string{"node2", "node3"} {
 		if err := env.sb.Exec(ctx, r, "STOP SLAVE IO_THREAD"); err != nil {
@@ -156,32 +182,86 @@ func TestSelfHealingRebuildsDivergedPrimary(t *testing.T) {
 	if err := env.sb.Start(ctx, "node1"); err != nil {
 		t.Fatal(err)
 	}
-
-	// No operator step from here: salvage, then the rebuild.
 	Eventually(t, 150*time.Second, "node1 rebuilt by self-healing", func() error {
-		ev := env.events(t)
-		if strings.Contains(ev, "rebuild_failed") {
-			t.Fatalf("the rebuild failed:\n%s", ev)
-		}
-		if !strings.Contains(ev, "rebuild_finished") {
+		noFailure()
+		if !strings.Contains(env.events(t), "rebuild_finished") {
 			return fmt.Errorf("no rebuild_finished yet")
 		}
 		return nil
 	})
-	heal := time.Since(t0)
 	Eventually(t, 30*time.Second, "node1 ONLINE as a replica", func() error {
 		if s := env.server(t, "node1"); s.State != "ONLINE" || s.Writer {
 			return fmt.Errorf("node1 %s (%s)", s.State, s.Reason)
 		}
 		return nil
 	})
+	t.Logf("kill -9 → node1 rebuilt and routed: %s", time.Since(t0).Round(time.Millisecond))
+	files, _ := filepath.Glob(filepath.Join(cfg.StateDir, "salvage", "*node1.sql"))
+	found := false
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		found = found || strings.Contains(string(data), "errant")
+	}
+	if !found {
+		t.Errorf("no salvage file of node1 holds the errant row (files %v)", files)
+	}
+
+	// 2. A replica's host is destroyed; replace_after is 3s now.
+	lost := "node3"
+	if np == "node3" {
+		lost = "node2"
+	}
+	cfg.Clusters[0].Lifecycle.ReplaceAfter = config.Duration{Duration: 3 * time.Second}
+	data, _ := cfg.Marshal()
+	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := env.ctl(t, "reload"); err != nil {
+		t.Fatalf("reload: %v\n%s", err, out)
+	}
+	var datadir string
+	for _, n := range env.sb.Manifest().Nodes {
+		if n.Name == lost {
+			datadir = n.Datadir
+		}
+	}
+	t1 := time.Now()
+	if err := env.sb.Kill(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(datadir); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 150*time.Second, "node4 replaces "+lost, func() error {
+		noFailure()
+		if !strings.Contains(env.events(t), "server_replaced") {
+			return fmt.Errorf("no server_replaced event yet")
+		}
+		return nil
+	})
+	Eventually(t, 30*time.Second, "node4 ONLINE, "+lost+" gone", func() error {
+		names := map[string]string{}
+		for _, s := range env.servers(t) {
+			names[s.Name] = s.State
+		}
+		if names["node4"] != "ONLINE" {
+			return fmt.Errorf("servers: %v", names)
+		}
+		if _, ok := names[lost]; ok {
+			return fmt.Errorf("%s is still a member: %v", lost, names)
+		}
+		return nil
+	})
+	t.Logf("%s destroyed → node4 cloned in and routed: %s", lost, time.Since(t1).Round(time.Millisecond))
 	w.halt()
 	acked, errs := w.ids()
-	t.Logf("kill -9 → node1 rebuilt and routed: %s; %d writes acknowledged, %d failed", heal.Round(time.Millisecond), len(acked), errs)
+	t.Logf("%d writes acknowledged, %d failed", len(acked), errs)
 
-	// Three replicating members, nothing acknowledged lost.
-	for _, n := range []string{"node1", "node2", "node3"} {
-		if n == np {
+	// Three replicating members, nothing acknowledged lost, the errant
+	// row nowhere.
+	members := []string{"node1", "node2", "node3", "node4"}
+	for _, n := range members {
+		if n == np || n == lost {
 			continue
 		}
 		rows, err := env.sb.SQL(ctx, n, "SHOW SLAVE STATUS")
@@ -189,7 +269,10 @@ func TestSelfHealingRebuildsDivergedPrimary(t *testing.T) {
 			t.Errorf("%s does not replicate: %v %v", n, rows, err)
 		}
 	}
-	for _, n := range []string{"node1", "node2", "node3"} {
+	for _, n := range members {
+		if n == lost {
+			continue
+		}
 		Eventually(t, 30*time.Second, n+" has every acknowledged write", func() error {
 			if m := missingOn(ctx, t, env.sb, n, "vigil_test.heal_t", acked); m > 0 {
 				return fmt.Errorf("%d acknowledged writes missing", m)
@@ -200,20 +283,10 @@ func TestSelfHealingRebuildsDivergedPrimary(t *testing.T) {
 			t.Errorf("the errant row is on %s: %v %v", n, rows, err)
 		}
 	}
-	// The errant transaction is in a salvage file.
-	files, _ := filepath.Glob(filepath.Join(cfg.StateDir, "salvage", "*node1.sql"))
-	found := false
-	for _, f := range files {
-		data, _ := os.ReadFile(f)
-		found = found || strings.Contains(string(data), "errant")
-	}
-	if !found {
-		t.Errorf("no salvage file of node1 holds the errant row (files %v)", files)
-	}
 	ev := env.events(t)
-	for _, want := range []string{"self_healing", "rebuild_started", "rebuild_finished"} {
+	for _, want := range []string{"self_healing", "rebuild_started", "rebuild_finished", "replace_started", "replace_finished", "node4 replaced " + lost} {
 		if !strings.Contains(ev, want) {
-			t.Errorf("no %s event", want)
+			t.Errorf("events lack %q", want)
 		}
 	}
 }
@@ -287,97 +360,3 @@ func TestRebuildByHand(t *testing.T) {
 	})
 }
 
-// TestSelfHealingReplacesLostMember: a 4-node sandbox with agents whose
-// node4 is not a member but a spare (its replication reset: a standalone,
-// read-only server with an agent). node3's host is destroyed (killed -9,
-// its datadir deleted); after replace_after the spare is cloned in, routed,
-// and node3 leaves the cluster, with no operator step.
-func TestSelfHealingReplacesLostMember(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e")
-	}
-	var spare config.Server
-	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 4, Agents: true, VigilBinary: BuildVigil(t)},
-		func(c *config.Config) {
-			cl := &c.Clusters[0]
-			spare = cl.Servers[3]
-			cl.Servers = cl.Servers[:3]
-			cl.Lifecycle.SelfHealing = true
-			cl.Lifecycle.ReplaceAfter = config.Duration{Duration: 3 * time.Second}
-			cl.Lifecycle.Spares = []config.Spare{{Name: spare.Name, Address: spare.Address, Agent: spare.Agent}}
-		})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	if err := env.sb.Exec(ctx, "node4", "STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only = ON"); err != nil {
-		t.Fatal(err)
-	}
-	db := openDB(t, fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr))
-	mustExec(t, db, "CREATE TABLE vigil_test.heal_t (id INT PRIMARY KEY, note VARCHAR(64))")
-	w := startAckedWriter(t, db, "vigil_test.heal_t")
-	Eventually(t, 20*time.Second, "writes acknowledged", func() error {
-		if a, _ := w.ids(); len(a) < 20 {
-			return fmt.Errorf("%d acknowledged", len(a))
-		}
-		return nil
-	})
-
-	// node3's host is lost.
-	var datadir string
-	for _, n := range env.sb.Manifest().Nodes {
-		if n.Name == "node3" {
-			datadir = n.Datadir
-		}
-	}
-	t0 := time.Now()
-	if err := env.sb.Kill(ctx, "node3"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(datadir); err != nil {
-		t.Fatal(err)
-	}
-	Eventually(t, 150*time.Second, "node4 replaces node3", func() error {
-		ev := env.events(t)
-		if strings.Contains(ev, "self_healing_failed") || strings.Contains(ev, "replace_failed") {
-			t.Fatalf("the replacement failed:\n%s", ev)
-		}
-		if !strings.Contains(ev, "server_replaced") {
-			return fmt.Errorf("no server_replaced event yet")
-		}
-		return nil
-	})
-	took := time.Since(t0)
-	Eventually(t, 30*time.Second, "node4 ONLINE, node3 gone", func() error {
-		names := map[string]string{}
-		for _, s := range env.servers(t) {
-			names[s.Name] = s.State
-		}
-		if names["node4"] != "ONLINE" {
-			return fmt.Errorf("servers: %v", names)
-		}
-		if _, ok := names["node3"]; ok {
-			return fmt.Errorf("node3 is still a member: %v", names)
-		}
-		return nil
-	})
-	w.halt()
-	acked, errs := w.ids()
-	t.Logf("node3 destroyed → node4 cloned in and routed: %s; %d writes acknowledged, %d failed", took.Round(time.Millisecond), len(acked), errs)
-	rows, err := env.sb.SQL(ctx, "node4", "SHOW SLAVE STATUS")
-	if err != nil || len(rows) != 1 || !strings.Contains(strings.Join(rows[0], " "), " Yes Yes ") {
-		t.Errorf("node4 does not replicate: %v %v", rows, err)
-	}
-	for _, n := range []string{"node2", "node4"} {
-		Eventually(t, 30*time.Second, n+" has every acknowledged write", func() error {
-			if m := missingOn(ctx, t, env.sb, n, "vigil_test.heal_t", acked); m > 0 {
-				return fmt.Errorf("%d acknowledged writes missing", m)
-			}
-			return nil
-		})
-	}
-	ev := env.events(t)
-	for _, want := range []string{"replace_started", "replace_finished", "node4 replaced node3"} {
-		if !strings.Contains(ev, want) {
-			t.Errorf("events lack %q", want)
-		}
-	}
-}
