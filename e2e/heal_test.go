@@ -359,4 +359,3 @@ func TestRebuildByHand(t *testing.T) {
 		return nil
 	})
 }
-
