@@ -28,6 +28,13 @@ type clonesAnswer struct {
 // clone starts a clone, or a rebuild (kind "rebuild"); with --wait it
 // follows it until it ends and exits non-zero when it failed.
 func (c *ctlClient) clone(ctx context.Context, cluster string, args []string, kind string) int {
+	return c.cloneQuiet(ctx, cluster, args, kind, false)
+}
+
+// cloneQuiet is clone; with quiet, a refusal because the target is not
+// checked yet (server add --clone, just after the add) exits 3 with no
+// message.
+func (c *ctlClient) cloneQuiet(ctx context.Context, cluster string, args []string, kind string, quiet bool) int {
 	usage := cloneUsage
 	if kind == "rebuild" {
 		usage = rebuildUsage
@@ -38,7 +45,6 @@ func (c *ctlClient) clone(ctx context.Context, cluster string, args []string, ki
 	wait := fs.Bool("wait", false, "follow it until it ends; exit 1 when it failed")
 	poll := fs.Duration("poll", time.Second, "with --wait, how often to ask")
 	dry := fs.Bool("dry-run", false, "show what it would do (donor, writer, steps) and start nothing")
-	quiet := fs.Bool("quiet-refusal", false, "exit 3 without a message when the target is not checked yet (server add --clone)")
 	target, rest := "", args
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		target, rest = args[0], args[1:]
@@ -69,7 +75,7 @@ func (c *ctlClient) clone(ctx context.Context, cluster string, args []string, ki
 	if *dry && status == http.StatusOK {
 		return c.printDryRun(data)
 	}
-	if status != http.StatusAccepted && *quiet && (strings.Contains(string(data), "not a server") || strings.Contains(string(data), "not been checked")) {
+	if status != http.StatusAccepted && quiet && (strings.Contains(string(data), "not a server") || strings.Contains(string(data), "not been checked")) {
 		return 3
 	}
 	if status != http.StatusAccepted {

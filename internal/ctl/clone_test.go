@@ -84,3 +84,40 @@ func TestCloneDryRun(t *testing.T) {
 		}
 	}
 }
+
+// server add --clone adds the server with its agent, retries the clone
+// while the monitor has not checked it yet, then starts it; rebuild posts
+// to /api/v1/rebuild.
+func TestServerAddClone(t *testing.T) {
+	started := lifecycle.Progress{ID: 7, Kind: "clone", Cluster: "main", Target: "db4", Donor: "db2", DonorReason: "caught-up replica", Phase: "fencing", Running: true, Started: time.Now()}
+	f, srv := serve(t, map[string]answer{
+		"POST /api/v1/servers": {200, `{"ok":true}`},
+		"POST /api/v1/clone":   {409, `{"error":"refused: the cluster has not been checked yet; try again in a moment"}`},
+	})
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		f.set("POST /api/v1/clone", answer{202, jsonOf(t, started)})
+	}()
+	code, out, errs := ctl(t, "--admin", srv.URL, "--cluster", "main", "server", "add", "db4", "127.0.0.1:3310", "--agent", "127.0.0.1:7410", "--clone", "--rate", "1MiB")
+	if code != 0 || !strings.Contains(out, "clone 7 started: db4 from db2") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	f.mu.Lock()
+	add, last := f.reqs[0], f.reqs[len(f.reqs)-1]
+	f.mu.Unlock()
+	if add.Path != "/api/v1/servers" || !strings.Contains(add.Body, `"agent":"127.0.0.1:7410"`) {
+		t.Fatalf("add: %+v", add)
+	}
+	if last.Path != "/api/v1/clone" || last.Body != `{"cluster":"main","target":"db4","rate":1048576}` {
+		t.Fatalf("clone: %+v", last)
+	}
+	if code, _, errs := ctl(t, "--admin", srv.URL, "server", "add", "db5", "127.0.0.1:3311", "--clone"); code != 2 || !strings.Contains(errs, "needs --agent") {
+		t.Fatalf("--clone without --agent: %d %s", code, errs)
+	}
+
+	f.set("POST /api/v1/rebuild", answer{409, `{"error":"refused: db1 is the writer; switch over first (a writer is never overwritten)"}`})
+	code, _, errs = ctl(t, "--admin", srv.URL, "rebuild", "db1")
+	if code == 0 || !strings.Contains(errs, "db1 is the writer") || f.last(t).Path != "/api/v1/rebuild" {
+		t.Fatalf("rebuild of the writer: %d %s %+v", code, errs, f.last(t))
+	}
+}

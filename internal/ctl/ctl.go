@@ -43,8 +43,10 @@ Commands:
                                 ONLINE ends it
   set-weight NODE N             read weight (0: no reads), kept across restarts
   server add NAME HOST:PORT [--weight N] [--role replica|primary]
+             [--agent HOST:PORT [--clone [--from DONOR] [--rate R] [--wait]]]
                                 add a server to the running cluster: it joins
-                                OFFLINE_SOFT, is routed once Online and caught up
+                                OFFLINE_SOFT, is routed once Online and caught up;
+                                --clone then clones it from a caught-up member
   server remove NAME            drain a server and take it out of the cluster
   clone TARGET [--from DONOR] [--rate BYTES/s] [--wait | --dry-run]
                                 overwrite TARGET with a backup of DONOR (default: a
@@ -694,7 +696,7 @@ func (c *ctlClient) server(ctx context.Context, cluster string, args []string) i
 		}
 		// The monitor checks the new server before a clone can name it.
 		for i := 0; ; i++ {
-			rc := c.clone(ctx, cluster, append(cargs, "--quiet-refusal="+fmt.Sprint(i < 20)), "clone")
+			rc := c.cloneQuiet(ctx, cluster, cargs, "clone", i < 20)
 			if rc != 3 {
 				return rc
 			}
