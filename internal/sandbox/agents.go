@@ -19,10 +19,12 @@ import (
 // init` in DIR/agents/certs), stopping and starting its node the way the
 // sandbox does (`vigil sandbox stop|start nodeK --dir DIR`). Its stdout
 // and stderr (the audit lines too) go to DIR/agents/agentK.log, the audit
-// alone to DIR/agents/agentK-audit.log.
+// alone to DIR/agents/agentK-audit.log. Spares get the agents after the
+// nodes' (agentN+1.. on the next ports; spares.go).
 
 // agentOffset is the first agent port relative to the base port;
-// MaxAgentNodes keeps the agent ports below the etcd ports.
+// MaxAgentNodes (nodes and spares together) keeps the agent ports below
+// the etcd ports.
 const (
 	agentOffset   = 50
 	MaxAgentNodes = 10

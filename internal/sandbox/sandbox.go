@@ -89,7 +89,8 @@ type Options struct {
 	// vigil1..vigilN, each with its own DIR/vigilK/vigil.yaml.
 	Vigils int
 	// Agents runs a vigil agent beside every node (agent1..agentN, at
-	// most MaxAgentNodes nodes), with certificates in DIR/agents/certs.
+	// most MaxAgentNodes nodes and spares), with certificates in
+	// DIR/agents/certs.
 	Agents bool
 	// Spares is the number of spare hosts to run (spare1..spareN, see
 	// spares.go; at most MaxSpares): each an empty, read-only mariadbd
@@ -275,8 +276,9 @@ type Manifest struct {
 	// Vigils are the Vigil daemons the sandbox runs (up --vigils N);
 	// absent without them.
 	Vigils []VigilInstance `json:"vigils,omitempty"`
-	// Agents are the datadir agents, one per node (up --agents); absent
-	// without them.
+	// Agents are the datadir agents, one per node and spare (up
+	// --agents); absent without them. Spares are among Nodes, with role
+	// spare (spares.go).
 	Agents []AgentInstance `json:"agents,omitempty"`
 	// SelfHealing and ReplaceAfter are what up --self-healing and
 	// --replace-after put into vigil.yaml's lifecycle section.
