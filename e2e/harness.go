@@ -301,7 +301,7 @@ func saveArtifacts(t testing.TB, dir string) {
 		return
 	}
 	_ = copyFile(sb.ManifestPath(), filepath.Join(dest, "sandbox.json"))
-	for _, n := range sb.Nodes() {
+	for _, n := range append(sb.Nodes(), sb.Spares()...) {
 		_ = copyFile(n.ErrorLog, filepath.Join(dest, n.Name+"-error.log"))
 		_ = copyFile(filepath.Join(filepath.Dir(n.Config), "mariadbd.out"), filepath.Join(dest, n.Name+"-mariadbd.out"))
 		t.Logf("e2e: last lines of %s's error log (all of it in %s):\n%s", n.Name, dest, tailLines(n.ErrorLog, 15))

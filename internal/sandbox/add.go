@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -27,7 +25,7 @@ func (s *Sandbox) AddNode(ctx context.Context) (Node, error) {
 	if m.Topology != Replication && m.Topology != Standalone {
 		return Node{}, fmt.Errorf("sandbox add supports replication and standalone sandboxes, not %s", m.Topology)
 	}
-	k := len(m.Nodes) + 1
+	k := len(m.members()) + 1
 	if k > MaxNodes {
 		return Node{}, fmt.Errorf("a sandbox has at most %d nodes", MaxNodes)
 	}
@@ -39,7 +37,7 @@ func (s *Sandbox) AddNode(ctx context.Context) (Node, error) {
 	if m.Topology == Replication {
 		for i := range m.Nodes {
 			n := m.Nodes[i]
-			if !processAlive(n.PID, n.Config) || n.Paused {
+			if n.isSpare() || !processAlive(n.PID, n.Config) || n.Paused {
 				continue
 			}
 			res, err := query(ctx, n.Socket, "SELECT @@read_only", 5*time.Second)
@@ -66,21 +64,7 @@ func (s *Sandbox) AddNode(ctx context.Context) (Node, error) {
 	if err := checkFree(ctx, PortPlan{Nodes: []NodePorts{{MySQL: n.Port}}}); err != nil {
 		return Node{}, err
 	}
-	u, err := user.Lookup("mysql")
-	if err != nil {
-		return Node{}, fmt.Errorf("user mysql: %w", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	for _, d := range []string{n.dir(), n.tmpdir()} {
-		if err := os.MkdirAll(d, 0o750); err != nil {
-			return Node{}, err
-		}
-		if err := os.Chown(d, uid, gid); err != nil {
-			return Node{}, fmt.Errorf("chown %s: %w", d, err)
-		}
-	}
-	if err := os.WriteFile(n.Config, []byte(renderMyCnf(&m, n)), 0o644); err != nil {
+	if err := makeNodeDirs(&m, n); err != nil {
 		return Node{}, err
 	}
 	one := m

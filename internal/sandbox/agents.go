@@ -19,10 +19,12 @@ import (
 // init` in DIR/agents/certs), stopping and starting its node the way the
 // sandbox does (`vigil sandbox stop|start nodeK --dir DIR`). Its stdout
 // and stderr (the audit lines too) go to DIR/agents/agentK.log, the audit
-// alone to DIR/agents/agentK-audit.log.
+// alone to DIR/agents/agentK-audit.log. Spares get the agents after the
+// nodes' (agentN+1.. on the next ports; spares.go).
 
 // agentOffset is the first agent port relative to the base port;
-// MaxAgentNodes keeps the agent ports below the etcd ports.
+// MaxAgentNodes (nodes and spares together) keeps the agent ports below
+// the etcd ports.
 const (
 	agentOffset   = 50
 	MaxAgentNodes = 10
@@ -135,19 +137,24 @@ func writeAgentFiles(m *Manifest) error {
 		return err
 	}
 	for _, a := range m.Agents {
-		i, err := m.node(a.Node)
-		if err != nil {
-			return err
-		}
-		data, err := renderAgentConfig(m, a, m.Nodes[i])
-		if err != nil {
-			return err
-		}
-		if err := writeFileAtomic(a.Config, data, 0o600); err != nil {
+		if err := writeAgentConfig(m, a); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeAgentConfig writes one agent's config.
+func writeAgentConfig(m *Manifest, a AgentInstance) error {
+	i, err := m.node(a.Node)
+	if err != nil {
+		return err
+	}
+	data, err := renderAgentConfig(m, a, m.Nodes[i])
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(a.Config, data, 0o600)
 }
 
 func spawnAgent(m *Manifest, a AgentInstance) (int, error) {
@@ -175,9 +182,16 @@ func agentAnswers(ctx context.Context, dir string, a AgentInstance, timeout time
 	return err
 }
 
-// startAgentsAll starts every agent and waits until each answers.
+// startAgentsAll starts the agent of every node (spares' agents start
+// with their spares, in startSpare) and waits until each answers.
 func (s *Sandbox) startAgentsAll(ctx context.Context, m *Manifest) error {
-	for i := range m.Agents {
+	var idx []int
+	for i, a := range m.Agents {
+		if j, err := m.node(a.Node); err == nil && !m.Nodes[j].isSpare() {
+			idx = append(idx, i)
+		}
+	}
+	for _, i := range idx {
 		pid, err := spawnAgent(m, m.Agents[i])
 		if err != nil {
 			return err
@@ -187,17 +201,30 @@ func (s *Sandbox) startAgentsAll(ctx context.Context, m *Manifest) error {
 	if err := writeManifest(m.Dir, m); err != nil {
 		return err
 	}
-	return parallel(len(m.Agents), func(i int) error {
-		a := m.Agents[i]
-		return poll(ctx, agentTimeout, func() (bool, error) {
-			if !procAlive(a.PID, a.proc()) {
-				return true, fmt.Errorf("%s exited while starting: %s", a.Name, logTail(a.Log, 5))
-			}
-			if err := agentAnswers(ctx, m.Dir, a, time.Second); err != nil {
-				return false, fmt.Errorf("%s does not answer within %s (%v): %s", a.Name, agentTimeout, err, logTail(a.Log, 5))
-			}
-			return true, nil
-		})
+	return parallel(len(idx), func(k int) error { return waitAgent(ctx, m.Dir, m.Agents[idx[k]]) })
+}
+
+// startAgent starts m.Agents[i], records its pid in m and waits until it
+// answers.
+func (s *Sandbox) startAgent(ctx context.Context, m *Manifest, i int) error {
+	pid, err := spawnAgent(m, m.Agents[i])
+	if err != nil {
+		return err
+	}
+	m.Agents[i].PID = pid
+	return waitAgent(ctx, m.Dir, m.Agents[i])
+}
+
+// waitAgent waits until a just started agent answers a status call.
+func waitAgent(ctx context.Context, dir string, a AgentInstance) error {
+	return poll(ctx, agentTimeout, func() (bool, error) {
+		if !procAlive(a.PID, a.proc()) {
+			return true, fmt.Errorf("%s exited while starting: %s", a.Name, logTail(a.Log, 5))
+		}
+		if err := agentAnswers(ctx, dir, a, time.Second); err != nil {
+			return false, fmt.Errorf("%s does not answer within %s (%v): %s", a.Name, agentTimeout, err, logTail(a.Log, 5))
+		}
+		return true, nil
 	})
 }
 

@@ -22,9 +22,10 @@ const sandboxUsage = `vigil sandbox — local MariaDB topologies of real mariadb
 Usage:
   vigil sandbox up --dir DIR [--topology replication|galera|standalone] [--nodes N]
                    [--base-port P] [--semi-sync] [--etcd 0|1|3] [--vigils N]
-                   [--agents] [--vigil-binary PATH] [--json] [--verbose]
+                   [--agents] [--spares N] [--self-healing] [--replace-after D]
+                   [--vigil-binary PATH] [--json] [--verbose]
   vigil sandbox status --dir DIR [--json]
-  vigil sandbox add --dir DIR
+  vigil sandbox add --dir DIR [--spare]
   vigil sandbox down --dir DIR [--purge]
   vigil sandbox start|stop|kill NAME --dir DIR
   vigil sandbox pause|resume NAME --dir DIR
@@ -40,12 +41,18 @@ Commands:
            --vigils N (needs --etcd) N Vigil daemons (vigil1..vigilN), each with
            its own DIR/vigilK/vigil.yaml; with --agents a vigil agent beside
            every node (agentK for nodeK, mutual TLS with certificates in
-           DIR/agents/certs, docs/lifecycle.md)
+           DIR/agents/certs, docs/lifecycle.md); with --spares N (implies
+           --agents) N spare hosts spare1..spareN: an empty read-only mariadbd
+           that replicates from nobody, with an agent, listed in vigil.yaml
+           under lifecycle.spares; --self-healing and --replace-after D set
+           lifecycle.self_healing and lifecycle.replace_after there
   status   what every node is now: running, role, replication, paused, isolated;
            and every etcd member and Vigil daemon: state, pid, healthy/answering
   add      one more node (replication: a replica of the current primary,
            replicating from the start of its binary log); not added to
-           vigil.yaml: add it to Vigil with vigil ctl server add or a reload
+           vigil.yaml: add it to Vigil with vigil ctl server add or a reload;
+           with --spare one more spare host and its agent (needs --agents);
+           prints the lines of vigil.yaml that make Vigil use it
   down     stop the Vigil daemons, agents, nodes and etcd members (and heal,
            resume); --purge also deletes DIR
   start    start a stopped node, etcd member or Vigil daemon and wait until it
@@ -61,7 +68,7 @@ Commands:
            tab-separated without a header
 
 --dir defaults to $VIGIL_SANDBOX_DIR. Flags may come before or after NAME.
-Nodes are named node1..nodeN, etcd members etcd1..etcdN, Vigil daemons
+Nodes are named node1..nodeN, spares spare1..spareN, etcd members etcd1..etcdN, Vigil daemons
 vigil1..vigilN. Must run as root. See docs/sandbox.md.
 `
 
@@ -77,6 +84,10 @@ type sandboxFlags struct {
 	vigils   int
 	vigilBin string
 	agents   bool
+	spares   int
+	spare    bool
+	selfHeal bool
+	replace  time.Duration
 	json     bool
 	purge    bool
 	verbose  bool
@@ -181,12 +192,16 @@ func sandboxFlagSet(cmd string, f *sandboxFlags) (*flag.FlagSet, int, bool) {
 		fs.IntVar(&f.vigils, "vigils", 0, "run this many Vigil daemons (0..3; needs --etcd)")
 		fs.StringVar(&f.vigilBin, "vigil-binary", "", "the vigil program the daemons and agents run (default: this one)")
 		fs.BoolVar(&f.agents, "agents", false, "run a vigil agent beside every node")
+		fs.IntVar(&f.spares, "spares", 0, "run this many spare hosts, each with an agent (implies --agents)")
+		fs.BoolVar(&f.selfHeal, "self-healing", false, "lifecycle.self_healing: true in vigil.yaml (implies --agents)")
+		fs.DurationVar(&f.replace, "replace-after", 0, "lifecycle.replace_after in vigil.yaml (default: Vigil's 5m)")
 		fs.BoolVar(&f.json, "json", false, "print sandbox.json instead of a summary")
 	case "status":
 		npos = 0
 		fs.BoolVar(&f.json, "json", false, "print JSON")
 	case "add":
 		npos = 0
+		fs.BoolVar(&f.spare, "spare", false, "add a spare host with an agent instead of a node")
 	case "down":
 		npos = 0
 		fs.BoolVar(&f.purge, "purge", false, "also delete the sandbox directory")
@@ -210,7 +225,8 @@ func sandboxUp(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdout io
 	t0 := time.Now()
 	sb, err := Up(ctx, Options{
 		Dir: f.dir, Topology: topo, Nodes: f.nodes, BasePort: f.basePort, SemiSync: f.semiSync,
-		Etcd: f.etcd, Vigils: f.vigils, Agents: f.agents, VigilBinary: f.vigilBin, Logger: log,
+		Etcd: f.etcd, Vigils: f.vigils, Agents: f.agents, Spares: f.spares, SelfHealing: f.selfHeal,
+		ReplaceAfter: f.replace, VigilBinary: f.vigilBin, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -229,7 +245,10 @@ func sandboxUp(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdout io
 	if m.SemiSync {
 		extra = ", semi-sync"
 	}
-	fmt.Fprintf(stdout, "Sandbox up in %.1fs: %s, %d node(s)%s, in %s\n", took.Seconds(), m.Topology, len(m.Nodes), extra, m.Dir)
+	if sp := len(m.spares()); sp > 0 {
+		extra += fmt.Sprintf(", %d spare(s)", sp)
+	}
+	fmt.Fprintf(stdout, "Sandbox up in %.1fs: %s, %d node(s)%s, in %s\n", took.Seconds(), m.Topology, len(m.members()), extra, m.Dir)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	for _, n := range m.Nodes {
 		ports := ""
@@ -252,7 +271,11 @@ func sandboxUp(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdout io
 	if len(m.Agents) > 0 {
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		for _, a := range m.Agents {
-			fmt.Fprintf(tw, "  %s\tagent of %s\t%s\tpid %d\t%s\n", a.Name, a.Node, a.Listen.Addr(), a.PID, a.Config)
+			of := "agent of "
+			if i, err := m.node(a.Node); err == nil && m.Nodes[i].isSpare() {
+				of = "agent of spare "
+			}
+			fmt.Fprintf(tw, "  %s\t%s%s\t%s\tpid %d\t%s\n", a.Name, of, a.Node, a.Listen.Addr(), a.PID, a.Config)
 		}
 		_ = tw.Flush()
 		fmt.Fprintf(stdout, "Agents: mutual TLS with %s (vigil.crt, vigil.key, ca.crt): vigil agent status --addr %s --certs %s\n",
@@ -285,6 +308,9 @@ func sandboxCommand(ctx context.Context, sb *Sandbox, cmd string, pos []string, 
 	case "status":
 		return sandboxStatus(ctx, sb, f.json, stdout)
 	case "add":
+		if f.spare {
+			return sandboxAddSpare(ctx, sb, stdout)
+		}
 		n, err := sb.AddNode(ctx)
 		if err != nil {
 			return err
@@ -360,6 +386,22 @@ func sandboxCommand(ctx context.Context, sb *Sandbox, cmd string, pos []string, 
 	return fmt.Errorf("unknown command %q", cmd)
 }
 
+func sandboxAddSpare(ctx context.Context, sb *Sandbox, stdout io.Writer) error {
+	n, a, err := sb.AddSpare(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s added at %s (pid %d, read_only=ON, replicating from nobody); its agent %s listens on %s (pid %d)\n",
+		n.Name, n.Addr(), n.PID, a.Name, a.Listen.Addr(), a.PID)
+	m := sb.Manifest()
+	how, err := spareHowTo(&m, n.Name, sb.ConfigPath())
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, how)
+	return nil
+}
+
 func sandboxStatus(ctx context.Context, sb *Sandbox, asJSON bool, stdout io.Writer) error {
 	r, err := sb.Status(ctx)
 	if err != nil {
@@ -410,7 +452,7 @@ func sandboxStatus(ctx context.Context, sb *Sandbox, asJSON bool, stdout io.Writ
 	if len(r.Agents) > 0 {
 		fmt.Fprintln(stdout)
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "AGENT\tNODE\tLISTEN\tPID\tSTATE\tANSWERS")
+		fmt.Fprintln(tw, "AGENT\tOF\tLISTEN\tPID\tSTATE\tANSWERS")
 		for _, a := range r.Agents {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", a.Name, a.Node, a.Listen, a.PID, a.State, auxHealthColumn(a.State, a.Answering))
 		}

@@ -67,7 +67,9 @@ func renderMyCnf(m *Manifest, n Node) string {
 		w("slave_net_timeout", 4)
 		w("report_host", n.Host)
 		w("report_port", n.Port)
-		if n.Role == RoleReplica {
+		// A spare is configured as the replica it becomes once cloned;
+		// read_only=ON also lets an agent restore onto it.
+		if n.Role == RoleReplica || n.isSpare() {
 			w("read_only", "ON")
 		}
 		if m.SemiSync {
@@ -76,7 +78,7 @@ func renderMyCnf(m *Manifest, n Node) string {
 			w("rpl_semi_sync_slave_enabled", "ON")
 			w("rpl_semi_sync_master_wait_point", "AFTER_SYNC")
 			w("rpl_semi_sync_master_timeout", semiSyncTimeoutMS)
-			if n.Role == RoleReplica {
+			if n.Role == RoleReplica || n.isSpare() {
 				// With log_slave_updates a replica's applier commits go
 				// through its own (enabled) semi-sync master too; with no
 				// replicas of its own and wait_no_slave=ON each would wait

@@ -89,8 +89,19 @@ type Options struct {
 	// vigil1..vigilN, each with its own DIR/vigilK/vigil.yaml.
 	Vigils int
 	// Agents runs a vigil agent beside every node (agent1..agentN, at
-	// most MaxAgentNodes nodes), with certificates in DIR/agents/certs.
+	// most MaxAgentNodes nodes and spares), with certificates in
+	// DIR/agents/certs.
 	Agents bool
+	// Spares is the number of spare hosts to run (spare1..spareN, see
+	// spares.go; at most MaxSpares): each an empty, read-only mariadbd
+	// that replicates from nobody, with an agent. Implies Agents.
+	Spares int
+	// SelfHealing writes lifecycle.self_healing: true into vigil.yaml.
+	// Implies Agents: Vigil heals only through the agents.
+	SelfHealing bool
+	// ReplaceAfter, when not zero, is lifecycle.replace_after in
+	// vigil.yaml (tests and demos shorten the default 5m).
+	ReplaceAfter time.Duration
 	// VigilBinary is the vigil program the daemons and agents run (`VigilBinary run
 	// --config DIR/vigilK/vigil.yaml`); empty means this executable.
 	VigilBinary string
@@ -265,9 +276,14 @@ type Manifest struct {
 	// Vigils are the Vigil daemons the sandbox runs (up --vigils N);
 	// absent without them.
 	Vigils []VigilInstance `json:"vigils,omitempty"`
-	// Agents are the datadir agents, one per node (up --agents); absent
-	// without them.
+	// Agents are the datadir agents, one per node and spare (up
+	// --agents); absent without them. Spares are among Nodes, with role
+	// spare (spares.go).
 	Agents []AgentInstance `json:"agents,omitempty"`
+	// SelfHealing and ReplaceAfter are what up --self-healing and
+	// --replace-after put into vigil.yaml's lifecycle section.
+	SelfHealing  bool          `json:"self_healing,omitempty"`
+	ReplaceAfter time.Duration `json:"replace_after,omitempty"`
 }
 
 func (m *Manifest) clone() Manifest {
@@ -404,10 +420,13 @@ func (s *Sandbox) Manifest() Manifest {
 // Topology of the sandbox.
 func (s *Sandbox) Topology() Topology { return s.Manifest().Topology }
 
-// Nodes is a snapshot of the nodes.
-func (s *Sandbox) Nodes() []Node { return s.Manifest().Nodes }
+// Nodes is a snapshot of the nodes, without the spares (see Spares).
+func (s *Sandbox) Nodes() []Node {
+	m := s.Manifest()
+	return m.members()
+}
 
-// NodeNames are node1..nodeN.
+// NodeNames are node1..nodeN (not the spares).
 func (s *Sandbox) NodeNames() []string {
 	ns := s.Nodes()
 	out := make([]string, len(ns))
@@ -417,7 +436,8 @@ func (s *Sandbox) NodeNames() []string {
 	return out
 }
 
-// Node returns the named node, or an error listing the valid names.
+// Node returns the named node or spare, or an error listing the valid
+// names.
 func (s *Sandbox) Node(name string) (Node, error) {
 	m := s.Manifest()
 	i, err := m.node(name)

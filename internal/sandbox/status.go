@@ -304,6 +304,8 @@ func observedRole(recorded string, t Topology, readOnly *bool, rs *replStatus) s
 		return RoleGalera
 	case rs != nil:
 		return RoleReplica
+	case recorded == RoleSpare:
+		return RoleSpare
 	case t == Standalone:
 		return RoleStandalone
 	case readOnly != nil && !*readOnly:

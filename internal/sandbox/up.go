@@ -36,6 +36,9 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = discardLogger()
 	}
+	if o.Spares > 0 || o.SelfHealing {
+		o.Agents = true
+	}
 	return o
 }
 
@@ -64,8 +67,20 @@ func (o Options) validate() error {
 	if o.Vigils > 0 && o.Etcd == 0 {
 		return errNoEtcd
 	}
-	if o.Agents && o.Nodes > MaxAgentNodes {
-		return fmt.Errorf("--agents runs one agent per node on ports base+%d.., for at most %d nodes, not %d", agentOffset, MaxAgentNodes, o.Nodes)
+	if o.Agents && o.Nodes+o.Spares > MaxAgentNodes {
+		return fmt.Errorf("--agents runs one agent per node and spare on ports base+%d.., for at most %d, not %d", agentOffset, MaxAgentNodes, o.Nodes+o.Spares)
+	}
+	if o.Spares < 0 || o.Spares > MaxSpares {
+		return fmt.Errorf("--spares must be between 0 and %d, not %d", MaxSpares, o.Spares)
+	}
+	if o.Spares > 0 && o.Topology == Galera {
+		return errors.New("--spares needs --topology replication or standalone: a Galera joiner takes a state transfer, not a clone")
+	}
+	if o.ReplaceAfter < 0 {
+		return fmt.Errorf("--replace-after must not be negative, not %s", o.ReplaceAfter)
+	}
+	if o.SelfHealing && o.Topology == Galera {
+		return errors.New("--self-healing applies to replication sandboxes: Galera nodes rejoin by themselves")
 	}
 	return nil
 }
@@ -152,8 +167,13 @@ func Up(ctx context.Context, o Options) (*Sandbox, error) {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	if o.Agents {
-		// Recorded before vigil.yaml, which names each server's agent.
+		// Recorded before vigil.yaml, which names each server's agent
+		// and each spare.
 		addAgents(m, o.VigilBinary)
+		if err := addSpares(m, o.Spares, o.VigilBinary); err != nil {
+			s.abort(m)
+			return nil, err
+		}
 	}
 	yml, err := RenderVigilConfig(m)
 	if err != nil {
@@ -172,6 +192,12 @@ func Up(ctx context.Context, o Options) (*Sandbox, error) {
 		if err := s.startAgentsAll(ctx, m); err != nil {
 			s.abort(m)
 			return nil, err
+		}
+		for _, sp := range m.spares() {
+			if err := s.startSpare(ctx, bins, m, sp.Name); err != nil {
+				s.abort(m)
+				return nil, err
+			}
 		}
 	}
 	if len(m.Vigils) > 0 {
@@ -302,14 +328,16 @@ func planFor(ctx context.Context, o Options) (PortPlan, error) {
 // newManifest lays out the nodes of a sandbox.
 func newManifest(dir string, o Options, plan PortPlan, cgroups bool) *Manifest {
 	m := &Manifest{
-		Topology:   o.Topology,
-		Dir:        dir,
-		SemiSync:   o.SemiSync,
-		Proxy:      Endpoint{Host: Host, Port: plan.Proxy},
-		Admin:      Endpoint{Host: Host, Port: plan.Admin},
-		Accounts:   DefaultAccounts(),
-		BasePort:   plan.Base,
-		AdminToken: randomToken(),
+		Topology:     o.Topology,
+		Dir:          dir,
+		SemiSync:     o.SemiSync,
+		Proxy:        Endpoint{Host: Host, Port: plan.Proxy},
+		Admin:        Endpoint{Host: Host, Port: plan.Admin},
+		Accounts:     DefaultAccounts(),
+		BasePort:     plan.Base,
+		AdminToken:   randomToken(),
+		SelfHealing:  o.SelfHealing,
+		ReplaceAfter: o.ReplaceAfter,
 	}
 	for i, p := range plan.Nodes {
 		name := "node" + strconv.Itoa(i+1)

@@ -46,11 +46,11 @@ func vigilConfig(m *Manifest, proxy, admin Endpoint, stateDir string) *config.Co
 	switch {
 	case m.Topology == Galera:
 		cl.Type = "galera"
-	case m.Topology == Standalone && len(m.Nodes) > 1:
+	case m.Topology == Standalone && len(m.members()) > 1:
 		cl.Type = "read-only"
 		cl.Failover.Auto = false
 	}
-	for i, n := range m.Nodes {
+	for i, n := range m.members() {
 		srv := config.Server{Name: n.Name, Address: n.Addr(), Datadir: n.Datadir}
 		if cl.Type == "replication" {
 			srv.Role = RoleReplica
@@ -65,6 +65,8 @@ func vigilConfig(m *Manifest, proxy, admin Endpoint, stateDir string) *config.Co
 		}
 		cl.Servers = append(cl.Servers, srv)
 	}
+	cl.Lifecycle = config.Lifecycle{SelfHealing: m.SelfHealing, Spares: vigilSpares(m)}
+	cl.Lifecycle.ReplaceAfter.Duration = m.ReplaceAfter
 	var agents config.Agents
 	if len(m.Agents) > 0 {
 		certs := AgentCertsDir(m.Dir)
