@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-func stamp() string { return time.Now().UTC().Format("20060102T150405.000Z") }
+func stamp() string { return time.Now().UTC().Format(stampLayout) }
 
 // restore extracts and prepares the stream beside the datadir and swaps
 // it in only when everything before the swap succeeded.
@@ -48,7 +48,7 @@ func (s *Server) restore(ctx context.Context, body io.Reader, expected int64) (r
 		}
 	}
 	ts := stamp()
-	newDir := datadir + ".vigil-new-" + ts
+	newDir := datadir + suffixNew + ts
 	if err := os.Mkdir(newDir, 0o700); err != nil {
 		return res, fmt.Errorf("restore dir: %w", err)
 	}
@@ -105,7 +105,7 @@ func (s *Server) restore(ctx context.Context, body io.Reader, expected int64) (r
 		}
 		return res, fmt.Errorf("restore cancelled before the swap: %w", err)
 	}
-	oldDir := datadir + ".vigil-old-" + ts
+	oldDir := datadir + suffixOld + ts
 	if err := os.Rename(datadir, oldDir); err != nil {
 		if wasRunning {
 			_ = s.startServer(context.WithoutCancel(ctx))
@@ -157,7 +157,7 @@ func (s *Server) refuseUnsafe(ctx context.Context, running *bool) error {
 // start, keeping the restored one aside for a look.
 func (s *Server) rollback(datadir, oldDir, ts string, startErr error) error {
 	ctx := context.Background()
-	failed := datadir + ".vigil-failed-" + ts
+	failed := datadir + suffixFailed + ts
 	if f := s.serverFacts(ctx); f.running {
 		if err := s.stopServer(ctx); err != nil {
 			return fmt.Errorf("the restored datadir did not start (%v), and stopping it to put the old one back failed: %v; the old datadir is at %s", startErr, err, oldDir)
@@ -319,7 +319,7 @@ func chownTree(dir string, uid, gid int) error {
 // writing to one.
 func (s *Server) cleanup() ([]string, error) {
 	var removed []string
-	for _, pat := range []string{".vigil-old-*", ".vigil-new-*", ".vigil-failed-*"} {
+	for _, pat := range []string{suffixOld + "*", suffixNew + "*", suffixFailed + "*"} {
 		dirs, err := filepath.Glob(filepath.Clean(s.cfg.Datadir) + pat)
 		if err != nil {
 			return removed, err
