@@ -64,11 +64,11 @@ func (s *Server) restore(ctx context.Context, body io.Reader, expected int64) (r
 	res.BytesReceived = n
 	res.ExtractSeconds = time.Since(t0).Seconds()
 	if err != nil {
-		return res, err
+		return res, s.noSpace(newDir, err)
 	}
 	t0 = time.Now()
 	if err := s.prepare(ctx, newDir); err != nil {
-		return res, err
+		return res, s.noSpace(newDir, err)
 	}
 	res.PrepareSeconds = time.Since(t0).Seconds()
 	if err := readBinlogInfo(newDir, &res); err != nil {
@@ -130,6 +130,25 @@ func (s *Server) restore(ctx context.Context, body io.Reader, expected int64) (r
 	}
 	res.SwapSeconds = time.Since(t0).Seconds()
 	return res, nil
+}
+
+// noSpace turns a failed extract or prepare into a no_space error
+// naming the file system when that is why it failed: the tool said so
+// (ENOSPC), or less than 1 MiB is left. It looks before the partial copy
+// is removed, while the disk is still full.
+func (s *Server) noSpace(dir string, err error) error {
+	var sfs syscall.Statfs_t
+	if serr := syscall.Statfs(dir, &sfs); serr != nil {
+		return err
+	}
+	free, total := int64(sfs.Bavail)*int64(sfs.Bsize), int64(sfs.Blocks)*int64(sfs.Bsize)
+	msg := err.Error()
+	if free >= 1<<20 && !errors.Is(err, syscall.ENOSPC) && !strings.Contains(msg, "No space left on device") && !strings.Contains(msg, "errno: 28") {
+		return err
+	}
+	return &Error{Status: http.StatusInsufficientStorage, Code: CodeNoSpace,
+		Message: fmt.Sprintf("the file system of %s ran out of space during the restore (%d bytes free of %d): nothing was swapped, the partial copy is removed and the datadir is as it was; free space beside the datadir (the old one is kept, so the new one needs room beside it) and retry: %v",
+			filepath.Dir(dir), free, total, err)}
 }
 
 // refuseUnsafe refuses a restore under a salvage hold, onto a server
