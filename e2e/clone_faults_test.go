@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -252,8 +253,8 @@ func (e *cloneEnv) diskFull(t *testing.T, datadir string) {
 		t.Errorf("node3 is %s after a failed restore, want ONLINE", s.State)
 	}
 	audit, _ := os.ReadFile(e.sb.Manifest().Agents[2].AuditLog)
-	if !strings.Contains(string(audit), `"code":"no_space"`) {
-		t.Errorf("node3's agent audit has no no_space line:\n%s", lastLinesOf(string(audit), 5))
+	if !regexp.MustCompile(`"op":"restore".*"outcome":"failed".*"code":"no_space"`).Match(audit) {
+		t.Errorf("node3's agent audit has no failed restore with code no_space:\n%s", lastLinesOf(string(audit), 5))
 	}
 }
 
