@@ -19,8 +19,9 @@ import (
 )
 
 // TestCloneFaults: clones that must fail cleanly, on one 3-node sandbox
-// with agents and Vigil (issue 27). Each step leaves node3 routed and
-// running on its own datadir for the next:
+// with agents and Vigil (issue 27). The writer is refused as a target
+// (409). Each step leaves node3 routed and running on its own datadir
+// for the next:
 //   - Vigil's client certificate from another CA: the agents refuse the
 //     handshake and audit it; the clone fails in checking and node3 is
 //     never taken out of routing;
@@ -56,6 +57,15 @@ func TestCloneFaults(t *testing.T) {
 			})
 			f(st)
 		})
+	}
+	// The writer is never a target, with or without a named donor
+	// (TestCloneRepairsReplica names one, and refuses a second clone
+	// while one runs).
+	if out, err := e.ctl(t, "clone", "node1"); err == nil || !strings.Contains(out, "node1 is the writer; switch over first") || !strings.Contains(out, "HTTP 409") {
+		t.Fatalf("clone of the writer: %v\n%s", err, out)
+	}
+	if running, finished := e.clones(); len(running)+len(finished) != 0 {
+		t.Fatalf("the refused clone of the writer was started: %+v %+v", running, finished)
 	}
 	step("foreign client certificate", e.foreignCertificate)
 	step("disk full", func(t *testing.T) { e.diskFull(t, m.Nodes[2].Datadir) })
