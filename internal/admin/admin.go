@@ -227,6 +227,12 @@ func (s *Server) routes() {
 			}
 			return nil
 		},
+		Clones: func() any {
+			if c, ok := s.ctl.(Cloner); ok {
+				return c.Clones()
+			}
+			return nil
+		},
 	}, webui.Options{Auth: s.auth})))
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, webui.Prefix, http.StatusFound) })
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })

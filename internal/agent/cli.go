@@ -146,5 +146,12 @@ func Run(ctx context.Context, path string, stderr io.Writer) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	s.audit.Info("agent", "op", "listen", "outcome", "ok", "addr", ln.Addr().String(), "datadir", cfg.Datadir)
+	// A restore this agent did not finish (killed during extract or
+	// prepare) left a directory that was never swapped in.
+	if removed, err := s.removeInterrupted(); err != nil {
+		s.audit.Warn("agent", "op", "remove_interrupted", "outcome", "failed", "removed", removed, "error", err.Error())
+	} else if len(removed) > 0 {
+		s.audit.Info("agent", "op", "remove_interrupted", "outcome", "ok", "removed", removed)
+	}
 	return s.Serve(ctx, ln)
 }

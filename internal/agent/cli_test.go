@@ -38,6 +38,12 @@ func TestCommandInitRunStatus(t *testing.T) {
 	if err := os.Mkdir(datadir, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// A restore of an earlier run of this agent was interrupted: run
+	// deletes its directory before it serves.
+	interrupted := datadir + ".vigil-new-20261127T210028.256Z"
+	if err := os.Mkdir(interrupted, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	audit := filepath.Join(dir, "audit.log")
 	cfg := filepath.Join(dir, "agent.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, `listen: %s
@@ -82,8 +88,11 @@ server: {socket: %s/none.sock}
 		t.Fatalf("audit log: %v %v", fi, err)
 	}
 	data, _ := os.ReadFile(audit)
-	if !strings.Contains(string(data), `"op":"status"`) {
+	if !strings.Contains(string(data), `"op":"status"`) || !strings.Contains(string(data), `"op":"remove_interrupted"`) {
 		t.Errorf("audit log:\n%s", data)
+	}
+	if _, err := os.Stat(interrupted); !os.IsNotExist(err) || len(st.Leftovers) != 0 {
+		t.Errorf("the interrupted restore's directory is still there (%v), leftovers %v", err, st.Leftovers)
 	}
 
 	bad := filepath.Join(dir, "bad.yaml")

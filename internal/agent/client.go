@@ -210,6 +210,10 @@ func (c *Client) Cleanup(ctx context.Context) (CleanupResult, error) {
 	return res, err
 }
 
+// errRestoreEnded is what the backup's writes get once the restore has
+// returned.
+var errRestoreEnded = errors.New("restore ended")
+
 // Backuper and Restorer are the halves of a Clone (a *Client is both);
 // callers wrap them to watch the stream.
 type (
@@ -224,8 +228,8 @@ type (
 // Clone streams a backup of donor's server straight into a restore on
 // target, with memory bounded by the copy buffers. When the backup fails
 // or is cut, the restore is aborted and target keeps its old datadir.
-func Clone(ctx context.Context, donor Backuper, target Restorer, bo BackupOptions, ro RestoreOptions) (RestoreResult, int64, error) {
-	ctx, cancel := context.WithCancel(ctx)
+func Clone(parent context.Context, donor Backuper, target Restorer, bo BackupOptions, ro RestoreOptions) (RestoreResult, int64, error) {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	pr, pw := io.Pipe()
 	type backupDone struct {
@@ -243,12 +247,16 @@ func Clone(ctx context.Context, donor Backuper, target Restorer, bo BackupOption
 		done <- backupDone{n, err}
 	}()
 	res, rerr := target.Restore(ctx, pr, ro)
-	_ = pr.CloseWithError(errors.New("restore ended"))
+	_ = pr.CloseWithError(errRestoreEnded)
 	if rerr != nil {
 		cancel()
 	}
 	b := <-done
 	switch {
+	case b.err != nil && rerr != nil && parent.Err() == nil && (errors.Is(b.err, errRestoreEnded) || errors.Is(b.err, context.Canceled)):
+		// The restore failed first (no space, a refusal, mbstream) and
+		// the backup was stopped for it: the restore's error is the cause.
+		return res, b.n, fmt.Errorf("clone: restore: %w (the donor's backup was stopped after %d bytes)", rerr, b.n)
 	case b.err != nil && rerr != nil && strings.Contains(rerr.Error(), b.err.Error()):
 		// The restore failed on the stream the backup cut: say it once.
 		return res, b.n, fmt.Errorf("clone: backup: %w (the restore was aborted)", b.err)

@@ -594,8 +594,8 @@ func TestSandboxAgents(t *testing.T) {
 
 	// The target's agent dies in the middle of a (throttled) clone: the
 	// node keeps running with its data, the donor's agent ends its backup
-	// and is free again, and the restarted agent reports the leftover,
-	// which cleanup removes.
+	// and is free again, the restarted agent deletes the partial copy
+	// before it serves (never swapped in), and a later clone works.
 	cloneErr := make(chan error, 1)
 	go func() {
 		_, _, err := agent.Clone(ctx, a1, a2, agent.BackupOptions{Rate: 4 << 20}, agent.RestoreOptions{})
@@ -651,11 +651,27 @@ func TestSandboxAgents(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if len(st2.Leftovers) != 1 || !st2.Answering {
+	// The restarted agent deleted the partial copy before serving; the
+	// datadir was never swapped (one old datadir: the first clone's).
+	if len(st2.Leftovers) != 0 || !st2.Answering || len(st2.OldDatadirs) != 1 {
 		t.Errorf("restarted agent's status: %+v", st2)
 	}
+	if left, _ := filepath.Glob(m.Nodes[1].Datadir + ".vigil-new-*"); len(left) != 0 {
+		t.Errorf("the interrupted restore's directory is still there: %v", left)
+	}
+	if audit, err := os.ReadFile(m.Agents[1].AuditLog); err != nil || !strings.Contains(string(audit), `"op":"remove_interrupted","outcome":"ok"`) {
+		t.Errorf("the restarted agent did not audit the removal: %v\n%s", err, audit)
+	}
+	// A later clone through the restarted agent works.
+	insert(t, db, 1000, 1500)
+	if _, _, err := agent.Clone(ctx, a1, a2, agent.BackupOptions{}, agent.RestoreOptions{}); err != nil {
+		t.Fatalf("clone after the target's agent restarted: %v", err)
+	}
+	if n := count(t, r); n != 1500 {
+		t.Errorf("node2 has %d rows after the clone that followed the crash, want 1500", n)
+	}
 	if cl, err := a2.Cleanup(ctx); err != nil || len(cl.Removed) != 2 {
-		t.Errorf("cleanup after the crash (the old datadir of the clone and the leftover): %+v %v", cl, err)
+		t.Errorf("cleanup after the crash (the old datadirs of the two clones): %+v %v", cl, err)
 	}
 
 	pids := []int{m.Agents[0].PID, m.Agents[1].PID, restarted.Process.Pid}

@@ -128,8 +128,8 @@ func (s *Server) status(ctx context.Context) Status {
 	st.Mbstream, _ = exec.LookPath(s.cfg.Binaries.Mbstream)
 	_, err := os.Stat(s.cfg.salvageHoldPath())
 	st.SalvageHold = err == nil
-	st.OldDatadirs, _ = filepath.Glob(s.cfg.Datadir + ".vigil-old-*")
-	for _, pat := range []string{".vigil-new-*", ".vigil-failed-*"} {
+	st.OldDatadirs, _ = filepath.Glob(s.cfg.Datadir + suffixOld + "*")
+	for _, pat := range []string{suffixNew + "*", suffixFailed + "*"} {
 		dirs, _ := filepath.Glob(s.cfg.Datadir + pat)
 		st.Leftovers = append(st.Leftovers, dirs...)
 	}

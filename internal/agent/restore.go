@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-func stamp() string { return time.Now().UTC().Format("20060102T150405.000Z") }
+func stamp() string { return time.Now().UTC().Format(stampLayout) }
 
 // restore extracts and prepares the stream beside the datadir and swaps
 // it in only when everything before the swap succeeded.
@@ -48,7 +48,7 @@ func (s *Server) restore(ctx context.Context, body io.Reader, expected int64) (r
 		}
 	}
 	ts := stamp()
-	newDir := datadir + ".vigil-new-" + ts
+	newDir := datadir + suffixNew + ts
 	if err := os.Mkdir(newDir, 0o700); err != nil {
 		return res, fmt.Errorf("restore dir: %w", err)
 	}
@@ -64,11 +64,11 @@ func (s *Server) restore(ctx context.Context, body io.Reader, expected int64) (r
 	res.BytesReceived = n
 	res.ExtractSeconds = time.Since(t0).Seconds()
 	if err != nil {
-		return res, err
+		return res, s.noSpace(newDir, err)
 	}
 	t0 = time.Now()
 	if err := s.prepare(ctx, newDir); err != nil {
-		return res, err
+		return res, s.noSpace(newDir, err)
 	}
 	res.PrepareSeconds = time.Since(t0).Seconds()
 	if err := readBinlogInfo(newDir, &res); err != nil {
@@ -105,7 +105,7 @@ func (s *Server) restore(ctx context.Context, body io.Reader, expected int64) (r
 		}
 		return res, fmt.Errorf("restore cancelled before the swap: %w", err)
 	}
-	oldDir := datadir + ".vigil-old-" + ts
+	oldDir := datadir + suffixOld + ts
 	if err := os.Rename(datadir, oldDir); err != nil {
 		if wasRunning {
 			_ = s.startServer(context.WithoutCancel(ctx))
@@ -130,6 +130,25 @@ func (s *Server) restore(ctx context.Context, body io.Reader, expected int64) (r
 	}
 	res.SwapSeconds = time.Since(t0).Seconds()
 	return res, nil
+}
+
+// noSpace turns a failed extract or prepare into a no_space error
+// naming the file system when that is why it failed: the tool said so
+// (ENOSPC), or less than 1 MiB is left. It looks before the partial copy
+// is removed, while the disk is still full.
+func (s *Server) noSpace(dir string, err error) error {
+	var sfs syscall.Statfs_t
+	if serr := syscall.Statfs(dir, &sfs); serr != nil {
+		return err
+	}
+	free, total := int64(sfs.Bavail)*int64(sfs.Bsize), int64(sfs.Blocks)*int64(sfs.Bsize)
+	msg := err.Error()
+	if free >= 1<<20 && !errors.Is(err, syscall.ENOSPC) && !strings.Contains(msg, "No space left on device") && !strings.Contains(msg, "errno: 28") {
+		return err
+	}
+	return &Error{Status: http.StatusInsufficientStorage, Code: CodeNoSpace,
+		Message: fmt.Sprintf("the file system of %s ran out of space during the restore (%d bytes free of %d): nothing was swapped, the partial copy is removed and the datadir is as it was; free space beside the datadir (the old one is kept, so the new one needs room beside it) and retry: %v",
+			filepath.Dir(dir), free, total, err)}
 }
 
 // refuseUnsafe refuses a restore under a salvage hold, onto a server
@@ -157,7 +176,7 @@ func (s *Server) refuseUnsafe(ctx context.Context, running *bool) error {
 // start, keeping the restored one aside for a look.
 func (s *Server) rollback(datadir, oldDir, ts string, startErr error) error {
 	ctx := context.Background()
-	failed := datadir + ".vigil-failed-" + ts
+	failed := datadir + suffixFailed + ts
 	if f := s.serverFacts(ctx); f.running {
 		if err := s.stopServer(ctx); err != nil {
 			return fmt.Errorf("the restored datadir did not start (%v), and stopping it to put the old one back failed: %v; the old datadir is at %s", startErr, err, oldDir)
@@ -319,7 +338,7 @@ func chownTree(dir string, uid, gid int) error {
 // writing to one.
 func (s *Server) cleanup() ([]string, error) {
 	var removed []string
-	for _, pat := range []string{".vigil-old-*", ".vigil-new-*", ".vigil-failed-*"} {
+	for _, pat := range []string{suffixOld + "*", suffixNew + "*", suffixFailed + "*"} {
 		dirs, err := filepath.Glob(filepath.Clean(s.cfg.Datadir) + pat)
 		if err != nil {
 			return removed, err

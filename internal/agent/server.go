@@ -136,6 +136,9 @@ type call struct {
 	attrs []any
 	// streamed: the handler already wrote its response.
 	streamed bool
+	// failed: the operation ran and failed, whatever its error's code
+	// (a restore that filled the disk is no_space, but not a refusal).
+	failed bool
 }
 
 type opFunc func(ctx context.Context, c *call, w http.ResponseWriter, r *http.Request) (any, error)
@@ -188,7 +191,7 @@ func (s *Server) op(name string, mutating bool, fn opFunc) http.HandlerFunc {
 		if err != nil {
 			var ae *Error
 			outcome := "failed"
-			if errors.As(err, &ae) && ae.Code != CodeFailed {
+			if errors.As(err, &ae) && ae.Code != CodeFailed && !c.failed {
 				outcome = "refused"
 			}
 			audit(outcome, err)
@@ -336,6 +339,8 @@ func (s *Server) handleRestore(ctx context.Context, c *call, _ http.ResponseWrit
 	}
 	res, err := s.restore(ctx, r.Body, expected)
 	c.bytes = res.BytesReceived
+	var ae *Error
+	c.failed = errors.As(err, &ae) && ae.Code == CodeNoSpace && res.BytesReceived > 0
 	c.attrs = append(c.attrs, "gtid", res.GTID, "old_datadir", res.OldDatadir)
 	if err != nil {
 		return nil, err

@@ -263,7 +263,8 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 	case tst.Busy != "":
 		return fail(fmt.Errorf("target %s's agent is busy (%s)", p.Target, tst.Busy))
 	case tst.FreeBytes > 0 && st.DatadirBytes > tst.FreeBytes:
-		return fail(fmt.Errorf("target %s has %d bytes free, the donor's datadir is %d bytes", p.Target, tst.FreeBytes, st.DatadirBytes))
+		return fail(fmt.Errorf("target %s has too little disk space: %s free beside its datadir, the donor's datadir is %s (%d > %d bytes; the old datadir is kept until the clone replicates, so the copy needs room beside it): free space on %s's file system first",
+			p.Target, mib(tst.FreeBytes), mib(st.DatadirBytes), st.DatadirBytes, tst.FreeBytes, p.Target))
 	}
 	t.set(func(pr *Progress) { pr.TotalBytes = st.DatadirBytes })
 
@@ -285,7 +286,7 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 		if err == nil {
 			break
 		}
-		if p.Named || d.NextDonor == nil || restarts >= maxDonorRestarts || res.OldDatadir != "" || ctx.Err() != nil {
+		if p.Named || d.NextDonor == nil || restarts >= maxDonorRestarts || res.OldDatadir != "" || ctx.Err() != nil || targetRefused(err) {
 			return fail(err)
 		}
 		failed[p.Donor] = true
@@ -403,6 +404,24 @@ func pastTense(kind string) string {
 		return "rebuilt"
 	}
 	return "cloned"
+}
+
+// mib shows a size in MiB for an operator.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// targetRefused: the target's agent refused or ran out of space on its
+// own (no space, writable, salvage hold…); another donor would meet the
+// same refusal, so the clone fails instead of restarting.
+func targetRefused(err error) bool {
+	var ae *agent.Error
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.Code {
+	case agent.CodeNoSpace, agent.CodeWritable, agent.CodeSalvageHold, agent.CodeUnknownState, agent.CodeBusy, agent.CodeUnauthorized:
+		return true
+	}
+	return false
 }
 
 // watchedDonor counts the donor's stream and moves the phase to

@@ -23,12 +23,13 @@ type fakeAgent struct {
 	gtid       string
 	block      chan struct{} // Backup waits for it when set
 	writable   bool
+	free       int64 // FreeBytes in the status (0: unknown)
 	received   bytes.Buffer
 	cleaned    bool
 }
 
 func (a *fakeAgent) Status(context.Context) (agent.Status, error) {
-	return agent.Status{Running: true, Answering: true, ReadOnly: !a.writable, DatadirBytes: int64(len(a.backup))}, nil
+	return agent.Status{Running: true, Answering: true, ReadOnly: !a.writable, DatadirBytes: int64(len(a.backup)), FreeBytes: a.free}, nil
 }
 
 func (a *fakeAgent) Backup(ctx context.Context, w io.Writer, _ agent.BackupOptions) (int64, error) {
@@ -228,6 +229,20 @@ func TestClonePreflight(t *testing.T) {
 	}
 }
 
+// A target without room for the donor's datadir is refused before it
+// leaves routing, with both sizes in the message.
+func TestClonePreflightNoSpace(t *testing.T) {
+	p, d, rt, ev := setup(&fakeAgent{backup: make([]byte, 3<<20)}, &fakeAgent{free: 1 << 20}, &fakeSQL{})
+	pr := runOne(t, p, d)
+	want := "target n3 has too little disk space: 1.0 MiB free beside its datadir, the donor's datadir is 3.0 MiB"
+	if pr.Phase != PhaseFailed || !strings.Contains(pr.Error, want) {
+		t.Fatalf("progress: %+v, want an error with %q", pr, want)
+	}
+	if len(rt.states) != 0 || len(ev.list) != 1 || !strings.Contains(ev.list[0], "Nothing was changed") {
+		t.Fatalf("routing %q, events %q", rt.states, ev.list)
+	}
+}
+
 // One clone per cluster and per donor agent at a time.
 func TestOneCloneAtATime(t *testing.T) {
 	block := make(chan struct{})
@@ -260,6 +275,21 @@ func TestOneCloneAtATime(t *testing.T) {
 	}
 	if m.Running("c") != 0 {
 		t.Fatal("still running")
+	}
+}
+
+// A target that runs out of space mid-stream fails the clone: another
+// donor would fill the same disk.
+func TestCloneTargetFullNotRestarted(t *testing.T) {
+	full := &agent.Error{Status: 507, Code: agent.CodeNoSpace, Message: "the file system of /var/lib ran out of space during the restore"}
+	p, d, _, _ := setup(&fakeAgent{backup: []byte("data")}, &fakeAgent{restoreErr: full}, &fakeSQL{})
+	d.NextDonor = func(context.Context, map[string]bool) (Donor, error) {
+		t.Error("the clone restarted from another donor after the target's disk filled")
+		return Donor{}, errors.New("no")
+	}
+	pr := runOne(t, p, d)
+	if pr.Phase != PhaseFailed || !strings.Contains(pr.Error, "ran out of space") || pr.DonorRestarts != 0 {
+		t.Fatalf("progress: %+v", pr)
 	}
 }
 

@@ -17,6 +17,9 @@ type Snapshot struct {
 	// Coordination: this instance's view of the other Vigil instances
 	// (absent for a single Vigil).
 	Coordination any `json:"coordination,omitempty"`
+	// Clones: the running and the last finished clones (absent when this
+	// Vigil does not clone).
+	Clones any `json:"clones,omitempty"`
 	// DigestsError says why there are no digests (statistics disabled).
 	DigestsError string `json:"digests_error,omitempty"`
 }
@@ -106,6 +109,11 @@ func (h *streamHandler) snapshot() Snapshot {
 	if h.src.Coordination != nil {
 		if v := h.src.Coordination(); !isNil(v) {
 			s.Coordination = v
+		}
+	}
+	if h.src.Clones != nil {
+		if v := h.src.Clones(); !isNil(v) {
+			s.Clones = v
 		}
 	}
 	if h.src.Digests != nil {

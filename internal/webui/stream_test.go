@@ -279,22 +279,28 @@ func get(t *testing.T, url string) (int, string, string) {
 	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
 }
 
-// The coordination among Vigil instances reaches the page when there is
-// some, and is absent for a single Vigil.
-func TestStreamCoordination(t *testing.T) {
+// The optional parts reach the page when there is something to show:
+// the coordination among Vigil instances (absent for a single Vigil) and
+// the clones (absent when this Vigil does not clone).
+func TestStreamOptionalParts(t *testing.T) {
+	servers := func() any { return []server{} }
 	for _, tc := range []struct {
 		name string
-		src  func() any
+		src  webui.Source
 		want string
 		not  bool
 	}{
-		{"several instances", func() any {
+		{"several instances", webui.Source{Servers: servers, Coordination: func() any {
 			return json.RawMessage(`{"enabled":true,"lease":{"instance":"vigil1","lease":"held"},"clusters":{"c":{"leader":"vigil1","acting":true,"writes":"allowed"}}}`)
-		}, `"coordination":{"enabled":true,"lease":{"instance":"vigil1"`, false},
-		{"single Vigil", func() any { return nil }, `"coordination"`, true},
+		}}, `"coordination":{"enabled":true,"lease":{"instance":"vigil1"`, false},
+		{"single Vigil", webui.Source{Servers: servers, Coordination: func() any { return nil }}, `"coordination"`, true},
+		{"clones", webui.Source{Servers: servers, Clones: func() any {
+			return map[string]any{"running": []map[string]any{{"id": 1, "target": "db3", "phase": "streaming", "bytes": 10, "total_bytes": 40}}, "finished": []any{}}
+		}}, `"clones":{"finished":[],"running":[{"bytes":10,"id":1,"phase":"streaming","target":"db3","total_bytes":40}]}`, false},
+		{"no cloner", webui.Source{Servers: servers, Clones: func() any { return nil }}, `"clones"`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewServer(webui.Handler(webui.Source{Servers: func() any { return []server{} }, Coordination: tc.src}, webui.Options{}))
+			srv := httptest.NewServer(webui.Handler(tc.src, webui.Options{}))
 			defer srv.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

@@ -2,7 +2,8 @@
 // embedded assets (no CDN, it works offline) and the live stream of state
 // it draws from. The page shows the topology as a graph, a timeline of
 // events and the top digests, and it submits switchovers and drains
-// through the admin REST API.
+// through the admin REST API. It also lists the running and recent
+// clones with their progress.
 //
 // The admin server mounts it (admin imports webui, so webui must not
 // import admin): it adapts its Controller to a Source and passes its own
@@ -45,6 +46,10 @@ type Source struct {
 	// Coordination reports the etcd coordination among Vigil instances
 	// (nil or a nil value: a single Vigil).
 	Coordination func() any
+	// Clones is GET /api/v1/clone: {"running": [...], "finished": [...]}
+	// of lifecycle.Progress (nil or a nil value: this Vigil does not
+	// clone, and the page hides the panel).
+	Clones func() any
 }
 
 // Options tune the dashboard. The zero value is usable.

@@ -1,7 +1,7 @@
 // Vigil dashboard: reads the live stream (Server-Sent Events over fetch, so
 // that the admin token goes in the Authorization header, never in a URL),
-// draws the topology, the events and the top digests, and submits
-// switchovers and drains through the admin REST API.
+// draws the topology, the clones, the events and the top digests, and
+// submits switchovers and drains through the admin REST API.
 'use strict';
 
 const TOKEN_KEY = 'vigil.admin.token';
@@ -240,6 +240,7 @@ function render(snap) {
   renderEvents(snap.events || []);
   renderDigests(snap.digests || [], snap.digests_error, snap.time);
   renderCoordination(snap.coordination);
+  renderClones(snap.clones);
 }
 
 // renderCoordination shows this instance's lease, the other instances
@@ -268,6 +269,59 @@ function renderCoordination(c) {
     return li;
   });
   $('#coord-clusters').replaceChildren(...items);
+}
+
+// ---- clones
+
+function fmtBytes(n) {
+  if (n == null) return '–';
+  if (n < 1024) return n + ' B';
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n / 1024, i = 0;
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return v.toFixed(v < 10 ? 1 : 0) + ' ' + units[i];
+}
+
+function fmtDuration(s) {
+  if (s == null || s < 0) return '–';
+  if (s < 60) return Math.round(s) + ' s';
+  if (s < 3600) return Math.floor(s / 60) + ' min ' + Math.round(s % 60) + ' s';
+  return Math.floor(s / 3600) + ' h ' + Math.round((s % 3600) / 60) + ' min';
+}
+
+// renderClones lists the running clones, then the finished ones newest
+// first (GET /api/v1/clone). c is absent when this Vigil does not clone.
+function renderClones(c) {
+  const box = $('#clones');
+  box.hidden = !c;
+  if (!c) return;
+  const running = c.running || [];
+  const finished = (c.finished || []).slice().reverse();
+  const all = running.concat(finished);
+  $('#no-clones').hidden = all.length > 0;
+  const rows = [];
+  for (const p of all) {
+    const streaming = p.phase === 'streaming';
+    const bar = el('progress', { max: p.total_bytes > 0 ? p.total_bytes : false, title: p.total_bytes > 0 ? `${fmtBytes(p.bytes)} of about ${fmtBytes(p.total_bytes)}` : 'size unknown' });
+    if (p.total_bytes > 0) bar.value = Math.min(p.bytes, p.total_bytes);
+    else if (!p.running) bar.value = 0;
+    const pct = p.total_bytes > 0 ? Math.min(100, Math.round(100 * p.bytes / p.total_bytes)) + '%' : '';
+    const kind = p.kind ? el('span', { class: 'kind clone-kind' }, p.kind) : null;
+    const restarts = p.donor_restarts ? ` (donor changed ${p.donor_restarts}×)` : '';
+    rows.push(el('tr', { class: 'clone', 'data-id': p.id, 'data-phase': p.phase, 'data-target': p.target, 'data-kind': p.kind || false },
+      el('td', null, kind, kind ? ' ' : '', el('b', null, p.target), ` ← ${p.donor || '?'}`, el('span', { class: 'muted small' }, ` ${p.cluster || ''}${restarts}`)),
+      el('td', null, el('span', { class: 'phase', 'data-phase': p.phase }, p.phase)),
+      el('td', { class: 'bar-col' }, bar, el('span', { class: 'pct small' }, ' ' + pct)),
+      el('td', { class: 'num bytes' }, `${fmtBytes(p.bytes)} / ${p.total_bytes > 0 ? fmtBytes(p.total_bytes) : '?'}`),
+      el('td', { class: 'num rate' }, p.rate_bytes_per_second > 0 ? fmtBytes(p.rate_bytes_per_second) + '/s' : '–'),
+      el('td', { class: 'num eta' }, streaming ? fmtDuration(p.eta_seconds) : '–'),
+      el('td', { class: 'num', title: p.started || '' }, fmtTime(p.started))));
+    if (p.error) {
+      rows.push(el('tr', { class: 'clone-error', 'data-id': p.id },
+        el('td', { colspan: 7, class: 'error small' }, p.error)));
+    }
+  }
+  $('#clone-list tbody').replaceChildren(...rows);
 }
 
 function groupBy(list, key) {
