@@ -544,3 +544,18 @@ func withAdminToken(args []string) []string {
 	}
 	return args
 }
+
+// Within reports whether f succeeds before timeout (polling like
+// Eventually), for a condition the test handles itself when it does not.
+func Within(timeout time.Duration, f func() error) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if f() == nil {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
