@@ -426,6 +426,12 @@ func (e *cloneEnv) rawRun(ctx context.Context, i int) RawPipeRun {
 	in.Close()
 	bkWait, mbWait := bk.Wait(), mb.Wait()
 	r.Seconds = time.Since(t0).Seconds()
+	r.CPUSeconds = map[string]float64{}
+	for name, c := range map[string]*exec.Cmd{"mariadb-backup": bk, "mbstream": mb} {
+		if ps := c.ProcessState; ps != nil {
+			r.CPUSeconds[name] = (ps.UserTime() + ps.SystemTime()).Seconds()
+		}
+	}
 	switch {
 	case err != nil:
 		r.Error = "copy: " + err.Error()
@@ -458,6 +464,7 @@ func (e *cloneEnv) cloneRun(ctx context.Context, kind string, i int, rate int64)
 		r.Error = err.Error()
 		return r
 	}
+	cpu0 := e.cloneCPU()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	seen := map[string]time.Time{}
@@ -492,6 +499,7 @@ loop:
 		}
 	}
 	poll()
+	cpu1 := e.cloneCPU()
 	if cur.ID != 0 {
 		e.lastID = cur.ID
 	}
@@ -500,6 +508,12 @@ loop:
 		return r
 	}
 	r.Bytes = cur.Bytes
+	r.CPUSeconds = map[string]float64{}
+	for k, c1 := range cpu1 {
+		if c0, ok := cpu0[k]; ok {
+			r.CPUSeconds[k] = c1 - c0
+		}
+	}
 	if cur.RateBytes > 0 {
 		r.StreamSeconds = float64(cur.Bytes) / cur.RateBytes
 	}
@@ -515,6 +529,35 @@ loop:
 		r.Error = err.Error()
 	}
 	return r
+}
+
+// cloneCPU is the CPU-seconds used so far by the processes of a clone:
+// vigil, each agent with the children it waited for, the donor's server
+// (the target's restarts during the clone: not counted).
+func (e *cloneEnv) cloneCPU() map[string]float64 {
+	out := map[string]float64{}
+	read := func(name string, pid int, children bool) {
+		c, err := ReadProcCPU(pid)
+		if children {
+			c, err = ReadProcCPUWithChildren(pid)
+		}
+		if err == nil && pid > 0 {
+			out[name] = c.Seconds()
+		}
+	}
+	read("vigil", e.vigil.PID(), false)
+	for _, a := range e.sb.Manifest().Agents {
+		switch a.Node {
+		case cloneDonor:
+			read("donor agent + mariadb-backup", a.PID, true)
+		case cloneTarget:
+			read("target agent + mbstream, prepare", a.PID, true)
+		}
+	}
+	if pid, err := e.sb.PID(cloneDonor); err == nil {
+		read("donor mariadbd", pid, false)
+	}
+	return out
 }
 
 // streamWindow is the streaming phase as polled: from its first sight to

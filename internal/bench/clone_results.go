@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,7 +32,9 @@ type RawPipeRun struct {
 	Run     int     `json:"run"`
 	Bytes   int64   `json:"bytes"`
 	Seconds float64 `json:"seconds"`
-	Error   string  `json:"error,omitempty"`
+	// CPUSeconds: user + system of mariadb-backup and of mbstream.
+	CPUSeconds map[string]float64 `json:"cpu_s,omitempty"`
+	Error      string             `json:"error,omitempty"`
 }
 
 // CloneRun is one `vigil ctl clone TARGET --from DONOR --wait` through
@@ -49,6 +53,11 @@ type CloneRun struct {
 	// time counted in the one before).
 	Phases    map[string]float64 `json:"phases"`
 	RateLimit int64              `json:"rate_limit,omitempty"`
+	// CPUSeconds is what each process used during the clone (user +
+	// system, from /proc): vigil, each agent with the children it waited
+	// for (mariadb-backup on the donor; mbstream and the prepare on the
+	// target), the donor's mariadbd.
+	CPUSeconds map[string]float64 `json:"cpu_s,omitempty"`
 	// Event is the clone_finished event's text.
 	Event string `json:"event,omitempty"`
 	Error string `json:"error,omitempty"`
@@ -125,6 +134,9 @@ type CloneSummary struct {
 	// TotalSeconds is the whole clone; Phases the seconds per phase.
 	TotalSeconds *Stat            `json:"total_s"`
 	Phases       map[string]*Stat `json:"phases_s"`
+	// RawCPU and CloneCPU are CPU-seconds per process and run.
+	RawCPU   map[string]*Stat `json:"raw_cpu_s,omitempty"`
+	CloneCPU map[string]*Stat `json:"clone_cpu_s,omitempty"`
 	// Under the donor's read load.
 	LoadedMBps    *Stat `json:"loaded_stream_mb_per_s"`
 	ThrottledMBps *Stat `json:"throttled_stream_mb_per_s"`
@@ -143,13 +155,16 @@ type CloneSummary struct {
 func SummarizeClone(r *CloneResults) CloneSummary {
 	var s CloneSummary
 	var raw, stream, vs, total, loaded, throttled []float64
-	phases := map[string][]float64{}
+	phases, rawCPU, cloneCPU := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	rawByRun := map[int]float64{}
 	for _, p := range r.Raw {
 		if p.Error == "" && p.Seconds > 0 {
 			v := float64(p.Bytes) / p.Seconds / 1e6
 			raw = append(raw, v)
 			rawByRun[p.Run] = v
+			for k, v := range p.CPUSeconds {
+				rawCPU[k] = append(rawCPU[k], v)
+			}
 		}
 	}
 	for _, c := range r.Clones {
@@ -167,6 +182,9 @@ func SummarizeClone(r *CloneResults) CloneSummary {
 			for ph, sec := range c.Phases {
 				phases[ph] = append(phases[ph], sec)
 			}
+			for k, v := range c.CPUSeconds {
+				cloneCPU[k] = append(cloneCPU[k], v)
+			}
 		case CloneKindLoaded:
 			loaded = append(loaded, mbps)
 		case CloneKindThrottled:
@@ -175,12 +193,7 @@ func SummarizeClone(r *CloneResults) CloneSummary {
 	}
 	s.RawMBps, s.StreamMBps, s.StreamVsRaw, s.TotalSeconds = NewStat(raw), NewStat(stream), NewStat(vs), NewStat(total)
 	s.LoadedMBps, s.ThrottledMBps = NewStat(loaded), NewStat(throttled)
-	if len(phases) > 0 {
-		s.Phases = map[string]*Stat{}
-		for ph, v := range phases {
-			s.Phases[ph] = NewStat(v)
-		}
-	}
+	s.Phases, s.RawCPU, s.CloneCPU = statsOf(phases), statsOf(rawCPU), statsOf(cloneCPU)
 	var base, un, th, unR, thR []float64
 	for _, q := range r.QPS {
 		if q.Error != "" || q.Baseline <= 0 || q.BaselineThrottled <= 0 {
@@ -203,6 +216,18 @@ func SummarizeClone(r *CloneResults) CloneSummary {
 	}
 	s.HealWriter, s.HealRedundant = NewStat(hw), NewStat(hr)
 	return s
+}
+
+// statsOf summarizes every key's values; nil for none.
+func statsOf(m map[string][]float64) map[string]*Stat {
+	if len(m) == 0 {
+		return nil
+	}
+	out := map[string]*Stat{}
+	for k, v := range m {
+		out[k] = NewStat(v)
+	}
+	return out
 }
 
 // PhaseDurations turns the first moment each phase was seen into the
@@ -277,6 +302,17 @@ func fmtSpread(st *Stat, f func(float64) string) string {
 	return fmt.Sprintf("%s (%s, %d runs)", fmtStat(st, f), fmtRange(st, f), st.N)
 }
 
+// writeCPU lists CPU-seconds per process, by name.
+func writeCPU(b *strings.Builder, title string, m map[string]*Stat) {
+	if len(m) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "   %s:\n", title)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(b, "     %-40s %s\n", k, fmtSpread(m[k], fmt1))
+	}
+}
+
 // WriteCloneText prints r for a reader: the machine, the throughput
 // against the raw pipe, the phases, the donor's qps and the heal times.
 func WriteCloneText(w io.Writer, r *CloneResults) error {
@@ -298,6 +334,8 @@ func WriteCloneText(w io.Writer, r *CloneResults) error {
 			fmt.Fprintf(&b, "     %-12s s: %s\n", ph, fmtSpread(st, fmt2))
 		}
 	}
+	writeCPU(&b, "CPU-seconds of a raw pipe", s.RawCPU)
+	writeCPU(&b, "CPU-seconds of a clone", s.CloneCPU)
 	fmt.Fprintf(&b, "\n2. Donor read load (%d threads, point selects, direct to the donor), median (min–max)\n", r.LoadThreads)
 	fmt.Fprintf(&b, "   baseline, qps: %s\n", fmtSpread(s.BaselineQPS, fmtInt))
 	fmt.Fprintf(&b, "   during an unlimited clone: qps %s, ratio %s; stream MB/s %s\n",

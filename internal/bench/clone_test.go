@@ -69,7 +69,8 @@ func TestSummarizeClone(t *testing.T) {
 	r := &CloneResults{
 		Raw: []RawPipeRun{{Run: 1, Bytes: 100e6, Seconds: 1}, {Run: 2, Bytes: 100e6, Seconds: 2}, {Run: 3, Error: "mbstream: exit 1"}},
 		Clones: []CloneRun{
-			{Kind: CloneKindPlain, Run: 1, Bytes: 90e6, StreamSeconds: 1, TotalSeconds: 4, Phases: map[string]float64{"streaming": 1}},
+			{Kind: CloneKindPlain, Run: 1, Bytes: 90e6, StreamSeconds: 1, TotalSeconds: 4, Phases: map[string]float64{"streaming": 1},
+				CPUSeconds: map[string]float64{"vigil": 2.5}},
 			{Kind: CloneKindPlain, Run: 2, Bytes: 90e6, StreamSeconds: 1.5, TotalSeconds: 5, Phases: map[string]float64{"streaming": 1.5}},
 			{Kind: CloneKindPlain, Run: 3, Bytes: 90e6, StreamSeconds: 1, TotalSeconds: 4}, // no raw run to pair with
 			{Kind: CloneKindThrottled, Run: 1, Bytes: 20e6, StreamSeconds: 1},
@@ -106,7 +107,8 @@ func TestSummarizeClone(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{"raw mariadb-backup --stream | mbstream -x, MB/s : 75.0 (50.0–100.0, 2 runs)",
 		"clone / raw pipe (paired runs)                  : 1.05 (0.90–1.20, 2 runs)",
-		"baseline, qps: 1000 (1000–1000, 2 runs)", "--rate 21.0 MB/s", "skipped: not asked for", "raw run 3: mbstream: exit 1", "clone+load run 1: failed"} {
+		"baseline, qps: 1000 (1000–1000, 2 runs)",
+		"CPU-seconds of a clone:\n     vigil                                    2.5 (1 run)", "--rate 21.0 MB/s", "skipped: not asked for", "raw run 3: mbstream: exit 1", "clone+load run 1: failed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
 		}
@@ -142,5 +144,20 @@ func TestWithSelfHealing(t *testing.T) {
 	}
 	if _, err := WithSelfHealing([]byte("admin: {}\n")); err == nil {
 		t.Error("no clusters: no error")
+	}
+}
+
+func TestParseProcStatChildren(t *testing.T) {
+	line := "4242 (vigil agent) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 567 890 12 20 0 4 0 100 1000 10"
+	own, err := ParseProcStat(line)
+	if err != nil || own != (ProcCPU{UTime: 1234, STime: 567}) {
+		t.Errorf("own %+v %v", own, err)
+	}
+	ch, err := ParseProcStatChildren(line)
+	if err != nil || ch != (ProcCPU{UTime: 890, STime: 12}) {
+		t.Errorf("children %+v %v", ch, err)
+	}
+	if _, err := ParseProcStatChildren("4242 (x) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 567"); err == nil {
+		t.Error("truncated: no error")
 	}
 }
