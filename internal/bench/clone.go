@@ -532,26 +532,32 @@ loop:
 }
 
 // cloneCPU is the CPU-seconds used so far by the processes of a clone:
-// vigil, each agent with the children it waited for, the donor's server
-// (the target's restarts during the clone: not counted).
+// vigil, each agent and apart the children it waited for, the donor's
+// server (the target's restarts during the clone: not counted).
 func (e *cloneEnv) cloneCPU() map[string]float64 {
 	out := map[string]float64{}
 	read := func(name string, pid int, children bool) {
-		c, err := ReadProcCPU(pid)
-		if children {
-			c, err = ReadProcCPUWithChildren(pid)
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || pid <= 0 {
+			return
 		}
-		if err == nil && pid > 0 {
+		if c, err := ParseProcStat(string(data)); err == nil {
 			out[name] = c.Seconds()
+		}
+		if !children {
+			return
+		}
+		if c, err := ParseProcStatChildren(string(data)); err == nil {
+			out[name+"'s children"] = c.Seconds()
 		}
 	}
 	read("vigil", e.vigil.PID(), false)
 	for _, a := range e.sb.Manifest().Agents {
 		switch a.Node {
 		case cloneDonor:
-			read("donor agent + mariadb-backup", a.PID, true)
+			read("donor agent", a.PID, true)
 		case cloneTarget:
-			read("target agent + mbstream, prepare", a.PID, true)
+			read("target agent", a.PID, true)
 		}
 	}
 	if pid, err := e.sb.PID(cloneDonor); err == nil {

@@ -54,9 +54,10 @@ type CloneRun struct {
 	Phases    map[string]float64 `json:"phases"`
 	RateLimit int64              `json:"rate_limit,omitempty"`
 	// CPUSeconds is what each process used during the clone (user +
-	// system, from /proc): vigil, each agent with the children it waited
-	// for (mariadb-backup on the donor; mbstream and the prepare on the
-	// target), the donor's mariadbd.
+	// system, from /proc): vigil, each agent and apart the children it
+	// waited for (mariadb-backup on the donor; mbstream, the prepare and
+	// the sandbox's stop and start commands on the target), the donor's
+	// mariadbd.
 	CPUSeconds map[string]float64 `json:"cpu_s,omitempty"`
 	// Event is the clone_finished event's text.
 	Event string `json:"event,omitempty"`
@@ -134,9 +135,13 @@ type CloneSummary struct {
 	// TotalSeconds is the whole clone; Phases the seconds per phase.
 	TotalSeconds *Stat            `json:"total_s"`
 	Phases       map[string]*Stat `json:"phases_s"`
-	// RawCPU and CloneCPU are CPU-seconds per process and run.
-	RawCPU   map[string]*Stat `json:"raw_cpu_s,omitempty"`
-	CloneCPU map[string]*Stat `json:"clone_cpu_s,omitempty"`
+	// RawCPU and CloneCPU are CPU-seconds per process and run; LoadedCPU
+	// and ThrottledCPU those of the clones under the donor's read load,
+	// unlimited and at --rate.
+	RawCPU       map[string]*Stat `json:"raw_cpu_s,omitempty"`
+	CloneCPU     map[string]*Stat `json:"clone_cpu_s,omitempty"`
+	LoadedCPU    map[string]*Stat `json:"loaded_cpu_s,omitempty"`
+	ThrottledCPU map[string]*Stat `json:"throttled_cpu_s,omitempty"`
 	// Under the donor's read load.
 	LoadedMBps    *Stat `json:"loaded_stream_mb_per_s"`
 	ThrottledMBps *Stat `json:"throttled_stream_mb_per_s"`
@@ -155,7 +160,8 @@ type CloneSummary struct {
 func SummarizeClone(r *CloneResults) CloneSummary {
 	var s CloneSummary
 	var raw, stream, vs, total, loaded, throttled []float64
-	phases, rawCPU, cloneCPU := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
+	phases, rawCPU := map[string][]float64{}, map[string][]float64{}
+	cpu := map[string]map[string][]float64{CloneKindPlain: {}, CloneKindLoaded: {}, CloneKindThrottled: {}}
 	rawByRun := map[int]float64{}
 	for _, p := range r.Raw {
 		if p.Error == "" && p.Seconds > 0 {
@@ -172,6 +178,11 @@ func SummarizeClone(r *CloneResults) CloneSummary {
 			continue
 		}
 		mbps := c.StreamBytesPerSecond() / 1e6
+		if m, ok := cpu[c.Kind]; ok {
+			for k, v := range c.CPUSeconds {
+				m[k] = append(m[k], v)
+			}
+		}
 		switch c.Kind {
 		case CloneKindPlain:
 			stream = append(stream, mbps)
@@ -182,9 +193,6 @@ func SummarizeClone(r *CloneResults) CloneSummary {
 			for ph, sec := range c.Phases {
 				phases[ph] = append(phases[ph], sec)
 			}
-			for k, v := range c.CPUSeconds {
-				cloneCPU[k] = append(cloneCPU[k], v)
-			}
 		case CloneKindLoaded:
 			loaded = append(loaded, mbps)
 		case CloneKindThrottled:
@@ -193,7 +201,8 @@ func SummarizeClone(r *CloneResults) CloneSummary {
 	}
 	s.RawMBps, s.StreamMBps, s.StreamVsRaw, s.TotalSeconds = NewStat(raw), NewStat(stream), NewStat(vs), NewStat(total)
 	s.LoadedMBps, s.ThrottledMBps = NewStat(loaded), NewStat(throttled)
-	s.Phases, s.RawCPU, s.CloneCPU = statsOf(phases), statsOf(rawCPU), statsOf(cloneCPU)
+	s.Phases, s.RawCPU, s.CloneCPU = statsOf(phases), statsOf(rawCPU), statsOf(cpu[CloneKindPlain])
+	s.LoadedCPU, s.ThrottledCPU = statsOf(cpu[CloneKindLoaded]), statsOf(cpu[CloneKindThrottled])
 	var base, un, th, unR, thR []float64
 	for _, q := range r.QPS {
 		if q.Error != "" || q.Baseline <= 0 || q.BaselineThrottled <= 0 {
@@ -342,6 +351,8 @@ func WriteCloneText(w io.Writer, r *CloneResults) error {
 		fmtSpread(s.UnthrottledQPS, fmtInt), fmtSpread(s.UnthrottledRatio, fmt2), fmtSpread(s.LoadedMBps, fmt1))
 	fmt.Fprintf(&b, "   during a clone at --rate %.1f MB/s: qps %s, ratio %s; stream MB/s %s\n", float64(r.RateLimit)/1e6,
 		fmtSpread(s.ThrottledQPS, fmtInt), fmtSpread(s.ThrottledRatio, fmt2), fmtSpread(s.ThrottledMBps, fmt1))
+	writeCPU(&b, "CPU-seconds of an unlimited clone under the load", s.LoadedCPU)
+	writeCPU(&b, "CPU-seconds of a clone at --rate under the load", s.ThrottledCPU)
 	fmt.Fprintf(&b, "\n3. Kill -9 of the primary → full redundancy (self-healing)\n")
 	switch {
 	case r.HealSkipped != "":

@@ -73,7 +73,7 @@ func TestSummarizeClone(t *testing.T) {
 				CPUSeconds: map[string]float64{"vigil": 2.5}},
 			{Kind: CloneKindPlain, Run: 2, Bytes: 90e6, StreamSeconds: 1.5, TotalSeconds: 5, Phases: map[string]float64{"streaming": 1.5}},
 			{Kind: CloneKindPlain, Run: 3, Bytes: 90e6, StreamSeconds: 1, TotalSeconds: 4}, // no raw run to pair with
-			{Kind: CloneKindThrottled, Run: 1, Bytes: 20e6, StreamSeconds: 1},
+			{Kind: CloneKindThrottled, Run: 1, Bytes: 20e6, StreamSeconds: 1, CPUSeconds: map[string]float64{"donor agent": 30}},
 			{Kind: CloneKindLoaded, Run: 1, Error: "failed"},
 		},
 		QPS: []QPSRun{{Run: 1, Baseline: 1000, Unthrottled: 500, BaselineThrottled: 1000, Throttled: 900}, {Run: 2, Error: "x", Baseline: 1}},
@@ -88,6 +88,9 @@ func TestSummarizeClone(t *testing.T) {
 	// Run 1: 90/100, run 2: 60/50; run 3 has no raw partner.
 	if s.StreamVsRaw.N != 2 || math.Abs(s.StreamVsRaw.Min-0.9) > 1e-9 || math.Abs(s.StreamVsRaw.Max-1.2) > 1e-9 {
 		t.Errorf("stream vs raw %+v", s.StreamVsRaw)
+	}
+	if s.ThrottledCPU["donor agent"].Median != 30 || s.CloneCPU["vigil"].Median != 2.5 || s.LoadedCPU != nil {
+		t.Errorf("cpu %+v %+v %+v", s.ThrottledCPU, s.CloneCPU, s.LoadedCPU)
 	}
 	if s.ThrottledMBps.Median != 20 || s.LoadedMBps != nil {
 		t.Errorf("throttled %+v loaded %+v", s.ThrottledMBps, s.LoadedMBps)

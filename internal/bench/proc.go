@@ -68,24 +68,6 @@ func ReadProcCPU(pid int) (ProcCPU, error) {
 	return ParseProcStat(string(data))
 }
 
-// ReadProcCPUWithChildren is a process's CPU plus that of the children it
-// has waited for.
-func ReadProcCPUWithChildren(pid int) (ProcCPU, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ProcCPU{}, err
-	}
-	own, err := ParseProcStat(string(data))
-	if err != nil {
-		return ProcCPU{}, err
-	}
-	ch, err := ParseProcStatChildren(string(data))
-	if err != nil {
-		return ProcCPU{}, err
-	}
-	return ProcCPU{UTime: own.UTime + ch.UTime, STime: own.STime + ch.STime}, nil
-}
-
 // ParseVmRSS reads VmRSS (KiB) from the content of /proc/PID/status.
 func ParseVmRSS(data string) (int64, error) {
 	sc := bufio.NewScanner(strings.NewReader(data))
