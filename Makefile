@@ -95,7 +95,7 @@ bench-topology-quick: deps build
 # raw mariadb-backup | mbstream pipe, the donor's read qps during a clone
 # with and without --rate, and (--self-healing) kill -9 → full
 # redundancy. A benchmark, not a test: never part of `make test`. About
-# 6 minutes at the default 1 GB and 3 reps on 2 cores; results in
+# 9 minutes at the default 1 GB and 3 reps on 2 cores; results in
 # bench/out/clone-<timestamp>/. BENCH_CLONE_FLAGS adds options (--size-mb
 # 300 --reps 2, --rate 50MiB, --self-healing, --keep, ...).
 .PHONY: bench-clone
