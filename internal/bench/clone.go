@@ -48,6 +48,10 @@ type CloneOptions struct {
 	// SelfHealing adds the kill -9 → full redundancy measurement
 	// (HealRuns times, each bounded by HealTimeout).
 	SelfHealing bool
+	// HealNoKey runs the same kills without the key: the baseline (a new
+	// writer, but nobody rebuilds the old primary), and a check of the
+	// measurement itself before the key exists.
+	HealNoKey   bool
 	HealRuns    int
 	HealTimeout time.Duration
 	// OutDir receives OUT/clone-<timestamp>/{results.json,report.txt,logs}.

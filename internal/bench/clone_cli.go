@@ -18,7 +18,7 @@ const cloneUsage = `vigil-bench clone — the replica lifecycle (issue 27) measu
 
 Usage:
   vigil-bench clone [--size-mb 1024] [--reps 3] [--rate 20MiB] [--load-threads 4]
-                    [--baseline 10s] [--self-healing [--heal-runs 1] [--heal-timeout 15m]]
+                    [--baseline 10s] [--self-healing [--heal-runs 1] [--heal-timeout 15m] [--heal-key=false]]
                     [--out bench/out] [--keep] [--vigil-binary PATH] [--verbose]
 
 Brings up a 3-node replication sandbox with an agent per node (vigil
@@ -57,6 +57,7 @@ func CloneCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	threads := fs.Int("load-threads", 4, "connections reading the donor during the load measurement")
 	baseline := fs.Duration("baseline", 10*time.Second, "the load's measured window without a clone")
 	heal := fs.Bool("self-healing", false, "also measure kill -9 of the primary → full redundancy with lifecycle.self_healing")
+	healKey := fs.Bool("heal-key", true, "with --self-healing: set lifecycle.self_healing (false: the same kills without it, the baseline)")
 	healRuns := fs.Int("heal-runs", 1, "kills of the primary with --self-healing")
 	healTimeout := fs.Duration("heal-timeout", 15*time.Minute, "how long one kill may take to full redundancy")
 	out := fs.String("out", "bench/out", "directory for the timestamped results")
@@ -88,7 +89,7 @@ func CloneCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	t0 := time.Now()
 	res, dir, err := RunClone(ctx, CloneOptions{
 		SizeMB: *size, Reps: *reps, Rate: limit, LoadThreads: *threads, Baseline: *baseline,
-		SelfHealing: *heal, HealRuns: *healRuns, HealTimeout: *healTimeout,
+		SelfHealing: *heal, HealNoKey: !*healKey, HealRuns: *healRuns, HealTimeout: *healTimeout,
 		OutDir: *out, Keep: *keep, VigilBin: exe, VigilVersion: vigilVersion(ctx, exe),
 		Progress: stderr, Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	})

@@ -53,7 +53,9 @@ func (e *cloneEnv) heal(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if data, err = WithSelfHealing(data); err != nil {
+	if e.o.HealNoKey {
+		e.note("heal: --heal-key=false: the kills run without lifecycle.self_healing (the baseline: full redundancy is not expected)")
+	} else if data, err = WithSelfHealing(data); err != nil {
 		return err
 	}
 	path := filepath.Join(e.work, "vigil-heal.yaml")
@@ -66,7 +68,7 @@ func (e *cloneEnv) heal(ctx context.Context) error {
 		e.progress("heal: skipped: %s", e.res.HealSkipped)
 		return nil
 	}
-	e.progress("heal: restarting vigil with lifecycle.self_healing: true")
+	e.progress("heal: restarting vigil with %s", path)
 	if err := e.vigil.stop(15 * time.Second); err != nil {
 		return err
 	}
@@ -119,7 +121,7 @@ func (e *cloneEnv) healRun(ctx context.Context, i int) HealRun {
 		return r
 	}
 	r.WriterSeconds = ptr(time.Since(t0).Seconds())
-	if err := e.waitRedundant(ctx, e.o.HealTimeout-time.Since(t0)); err != nil {
+	if err := e.waitRedundant(ctx, (e.o.HealTimeout - time.Since(t0)).Round(time.Second)); err != nil {
 		r.Error = err.Error()
 		return r
 	}
