@@ -6,7 +6,7 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 E2E_TIMEOUT ?= 40m
 
-.PHONY: all build deps test unit e2e fuzz bench bench-go bench-failover demo demo-ha clean vet compat
+.PHONY: all build deps test unit e2e fuzz bench bench-go bench-failover bench-clone demo demo-ha clean vet compat
 
 all: build
 
@@ -89,6 +89,18 @@ bench-topology: deps build
 
 bench-topology-quick: deps build
 	bin/vigil-bench topology --quick $(BENCH_TOPOLOGY_FLAGS)
+
+# The replica lifecycle (issue 27, docs/benchmarks.md "Cloning a
+# replica"): clone throughput through the agents and the daemon against a
+# raw mariadb-backup | mbstream pipe, the donor's read qps during a clone
+# with and without --rate, and (--self-healing) kill -9 → full
+# redundancy. A benchmark, not a test: never part of `make test`. About
+# 9 minutes at the default 1 GB and 3 reps on 2 cores; results in
+# bench/out/clone-<timestamp>/. BENCH_CLONE_FLAGS adds options (--size-mb
+# 300 --reps 2, --rate 50MiB, --self-healing, --keep, ...).
+.PHONY: bench-clone
+bench-clone: deps build
+	bin/vigil-bench clone $(BENCH_CLONE_FLAGS)
 
 # Micro-benchmarks of the hot path (classifier, framing, routing), with
 # allocations.

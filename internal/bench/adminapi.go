@@ -79,6 +79,23 @@ func (a adminAPI) writer(ctx context.Context) (string, error) {
 	return "", errors.New("no routed writer")
 }
 
+// waitNewWriter waits until a writer other than old is routed.
+func (a adminAPI) waitNewWriter(ctx context.Context, old string, timeout time.Duration) (string, error) {
+	var nw string
+	err := waitFor(ctx, timeout, "a new writer", func() error {
+		w, err := a.writer(ctx)
+		if err != nil {
+			return err
+		}
+		if w == old {
+			return fmt.Errorf("the writer is still %s", old)
+		}
+		nw = w
+		return nil
+	})
+	return nw, err
+}
+
 func (a adminAPI) post(ctx context.Context, path string, body any) error {
 	var op admin.OpResult
 	if err := a.do(ctx, http.MethodPost, path, body, &op); err != nil {

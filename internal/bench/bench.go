@@ -223,7 +223,13 @@ type env struct {
 func (e *env) sb0Dir() string { return filepath.Join(e.work, "sandbox") }
 
 func (e *env) progress(format string, args ...any) {
-	fmt.Fprintf(e.o.Progress, "[%6s] %s\n", time.Since(e.started).Round(time.Second), fmt.Sprintf(format, args...))
+	progressf(e.o.Progress, e.started, format, args...)
+}
+
+// progressf writes one progress line, stamped with the time since
+// started.
+func progressf(w io.Writer, started time.Time, format string, args ...any) {
+	fmt.Fprintf(w, "[%6s] %s\n", time.Since(started).Round(time.Second), fmt.Sprintf(format, args...))
 }
 
 func (e *env) note(format string, args ...any) {

@@ -26,6 +26,7 @@ Usage:
               [--vigil-binary PATH] [--verbose]
   vigil-bench --render DIR [--compare FILE|none]
   vigil-bench topology [--quick] [...]   durability and HA choices compared (vigil-bench topology -h)
+  vigil-bench clone [--size-mb N] [...]  clone throughput, donor load, self-healing (vigil-bench clone -h)
   vigil-bench version
 
 Brings up a 3-node replication sandbox (or uses --sandbox DIR), prepares
@@ -48,6 +49,9 @@ Flags:
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "topology" {
 		return TopologyCommand(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "clone" {
+		return CloneCommand(ctx, args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("vigil-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -422,17 +422,8 @@ func (e *env) killRun(ctx context.Context, fe *failoverEnv, i int) FailoverRun {
 		r.Error = fmt.Sprintf("kill %s: %v", old, err)
 		return r
 	}
-	err := waitFor(ctx, 30*time.Second, "a new writer", func() error {
-		nw, err := fe.api.writer(ctx)
-		if err != nil {
-			return err
-		}
-		if nw == old {
-			return fmt.Errorf("the writer is still %s", old)
-		}
-		r.New = nw
-		return nil
-	})
+	nw, err := fe.api.waitNewWriter(ctx, old, 30*time.Second)
+	r.New = nw
 	if err == nil {
 		err = waitFor(ctx, 15*time.Second, "an acknowledged write on the new primary", func() error {
 			if _, ok := FirstAckAfterOutage(w.snapshot(), t0); !ok {

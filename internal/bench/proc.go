@@ -28,23 +28,33 @@ func (c ProcCPU) Seconds() float64 { return float64(c.Ticks()) / ClockTicks }
 // of /proc/PID/stat. The command name (field 2) is in parentheses and may
 // itself contain spaces and parentheses, so fields are counted from the
 // last ')'.
-func ParseProcStat(data string) (ProcCPU, error) {
+func ParseProcStat(data string) (ProcCPU, error) { return parseStatPair(data, 14, "utime", "stime") }
+
+// ParseProcStatChildren reads cutime and cstime (fields 16 and 17): the
+// CPU of the children the process has waited for (the mariadb-backup and
+// mbstream an agent ran).
+func ParseProcStatChildren(data string) (ProcCPU, error) {
+	return parseStatPair(data, 16, "cutime", "cstime")
+}
+
+// parseStatPair reads fields n and n+1 of /proc/PID/stat.
+func parseStatPair(data string, n int, first, second string) (ProcCPU, error) {
 	i := strings.LastIndexByte(data, ')')
 	if i < 0 {
 		return ProcCPU{}, errors.New("proc stat: no command name")
 	}
 	f := strings.Fields(data[i+1:])
 	// f[0] is field 3 (state), so field N is f[N-3].
-	if len(f) < 13 {
-		return ProcCPU{}, fmt.Errorf("proc stat: %d fields after the command name, want at least 13", len(f))
+	if len(f) < n-1 {
+		return ProcCPU{}, fmt.Errorf("proc stat: %d fields after the command name, want at least %d", len(f), n-1)
 	}
-	u, err := strconv.ParseInt(f[11], 10, 64)
+	u, err := strconv.ParseInt(f[n-3], 10, 64)
 	if err != nil {
-		return ProcCPU{}, fmt.Errorf("proc stat: utime: %w", err)
+		return ProcCPU{}, fmt.Errorf("proc stat: %s: %w", first, err)
 	}
-	s, err := strconv.ParseInt(f[12], 10, 64)
+	s, err := strconv.ParseInt(f[n-2], 10, 64)
 	if err != nil {
-		return ProcCPU{}, fmt.Errorf("proc stat: stime: %w", err)
+		return ProcCPU{}, fmt.Errorf("proc stat: %s: %w", second, err)
 	}
 	return ProcCPU{UTime: u, STime: s}, nil
 }

@@ -252,7 +252,7 @@ type topologyRunner struct {
 }
 
 func (r *topologyRunner) progress(format string, args ...any) {
-	fmt.Fprintf(r.o.Progress, "[%6s] %s\n", time.Since(r.started).Round(time.Second), fmt.Sprintf(format, args...))
+	progressf(r.o.Progress, r.started, format, args...)
 }
 
 func (r *topologyRunner) note(format string, args ...any) {
