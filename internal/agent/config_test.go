@@ -105,3 +105,26 @@ func TestThrottledWriterRealTime(t *testing.T) {
 		t.Errorf("300 KiB at 1 MiB/s took %v", took)
 	}
 }
+
+// A starved bucket waits for a whole chunk, not for a few KiB at a time:
+// 1 MiB at 1 MiB/s in 256 KiB writes is a handful of sleeps and writes.
+func TestThrottledWriterWakesPerChunk(t *testing.T) {
+	now := time.Unix(0, 0)
+	sleeps, writes := 0, 0
+	out := writeCounter{n: &writes}
+	w := newThrottledWriter(context.Background(), out, 1<<20).(*throttledWriter)
+	w.now = func() time.Time { return now }
+	w.sleep = func(_ context.Context, d time.Duration) error { sleeps++; now = now.Add(d); return nil }
+	for i := 0; i < 4; i++ {
+		if _, err := w.Write(make([]byte, 256<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sleeps > 12 || writes > 16 {
+		t.Errorf("%d sleeps and %d writes for 1 MiB in 256 KiB writes at 1 MiB/s (burst %.0f)", sleeps, writes, w.burst)
+	}
+}
+
+type writeCounter struct{ n *int }
+
+func (c writeCounter) Write(p []byte) (int, error) { *c.n++; return len(p), nil }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"io"
+	"math"
 	"time"
 )
 
@@ -57,8 +58,12 @@ func (t *throttledWriter) Write(p []byte) (int, error) {
 			}
 		}
 		t.last = now
-		if t.tokens < 1 {
-			need := (1 - t.tokens) / t.rate
+		// Wait for a whole chunk (up to the burst), not for one byte: a
+		// writer woken for every few KiB spent 12× the CPU of an
+		// unthrottled one at 20 MiB/s (make bench-clone).
+		want := min(float64(len(p)), t.burst)
+		if t.tokens < want-0.5 { // a sleep's rounding may leave a fraction short
+			need := (want - t.tokens) / t.rate
 			if need < 0.001 {
 				need = 0.001
 			}
@@ -67,7 +72,7 @@ func (t *throttledWriter) Write(p []byte) (int, error) {
 			}
 			continue
 		}
-		n := min(len(p), int(t.tokens))
+		n := min(len(p), int(math.Round(t.tokens))) // at least 1: tokens ≥ 0.5
 		m, err := t.w.Write(p[:n])
 		written += m
 		t.tokens -= float64(m)
