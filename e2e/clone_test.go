@@ -31,8 +31,11 @@ type cloneEnv struct {
 	db      *sql.DB
 }
 
-func newCloneEnv(t *testing.T) *cloneEnv {
-	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, Agents: true, VigilBinary: BuildVigil(t)}, nil)
+func newCloneEnv(t *testing.T) *cloneEnv { return newCloneEnvSpares(t, 0) }
+
+// newCloneEnvSpares is newCloneEnv with spares (vigil sandbox up --spares).
+func newCloneEnvSpares(t *testing.T, spares int) *cloneEnv {
+	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, Agents: true, Spares: spares, VigilBinary: BuildVigil(t)}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	cfgPath := filepath.Join(env.sb.Dir(), "vigil-e2e.yaml")

@@ -301,12 +301,14 @@ func TestSelfHealing(t *testing.T) {
 // gets an errant transaction (written on it directly); the dry run shows
 // the salvage step; a rebuild of the writer is refused, and a second
 // rebuild while one runs; the rebuild writes the errant transaction to a
-// salvage file, and node3 replicates again without it.
+// salvage file, and node3 replicates again without it. Then the spare is
+// cloned in by hand (vigil ctl clone spare1 --from node2): it joins the
+// cluster and replicates.
 func TestRebuildByHand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e")
 	}
-	e := newCloneEnv(t)
+	e := newCloneEnvSpares(t, 1)
 	env, ctx := e.clusterEnv, e.ctx
 	e.insert(0, 5000)
 	e.waitCount("node3", 5000)
@@ -361,6 +363,24 @@ func TestRebuildByHand(t *testing.T) {
 	Eventually(t, 30*time.Second, "node3 ONLINE", func() error {
 		if s := env.server(t, "node3"); s.State != "ONLINE" {
 			return fmt.Errorf("node3 is %s (%s)", s.State, s.Reason)
+		}
+		return nil
+	})
+
+	// The spare, by hand: the dry run says it joins first; the clone adds
+	// it and it replicates.
+	if out, err := env.ctl(t, "clone", "spare1", "--from", "node2", "--dry-run"); err != nil || !strings.Contains(out, "the spare spare1") || !strings.Contains(out, "joins cluster") {
+		t.Fatalf("dry run of the spare: %v\n%s", err, out)
+	}
+	out, err = env.ctl(t, "clone", "spare1", "--from", "node2", "--wait")
+	if err != nil {
+		t.Fatalf("vigil ctl clone spare1 --from node2 --wait: %v\n%s", err, out)
+	}
+	e.insert(5500, 5600)
+	e.waitCount("spare1", 5600)
+	Eventually(t, 30*time.Second, "spare1 ONLINE", func() error {
+		if s := env.server(t, "spare1"); s.State != "ONLINE" {
+			return fmt.Errorf("spare1 is %s (%s)", s.State, s.Reason)
 		}
 		return nil
 	})

@@ -81,8 +81,65 @@ func agentClient(a config.Agents, addr string) (*agent.Client, error) {
 // Clone implements admin.Cloner: choose the donor, then start the clone
 // or rebuild in the background (under the daemon's context) and return
 // it.
+// A configured spare that is not a member yet is added first (as a
+// replacement adds it), then cloned.
 func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
+	if rt, err := d.cluster(r.Cluster); err == nil && (r.Kind == "" || r.Kind == lifecycle.KindClone) {
+		if sp, ok := rt.spare(r.Target); ok {
+			if r.DryRun {
+				steps := append([]string{fmt.Sprintf("add: the spare %s (%s, agent %s) joins cluster %s as a member, out of routing until it replicates", sp.Name, sp.Address, sp.Agent, rt.name)},
+					lifecycle.PlanSteps(lifecycle.Plan{Cluster: rt.name, Target: sp.Name, Donor: orUnknown(r.From), Rate: r.Rate, Named: r.From != ""}, "the primary then")...)
+				return lifecycle.DryRun{DryRun: true, Kind: lifecycle.KindClone, Cluster: rt.name, Target: sp.Name, Donor: orUnknown(r.From),
+					DonorReason: "chosen once the spare is a member", Writer: "the primary then", Steps: steps}, nil
+			}
+			return d.addAndStart(ctx, rt, sp, r, "")
+		}
+	}
 	return d.startLifecycle(ctx, r, "")
+}
+
+// spare is the configured spare name, when it is not a member.
+func (rt *clusterRuntime) spare(name string) (config.Spare, bool) {
+	cc := rt.cfg.Load()
+	for _, s := range cc.Servers {
+		if s.Name == name {
+			return config.Spare{}, false
+		}
+	}
+	for _, sp := range cc.Lifecycle.Spares {
+		if sp.Name == name {
+			return sp, true
+		}
+	}
+	return config.Spare{}, false
+}
+
+// addAndStart adds the spare sp as a member and starts r on it once the
+// monitor has checked it (replaces: the lost member it replaces). When the
+// operation cannot start, the spare leaves the cluster again.
+func (d *daemon) addAndStart(ctx context.Context, rt *clusterRuntime, sp config.Spare, r admin.CloneRequest, replaces string) (any, error) {
+	if err := d.AddServer(ctx, rt.name, admin.ServerSpec{Name: sp.Name, Address: sp.Address, Agent: sp.Agent, Role: "replica"}); err != nil {
+		return nil, fmt.Errorf("adding the spare %s as a member: %w", sp.Name, err)
+	}
+	r.Cluster, r.Target = rt.name, sp.Name
+	var p any
+	var err error
+	for range 60 { // the monitor checks the new member first
+		p, err = d.startLifecycle(ctx, r, replaces)
+		if err == nil || !(strings.Contains(err.Error(), "not a server") || strings.Contains(err.Error(), "not been checked")) {
+			break
+		}
+		if sleepCtx(ctx, 500*time.Millisecond) != nil {
+			break
+		}
+	}
+	if err != nil {
+		if rerr := d.RemoveServer(context.WithoutCancel(ctx), rt.name, sp.Name); rerr != nil {
+			return nil, fmt.Errorf("%w; the spare %s stays a member out of routing (%v): vigil ctl server remove %s", err, sp.Name, rerr, sp.Name)
+		}
+		return nil, fmt.Errorf("%w (the spare %s left the cluster again)", err, sp.Name)
+	}
+	return p, nil
 }
 
 // startLifecycle starts a clone, rebuild or replacement (replaces names

@@ -264,23 +264,9 @@ func (d *daemon) replace(ctx context.Context, rt *clusterRuntime, h *healer, a l
 		}
 		d.journal.add(admin.Event{Cluster: rt.name, Server: a.Target, Kind: "self_healing_failed", Message: msg + fmt.Sprintf("; tried again after %s", healBackoff)})
 	}
-	if err := d.AddServer(ctx, rt.name, admin.ServerSpec{Name: sp.Name, Address: sp.Address, Agent: sp.Agent, Role: "replica"}); err != nil {
-		fail(fmt.Errorf("adding it as a member: %w", err), false)
-		return
-	}
-	var started any
-	var err error
-	for range 60 { // the monitor checks the new member first
-		started, err = d.startLifecycle(ctx, admin.CloneRequest{Cluster: rt.name, Target: sp.Name, Kind: lifecycle.KindReplace, Rate: int64(lc.Rate)}, a.Target)
-		if err == nil || !(strings.Contains(err.Error(), "not a server") || strings.Contains(err.Error(), "not been checked")) {
-			break
-		}
-		if sleepCtx(ctx, 500*time.Millisecond) != nil {
-			return
-		}
-	}
+	started, err := d.addAndStart(ctx, rt, sp, admin.CloneRequest{Kind: lifecycle.KindReplace, Rate: int64(lc.Rate)}, a.Target)
 	if err != nil {
-		fail(err, true)
+		fail(err, false)
 		return
 	}
 	p, _ := started.(lifecycle.Progress)
