@@ -34,6 +34,13 @@ func (s *Session) acquire(ctx context.Context, target router.Target, exclude int
 	if err := s.waitGate(ctx); err != nil {
 		return nil, err
 	}
+	// Again after a hold: a statement held through a switchover may have
+	// waited past this instance's lease (the process stopped, etcd out of
+	// reach); routed now to the writer it last knew, it could write to an
+	// old primary another instance has demoted.
+	if err := s.checkWriteGate(target, -1); err != nil {
+		return nil, err
+	}
 	snap := s.srv.topo.Load()
 	idx, reason := s.pickExcept(snap, target, exclude)
 	if idx >= 0 && idx == snap.Writer && target != router.Writer && s.srv.WritesFenced() {

@@ -151,3 +151,37 @@ func TestSelfFencedServesReads(t *testing.T) {
 		t.Fatal("the writer served a read while this instance was self-fenced")
 	}
 }
+
+// TestWriteGateAfterHold: a write that arrived while a switchover held
+// statements, with the lease valid, and was released after the deadline
+// passed (the process was stopped, the lease lost) is refused with 7015
+// and never reaches the writer this instance last knew.
+func TestWriteGateAfterHold(t *testing.T) {
+	primary := newFakeBackend(t)
+	replica := newFakeBackend(t)
+	srv, addr := twoServerProxy(t, primary, replica)
+	db, err := sql.Open("mysql", "app:secret@tcp("+addr+")/?timeout=5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec("INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetWriteDeadline(time.Now().Add(200*time.Millisecond), false, "it could not renew its etcd lease in time")
+	srv.Hold("switchover in progress", 5*time.Second)
+	done := make(chan error, 1)
+	before := primary.seen("INSERT")
+	go func() { _, err := db.Exec("INSERT INTO t VALUES (2)"); done <- err }()
+	time.Sleep(400 * time.Millisecond) // held past the deadline
+	srv.Release()
+	err = <-done
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 7015 {
+		t.Fatalf("a write held past the deadline: %v", err)
+	}
+	if primary.seen("INSERT") != before {
+		t.Fatal("a write held past the lease reached the writer")
+	}
+}
