@@ -44,6 +44,9 @@ type Config struct {
 	// Agents: how Vigil reaches the vigil agents that servers name
 	// (clusters[].servers[].agent) to clone them (docs/lifecycle.md).
 	Agents Agents `yaml:"agents"`
+	// Shards: one listener over several clusters, routing by schema
+	// (docs/shards.md).
+	Shards Shards `yaml:"shards"`
 
 	// path is the file the config was read from, for messages.
 	path string
@@ -458,6 +461,7 @@ func (c *Config) Marshal() ([]byte, error) { return yaml.Marshal(c) }
 func (c *Config) applyDefaults() {
 	c.Security.applyDefaults()
 	c.Coordination.applyDefaults()
+	c.shardDefaults()
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
@@ -615,6 +619,7 @@ func (c *Config) Validate() error {
 	c.Coordination.validate(add)
 	c.validateAgents(add)
 	c.validateLifecycle(add)
+	c.validateShards(add)
 	if c.Digests.MaxEntries < 1 {
 		add("digests.max_entries", "must be at least 1")
 	}
