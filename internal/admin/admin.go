@@ -152,6 +152,52 @@ type Cloner interface {
 	Clones() any
 }
 
+// Sharder is the optional part of a Controller that runs the sharded
+// listener (docs/shards.md).
+type Sharder interface {
+	// Shards is the sharded listener: its map, schemas and counters.
+	Shards() any
+	// SetShardState sets a schema's shard state (online, read_only,
+	// offline) on every instance, or refuses with an *Error.
+	SetShardState(ctx context.Context, r ShardStateRequest) (any, error)
+}
+
+// ShardsView is GET /api/v1/shards.
+type ShardsView struct {
+	Listen string `json:"listen"`
+	// Version of the shard map every instance routes by (etcd's revision
+	// of it when coordinated).
+	Version  uint64             `json:"version"`
+	Clusters []ShardClusterView `json:"clusters"`
+	Schemas  []ShardSchemaView  `json:"schemas"`
+	Sessions int                `json:"sessions"`
+	// Statements run, by cluster; Refused by reason.
+	Statements map[string]uint64 `json:"statements"`
+	Refused    map[string]uint64 `json:"refused"`
+}
+
+// ShardClusterView is one cluster behind the sharded listener.
+type ShardClusterView struct {
+	Name   string `json:"name"`
+	Writer string `json:"writer,omitempty"`
+}
+
+// ShardSchemaView is one schema as the sharded listener places it.
+type ShardSchemaView struct {
+	Name    string `json:"name"`
+	Cluster string `json:"cluster,omitempty"`
+	State   string `json:"state"`
+	// Source: map (shards.map, or set at run time) or discovered.
+	Source   string   `json:"source"`
+	Conflict []string `json:"conflict,omitempty"`
+}
+
+// ShardStateRequest is the body of POST /api/v1/shards/state.
+type ShardStateRequest struct {
+	Schema string `json:"schema"`
+	State  string `json:"state"`
+}
+
 // DigestQuery selects digest rows (GET /api/v1/digests).
 type DigestQuery struct {
 	Cluster string
@@ -266,6 +312,37 @@ func (s *Server) routes() {
 	})))
 	s.mux.Handle("POST /api/v1/clone", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.clone(w, r, "clone") })))
 	s.mux.Handle("POST /api/v1/rebuild", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.clone(w, r, "rebuild") })))
+	s.mux.Handle("GET /api/v1/shards", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sh, ok := s.ctl.(Sharder)
+		if !ok {
+			writeErr(w, &Error{http.StatusNotImplemented, "this Vigil has no sharded listener"})
+			return
+		}
+		v := sh.Shards()
+		if v == nil {
+			writeErr(w, &Error{http.StatusNotFound, "no sharded listener is configured (shards.listen)"})
+			return
+		}
+		writeJSON(w, 200, v)
+	})))
+	s.mux.Handle("POST /api/v1/shards/state", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sh, ok := s.ctl.(Sharder)
+		if !ok {
+			writeErr(w, &Error{http.StatusNotImplemented, "this Vigil has no sharded listener"})
+			return
+		}
+		var req ShardStateRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Schema == "" || req.State == "" {
+			writeErr(w, &Error{400, "body must be JSON: {\"schema\": \"tenant1\", \"state\": \"read_only\"}"})
+			return
+		}
+		res, err := sh.SetShardState(r.Context(), req)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, res)
+	})))
 	s.mux.Handle("GET /api/v1/clone", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, ok := s.ctl.(Cloner)
 		if !ok {

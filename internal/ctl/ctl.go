@@ -60,6 +60,11 @@ Commands:
                                 file; the writer is refused
   clones                        running and recent clones and rebuilds: phase,
                                 bytes, rate, ETA
+  shards                        the sharded listener: clusters, every schema with
+                                its cluster and shard state, statements by cluster
+  shard state SCHEMA online|read_only|offline
+                                set a schema's shard state: read_only refuses its
+                                writes (7018), offline every statement (7019)
   reload                        reload the config file
   kill ID [--query]             end a client session (or only its running statement)
   digests [--by key] [--sort total|count|errors|rows|max|p99] [--limit N] [--reset]
@@ -192,6 +197,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return c.clone(ctx, *cluster, cargs, "rebuild")
 	case "clones":
 		return c.clones(ctx)
+	case "shards":
+		return c.shards(ctx)
+	case "shard":
+		return c.shard(ctx, cargs)
 	case "reload":
 		return c.post(ctx, "/api/v1/config/reload", nil)
 	case "server":

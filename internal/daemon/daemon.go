@@ -136,6 +136,8 @@ type daemon struct {
 	// one step of a swap that can still fail (nil: rt.mon.SetOptions);
 	// tests make it fail.
 	setMonitorOptions func(rt *clusterRuntime, o monitor.Options) error
+	// shards is the sharded listener (nil: none configured yet).
+	shards *shardRuntime
 }
 
 // clusterMap is the running clusters by name.
@@ -199,6 +201,9 @@ func (d *daemon) start(parent context.Context, cfg *config.Config) error {
 		d.runCluster(rt)
 	}
 	d.clusters.Store(&clusters)
+	if err := d.startShards(ctx, cfg); err != nil {
+		return err
+	}
 	d.wg.Go(func() { d.healLoop(ctx) })
 	if cfg.Admin.AdminEnabled() {
 		aopts, generated, err := adminOptions(cfg)
@@ -313,18 +318,25 @@ func (d *daemon) applyLocked(base, cfg *config.Config, what string, gs greetings
 			d.log.Info("admin API token generated: the previous one no longer works", "file", generated)
 		}
 	}
+	shardLn, err := d.prepareShards(cfg)
+	if err != nil {
+		plan.discard()
+		return d.rejectReload(err)
+	}
 	// Removed servers drain before the swap, not in the middle of it: the
 	// swap then sets values one after another with no wait between them.
 	// The drain waits with reloadMu released.
 	if err := d.drainUnlocked(plan); err != nil {
 		plan.undrain()
 		plan.discard()
+		closeListener(shardLn)
 		return d.rejectReload(err)
 	}
 	oldLog, err := d.applyQueryLog(d.ctx, cfg.Log)
 	if err != nil {
 		plan.undrain()
 		plan.discard()
+		closeListener(shardLn)
 		return d.rejectReload(fmt.Errorf("log: %w", err))
 	}
 	defer oldLog.stop()
@@ -357,6 +369,7 @@ func (d *daemon) applyLocked(base, cfg *config.Config, what string, gs greetings
 		d.journal.add(admin.Event{Cluster: rt.name, Kind: "cluster_added", Message: fmt.Sprintf("cluster %s added: listening on %s", rt.name, rt.ln.Addr())})
 	}
 	d.clusters.Store(&clusters)
+	d.applyShards(cfg, shardLn)
 	for _, rt := range plan.gone {
 		// Its sessions end: the cluster is gone from the configuration.
 		rt.stop()

@@ -84,7 +84,8 @@ func (m metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descQlogEntries, descQlogDropped, descQlogSink, descLatency, descRouteErrors, descSrvQueries, descSrvErrors, descUserQueries, descUserErrors,
 		descOps, descOpDuration, descMonChecks, descWriterKept, descUnauth, descLoginGuard,
 		descStmtMem, descStmtMemSpare, descStmtMemLimit, descStmtMemEvent, descCloneBytes, descClonesRun, descCloneFails,
-		descCoordLease, descCoordValid, descCoordInstances, descCoordLeader, descCoordTerm, descCoordFenced} {
+		descCoordLease, descCoordValid, descCoordInstances, descCoordLeader, descCoordTerm, descCoordFenced,
+		descShardSessions, descShardStatements, descShardRefused, descShardVersion, descShardDiscovery} {
 		ch <- d
 	}
 }
@@ -104,6 +105,7 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
 	}
 	m.collectCoordination(ch)
+	m.collectShards(ch)
 	for _, name := range m.d.clusterNames() {
 		rt := m.d.clusterMap()[name]
 		snap := rt.topo.Load()

@@ -124,11 +124,21 @@ func (s *Session) resetSession() {
 }
 
 // kill handles KILL [QUERY] <id> where id is a Vigil session id.
+// findSession is the session with id on this session's listener: for
+// the sharded listener, the part of that session that runs a statement
+// now (or its first part).
+func (s *Session) findSession(id uint32) *Session {
+	if s.shard != nil {
+		return s.shard.srv.part(id)
+	}
+	return s.srv.Session(id)
+}
+
 func (s *Session) kill(ctx context.Context, id uint64, query bool) error {
 	if id > 0xffffffff {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERNoSuchThread, "HY000", "Unknown thread id: %d", id))
 	}
-	target := s.srv.Session(uint32(id))
+	target := s.findSession(uint32(id))
 	if target == nil {
 		return s.sendError(mysqlproto.NewError(mysqlproto.ERNoSuchThread, "HY000", "Unknown thread id: %d", id))
 	}
@@ -143,7 +153,7 @@ func (s *Session) kill(ctx context.Context, id uint64, query bool) error {
 			return s.sendError(mysqlproto.NewError(mysqlproto.ERKillDenied, "HY000", "You are not owner of thread %d", id))
 		}
 	}
-	if target == s {
+	if target == s || (s.shard != nil && target.shard == s.shard) {
 		if query {
 			return s.writeOK(0, 0)
 		}
@@ -155,7 +165,7 @@ func (s *Session) kill(ctx context.Context, id uint64, query bool) error {
 	}
 	if c := target.cur.running.Load(); c != nil {
 		kctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := s.srv.pool(c.Index).Kill(kctx, s.key.User, c.ID, true)
+		err := target.srv.pool(c.Index).Kill(kctx, s.key.User, c.ID, true)
 		cancel()
 		if err != nil {
 			return s.sendError(mysqlproto.NewError(mysqlproto.ERUnknownError, "HY000", "Vigil: kill on server %s failed: %v", c.Server, err))
@@ -240,7 +250,7 @@ func (s *Session) comChangeUser(ctx context.Context, pkt []byte) error {
 		s.vars.state.Reset(cu.DB)
 		// The servers must accept the account and the schema, as a server
 		// would check.
-		if err := s.checkLogin(ctx, cu.DB, len(cu.AuthResponse) > 0); err != nil && !errors.As(err, &denied) {
+		if err := s.loginCheck(ctx, cu.DB, len(cu.AuthResponse) > 0); err != nil && !errors.As(err, &denied) {
 			denied = mysqlproto.NewError(mysqlproto.ERUnknownError, mysqlproto.SSUnknown, "Vigil: %v", err)
 		}
 	}

@@ -481,6 +481,15 @@ const loginCheckTTL = 10 * time.Second
 // schema does not exist or is not allowed, the server's error. When the
 // writer cannot be reached, the login is accepted and the first statement
 // tells.
+// loginCheck checks a login's account and schema with the servers: the
+// schema's cluster's through the sharded listener (shard.go).
+func (s *Session) loginCheck(ctx context.Context, db string, usedPassword bool) error {
+	if s.shard != nil {
+		return s.shard.checkLogin(ctx, s, db, usedPassword)
+	}
+	return s.checkLogin(ctx, db, usedPassword)
+}
+
 func (s *Session) checkLogin(ctx context.Context, db string, usedPassword bool) error {
 	key := s.key.User + "\x00" + db
 	now := time.Now()

@@ -188,39 +188,8 @@ func (s *Server) pool(i int) *backend.Pool {
 // Serve accepts clients on ln until ctx ends, then closes every session and
 // waits for them.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
 	s.mirror.run(ctx)
-	var tempDelay time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				s.closeAll()
-				s.wg.Wait()
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed; retrying", "err", err, "retry_in", tempDelay)
-				time.Sleep(tempDelay)
-				continue
-			}
-			if _, ok := s.retired.Load(ln); ok {
-				// Replaced by another listen address (reload): the
-				// sessions it accepted go on; the new listener's Serve
-				// closes them at shutdown.
-				s.retired.Delete(ln)
-				return nil
-			}
-			s.closeAll()
-			s.wg.Wait()
-			return fmt.Errorf("accept on %s: %w", ln.Addr(), err)
-		}
-		tempDelay = 0
+	return acceptLoop(ctx, ln, s.log, &s.retired, func(nc net.Conn) {
 		// Go's TCP connections have TCP_NODELAY and keep-alives on
 		// already (net.Listen's defaults): no system calls here.
 		id := s.nextID.Add(1)
@@ -236,6 +205,45 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			delete(s.sessions, id)
 			s.mu.Unlock()
 		}()
+	}, func() {
+		s.closeAll()
+		s.wg.Wait()
+	})
+}
+
+// acceptLoop accepts connections on ln and hands each to start until ctx
+// ends or ln fails; then it ends the sessions (end) and returns. A
+// listener retired on purpose (in retired: a reload moved the address)
+// returns without ending them: the new listener's loop does at shutdown.
+func acceptLoop(ctx context.Context, ln net.Listener, log *slog.Logger, retired *sync.Map, start func(net.Conn), end func()) error {
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	var tempDelay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				end()
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
+				log.Warn("accept failed; retrying", "err", err, "retry_in", tempDelay)
+				time.Sleep(tempDelay)
+				continue
+			}
+			if _, ok := retired.Load(ln); ok {
+				retired.Delete(ln)
+				return nil
+			}
+			end()
+			return fmt.Errorf("accept on %s: %w", ln.Addr(), err)
+		}
+		tempDelay = 0
+		start(nc)
 	}
 }
 

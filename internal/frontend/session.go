@@ -54,6 +54,10 @@ type Session struct {
 	capture      replyCapture // the reply being captured for the query cache
 	logEntry     qlog.Entry
 	userStats    *UserStats
+
+	// shard: the sharded listener's session this one serves one
+	// cluster of (nil: a cluster listener's session).
+	shard *shardSession
 }
 
 // SessionInfo is a session as listings show it.
@@ -188,7 +192,7 @@ func (s *Session) loginConfig(ctx context.Context, g *LoginGuard, ticket *admitT
 		s.setup(h)
 		// The servers must accept the account, and the schema must exist
 		// and be allowed, as a server would check.
-		return s.checkLogin(ctx, h.DB, h.Password)
+		return s.loginCheck(ctx, h.DB, h.Password)
 	}
 	return cfg
 }

@@ -157,6 +157,16 @@ func stmtHeader(pkt []byte, cmd byte, min int, name string) (uint32, *SQLError) 
 	return binary.LittleEndian.Uint32(pkt[1:]), nil
 }
 
+// StmtIDOf is the statement id of a COM_STMT_* packet (execute, send
+// long data, close, reset, fetch); ok is false for a packet too short to
+// hold one.
+func StmtIDOf(pkt []byte) (id uint32, ok bool) {
+	if len(pkt) < 5 {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint32(pkt[1:5]), true
+}
+
 // PutStmtID replaces, in place, the statement id of a COM_STMT_* packet
 // (execute, send long data, close, reset, fetch) or of a COM_STMT_PREPARE
 // OK payload: in all of them it follows the first byte. A proxy maps the

@@ -54,6 +54,10 @@ const (
 	ERVigilMultiStatementOff = 7013
 	ERVigilInternal          = 7014 // a bug in Vigil ended the session (recovered panic)
 	ERVigilSelfFenced        = 7015 // this instance lost its coordination lease (or has not caught up): writes refused
+	ERVigilShardCrossCluster = 7016 // sharded listener: a statement or transaction would need two clusters
+	ERVigilShardAmbiguous    = 7017 // sharded listener: a schema exists on two clusters and the map names neither
+	ERVigilShardReadOnly     = 7018 // sharded listener: a write to a schema in shard state read_only
+	ERVigilShardOffline      = 7019 // sharded listener: a statement on a schema in shard state offline
 )
 
 // SQLSTATEs for Vigil's errors: 08xxx says "connection problem, retry".
@@ -66,4 +70,10 @@ const (
 	// SSVigilSelfFenced: class 08 (connection exception: retry, through
 	// another instance), an implementation-defined subclass of its own.
 	SSVigilSelfFenced = "08V01"
+	// SSVigilShardReadOnly: "read-only SQL-transaction", as a write in a
+	// read-only transaction.
+	SSVigilShardReadOnly = "25006"
+	// SSVigilShardAmbiguous: syntax or access rule violation, as an
+	// ambiguous name.
+	SSVigilShardAmbiguous = "42000"
 )

@@ -229,6 +229,13 @@ const NullCell = "\x00NULL\x00"
 // column count, the definitions, an EOF unless deprecateEOF, the rows
 // (NullCell for NULL) and the terminator with status. Test servers use it.
 func WriteTextResult(c *Conn, cols []string, rows [][]string, status uint16, deprecateEOF bool) error {
+	return WriteTextResultFor(c, cols, rows, status, deprecateEOF, false)
+}
+
+// WriteTextResultFor is WriteTextResult for a client that may have
+// MariaDB's extended metadata (extMeta: an empty extended type info in
+// each column definition, as MariaDB sends for a plain string column).
+func WriteTextResultFor(c *Conn, cols []string, rows [][]string, status uint16, deprecateEOF, extMeta bool) error {
 	var buf []byte
 	put := func(p []byte) error { return c.WritePacket(p) }
 	if err := put(AppendLenEncInt(buf[:0], uint64(len(cols)))); err != nil {
@@ -238,6 +245,9 @@ func WriteTextResult(c *Conn, cols []string, rows [][]string, status uint16, dep
 		d := buf[:0]
 		for _, s := range []string{"def", "", "", "", name, name} {
 			d = AppendLenEncString(d, []byte(s))
+		}
+		if extMeta {
+			d = append(d, 0)
 		}
 		// Fixed fields: length 0x0c, charset utf8mb4_general_ci (45), max
 		// length, type VAR_STRING (253), flags, decimals, filler.
