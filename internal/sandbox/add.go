@@ -25,6 +25,9 @@ func (s *Sandbox) AddNode(ctx context.Context) (Node, error) {
 	if m.Topology != Replication && m.Topology != Standalone {
 		return Node{}, fmt.Errorf("sandbox add supports replication and standalone sandboxes, not %s", m.Topology)
 	}
+	if len(m.Clusters) > 1 {
+		return Node{}, errors.New("sandbox add does not support a sandbox of several clusters (up --clusters) yet: it could not tell which cluster the node joins")
+	}
 	k := len(m.members()) + 1
 	if k > MaxNodes {
 		return Node{}, fmt.Errorf("a sandbox has at most %d nodes", MaxNodes)

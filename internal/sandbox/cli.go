@@ -21,7 +21,7 @@ const sandboxUsage = `vigil sandbox — local MariaDB topologies of real mariadb
 
 Usage:
   vigil sandbox up --dir DIR [--topology replication|galera|standalone] [--nodes N]
-                   [--base-port P] [--semi-sync] [--etcd 0|1|3] [--vigils N]
+                   [--clusters N] [--base-port P] [--semi-sync] [--etcd 0|1|3] [--vigils N]
                    [--agents] [--spares N] [--self-healing] [--replace-after D]
                    [--vigil-binary PATH] [--json] [--verbose]
   vigil sandbox status --dir DIR [--json]
@@ -45,7 +45,11 @@ Commands:
            --agents) N spare hosts spare1..spareN: an empty read-only mariadbd
            that replicates from nobody, with an agent, listed in vigil.yaml
            under lifecycle.spares; --self-healing and --replace-after D set
-           lifecycle.self_healing and lifecycle.replace_after there
+           lifecycle.self_healing and lifecycle.replace_after there;
+           --clusters N (2..4, replication) runs N clusters of --nodes nodes
+           each (sandbox, sandbox2.. in vigil.yaml, GTID domains 0..N-1, each
+           with its own proxy listener) and reserves a sharded listener
+           (shards: in vigil.yaml, shards in sandbox.json)
   status   what every node is now: running, role, replication, paused, isolated;
            and every etcd member and Vigil daemon: state, pid, healthy/answering
   add      one more node (replication: a replica of the current primary,
@@ -78,6 +82,7 @@ type sandboxFlags struct {
 	dir      string
 	topology string
 	nodes    int
+	clusters int
 	basePort int
 	semiSync bool
 	etcd     int
@@ -185,7 +190,8 @@ func sandboxFlagSet(cmd string, f *sandboxFlags) (*flag.FlagSet, int, bool) {
 	case "up":
 		npos = 0
 		fs.StringVar(&f.topology, "topology", "replication", "replication, galera or standalone")
-		fs.IntVar(&f.nodes, "nodes", 0, "number of nodes (default 3; standalone 1)")
+		fs.IntVar(&f.nodes, "nodes", 0, "number of nodes (default 3; standalone 1); per cluster with --clusters")
+		fs.IntVar(&f.clusters, "clusters", 1, "number of replication clusters (1..4), each of --nodes nodes")
 		fs.IntVar(&f.basePort, "base-port", 0, "node K listens on base-port+K-1 (default: a free block)")
 		fs.BoolVar(&f.semiSync, "semi-sync", false, "semi-synchronous replication")
 		fs.IntVar(&f.etcd, "etcd", 0, "run an etcd cluster of this many members (0, 1 or 3)")
@@ -222,9 +228,12 @@ func sandboxUp(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
+	if f.clusters < 1 || f.clusters > MaxClusters {
+		return fmt.Errorf("--clusters must be between 1 and %d, not %d", MaxClusters, f.clusters)
+	}
 	t0 := time.Now()
 	sb, err := Up(ctx, Options{
-		Dir: f.dir, Topology: topo, Nodes: f.nodes, BasePort: f.basePort, SemiSync: f.semiSync,
+		Dir: f.dir, Topology: topo, Nodes: f.nodes, Clusters: f.clusters, BasePort: f.basePort, SemiSync: f.semiSync,
 		Etcd: f.etcd, Vigils: f.vigils, Agents: f.agents, Spares: f.spares, SelfHealing: f.selfHeal,
 		ReplaceAfter: f.replace, VigilBinary: f.vigilBin, Logger: log,
 	})
@@ -285,6 +294,9 @@ func sandboxUp(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdout io
 	fmt.Fprintf(stdout, "Accounts: %s/%s (all privileges), %s/%s (monitor), %s/%s (replication); root over the socket.\n",
 		a.App.User, a.App.Password, a.Monitor.User, a.Monitor.Password, a.Repl.User, a.Repl.Password)
 	fmt.Fprintf(stdout, "Reserved for Vigil: proxy %s, admin %s (token %s: vigil ctl --sandbox %s sends it).\n", m.Proxy.Addr(), m.Admin.Addr(), m.AdminToken, m.Dir)
+	if err := printClusters(stdout, m.Clusters, m.Shards); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "Vigil config: vigil run --config %s\n", sb.ConfigPath())
 	fmt.Fprintf(stdout, "Connect:      mariadb -h %s -P %d -u %s -p%s\n", m.Nodes[0].Host, m.Nodes[0].Port, a.App.User, a.App.Password)
 	fmt.Fprintf(stdout, "Tear down:    vigil sandbox down --dir %s [--purge]\n", m.Dir)
@@ -425,6 +437,12 @@ func sandboxStatus(ctx context.Context, sb *Sandbox, asJSON bool, stdout io.Writ
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(r.Clusters) > 0 {
+		fmt.Fprintln(stdout)
+		if err := printClusters(stdout, r.Clusters, r.Shards); err != nil {
+			return err
+		}
+	}
 	if len(r.Etcd) > 0 {
 		fmt.Fprintln(stdout)
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -457,6 +475,26 @@ func sandboxStatus(ctx context.Context, sb *Sandbox, asJSON bool, stdout io.Writ
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", a.Name, a.Node, a.Listen, a.PID, a.State, auxHealthColumn(a.State, a.Answering))
 		}
 		return tw.Flush()
+	}
+	return nil
+}
+
+// printClusters lists the clusters of a sandbox of several and its
+// sharded listener; nothing for a single-cluster sandbox.
+func printClusters(w io.Writer, clusters []Cluster, shards *Endpoint) error {
+	if len(clusters) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tPROXY\tGTID DOMAIN\tNODES")
+	for _, c := range clusters {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", c.Name, c.Proxy.Addr(), c.GTIDDomain, strings.Join(c.Nodes, ", "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if shards != nil {
+		fmt.Fprintf(w, "Sharded listener (shards: in vigil.yaml): %s\n", shards.Addr())
 	}
 	return nil
 }

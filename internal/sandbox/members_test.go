@@ -111,7 +111,7 @@ func TestPlanPortsAux(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantEtcd := []EtcdPorts{{23366, 23367}, {23368, 23369}, {23370, 23371}}
-	wantVigils := []VigilPorts{{23376, 23377}, {23378, 23379}, {23380, 23381}}
+	wantVigils := []VigilPorts{{Proxy: 23376, Admin: 23377}, {Proxy: 23378, Admin: 23379}, {Proxy: 23380, Admin: 23381}}
 	if !reflect.DeepEqual(p.Etcd, wantEtcd) || !reflect.DeepEqual(p.Vigils, wantVigils) {
 		t.Errorf("etcd %+v vigils %+v; want %+v %+v", p.Etcd, p.Vigils, wantEtcd, wantVigils)
 	}
@@ -194,7 +194,7 @@ func TestManifestAux(t *testing.T) {
 		StateDir: "/tmp/sb/vigil2/state", SourceAddress: "127.0.0.12", Log: "/tmp/sb/vigil2/vigil.log",
 		Cgroup: sandboxCgroup("/tmp/sb") + "/vigil2",
 	}
-	if v != want {
+	if !reflect.DeepEqual(v, want) {
 		t.Errorf("vigil2 = %+v\nwant %+v", v, want)
 	}
 	if m.Vigils[0].SourceAddress != "127.0.0.11" {

@@ -63,6 +63,11 @@ func renderMyCnf(m *Manifest, n Node) string {
 		w("log_slave_updates", "ON")
 		w("binlog_format", "ROW")
 		w("gtid_strict_mode", "ON")
+		if d, ok := m.gtidDomain(n); ok {
+			// Each cluster of a sandbox of several writes its own
+			// domain, so GTIDs say which cluster they came from.
+			w("gtid_domain_id", d)
+		}
 		w("sync_binlog", 0)
 		w("slave_net_timeout", 4)
 		w("report_host", n.Host)

@@ -22,6 +22,7 @@ import (
 //	vigilK admin port      P + 71 + 2*(K-1)
 //	proxy (vigil run)      P + 90
 //	admin (vigil run)      P + 91
+//	more clusters, shards  P + 92 .. P + 107    (with --clusters, see clusters.go)
 //	node K Galera gcomm    P + 100 + 3*(K-1)
 //	node K Galera IST      P + 101 + 3*(K-1)
 //	node K Galera SST      P + 102 + 3*(K-1)
@@ -50,6 +51,10 @@ type EtcdPorts struct {
 // VigilPorts are the listeners of one Vigil daemon the sandbox runs.
 type VigilPorts struct {
 	Proxy, Admin int
+	// ClusterProxies (clusters 2..N) and Shards are set with several
+	// clusters only (see withClusters).
+	ClusterProxies []int
+	Shards         int
 }
 
 // PortPlan is every port a sandbox needs.
@@ -62,6 +67,11 @@ type PortPlan struct {
 	// Vigil daemons (see withAux).
 	Etcd   []EtcdPorts
 	Vigils []VigilPorts
+	// ClusterProxies are the listeners of clusters 2..N and Shards the
+	// sharded listener's port, with several clusters only (see
+	// withClusters).
+	ClusterProxies []int
+	Shards         int
 }
 
 // withAux adds the ports of etcd members and Vigil daemons to the plan
@@ -82,11 +92,15 @@ func (p PortPlan) withAux(etcd, vigils int) PortPlan {
 
 // planPorts is the plan of a sandbox with options o from base.
 func planPorts(base int, o Options) (PortPlan, error) {
-	p, err := PlanPorts(base, o.Nodes, o.Topology == Galera)
+	clusters := max(o.Clusters, 1)
+	p, err := PlanPorts(base, o.Nodes*clusters, o.Topology == Galera)
 	if err != nil {
 		return p, err
 	}
-	return p.withAux(o.Etcd, o.Vigils), nil
+	if last := base + optionsSpan(o) - 1; last > 65535 {
+		return p, fmt.Errorf("--base-port %d is too high: the sandbox needs ports up to %d (base+%d)", base, last, optionsSpan(o)-1)
+	}
+	return p.withAux(o.Etcd, o.Vigils).withClusters(clusters), nil
 }
 
 // All lists every port of the plan with what it is for.
@@ -109,8 +123,21 @@ func (p PortPlan) All() []PortUse {
 	for i, v := range p.Vigils {
 		name := fmt.Sprintf("vigil%d", i+1)
 		out = append(out, PortUse{v.Proxy, name + " proxy"}, PortUse{v.Admin, name + " admin"})
+		for j, c := range v.ClusterProxies {
+			out = append(out, PortUse{c, fmt.Sprintf("%s proxy of %s", name, clusterName(j+2))})
+		}
+		if v.Shards != 0 {
+			out = append(out, PortUse{v.Shards, name + " shards"})
+		}
 	}
-	return append(out, PortUse{p.Proxy, "proxy"}, PortUse{p.Admin, "admin"})
+	out = append(out, PortUse{p.Proxy, "proxy"}, PortUse{p.Admin, "admin"})
+	for j, c := range p.ClusterProxies {
+		out = append(out, PortUse{c, "proxy of " + clusterName(j+2)})
+	}
+	if p.Shards != 0 {
+		out = append(out, PortUse{p.Shards, "shards"})
+	}
+	return out
 }
 
 // PortUse is a port and what the sandbox wants it for.

@@ -75,8 +75,13 @@ type Options struct {
 	Dir string
 	// Topology defaults to replication.
 	Topology Topology
-	// Nodes defaults to 3 (replication, galera) or 1 (standalone).
+	// Nodes defaults to 3 (replication, galera) or 1 (standalone); with
+	// Clusters, per cluster.
 	Nodes int
+	// Clusters is the number of replication clusters (1..MaxClusters;
+	// 0 means 1; see clusters.go), each of Nodes nodes with its own
+	// primary, GTID domain and cluster in vigil.yaml.
+	Clusters int
 	// BasePort gives node K port BasePort+K-1 (see PortPlan); 0 picks a
 	// free block at random.
 	BasePort int
@@ -164,6 +169,9 @@ type Node struct {
 	// Failure injection state.
 	Paused   bool `json:"paused,omitempty"`
 	Isolated bool `json:"isolated,omitempty"`
+	// Cluster names the node's cluster in a sandbox of several (up
+	// --clusters); empty otherwise.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // Addr is the node's TCP address.
@@ -245,6 +253,13 @@ type VigilInstance struct {
 	// Failure injection state.
 	Paused   bool `json:"paused,omitempty"`
 	Isolated bool `json:"isolated,omitempty"`
+	// ClusterProxies are the daemon's listeners by cluster name in a
+	// sandbox of several clusters (the first cluster's is Proxy); absent
+	// otherwise.
+	ClusterProxies map[string]Endpoint `json:"cluster_proxies,omitempty"`
+	// Shards is the daemon's sharded listener in a sandbox of several
+	// clusters; absent otherwise.
+	Shards *Endpoint `json:"shards,omitempty"`
 }
 
 // proc identifies the daemon's process by its --config.
@@ -284,6 +299,13 @@ type Manifest struct {
 	// --replace-after put into vigil.yaml's lifecycle section.
 	SelfHealing  bool          `json:"self_healing,omitempty"`
 	ReplaceAfter time.Duration `json:"replace_after,omitempty"`
+	// Clusters are the replication clusters of a sandbox of several (up
+	// --clusters N); absent with one. The first is named ClusterName and
+	// its Proxy is the Proxy above.
+	Clusters []Cluster `json:"clusters,omitempty"`
+	// Shards is the address reserved for Vigil's sharded listener in a
+	// sandbox of several clusters; absent with one.
+	Shards *Endpoint `json:"shards,omitempty"`
 }
 
 func (m *Manifest) clone() Manifest {
@@ -297,6 +319,9 @@ func (m *Manifest) clone() Manifest {
 	}
 	if m.Agents != nil {
 		c.Agents = append([]AgentInstance(nil), m.Agents...)
+	}
+	if m.Clusters != nil {
+		c.Clusters = append([]Cluster(nil), m.Clusters...)
 	}
 	return c
 }

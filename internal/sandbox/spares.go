@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -84,6 +85,9 @@ func (m *Manifest) agentOf(name string) (AgentInstance, bool) {
 func newSpare(m *Manifest, bin string) (Node, AgentInstance, error) {
 	if m.Topology != Replication && m.Topology != Standalone {
 		return Node{}, AgentInstance{}, fmt.Errorf("spares are for replication and standalone sandboxes, not %s", m.Topology)
+	}
+	if len(m.Clusters) > 1 {
+		return Node{}, AgentInstance{}, errors.New("spares are not supported in a sandbox of several clusters (up --clusters) yet: a spare would not know which cluster and GTID domain it joins")
 	}
 	if len(m.Agents) == 0 {
 		return Node{}, AgentInstance{}, fmt.Errorf("a spare is cloned through its agent, and this sandbox runs none: make it with vigil sandbox up --agents (or --spares N)")

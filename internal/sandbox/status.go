@@ -44,6 +44,8 @@ type NodeStatus struct {
 	Isolated bool `json:"isolated"`
 	// Error is why the node could not be queried, if it could not.
 	Error string `json:"error,omitempty"`
+	// Cluster is the node's cluster in a sandbox of several.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // MarshalJSON adds replicating, seconds_behind (null when unknown) and
@@ -93,6 +95,10 @@ type StatusReport struct {
 	Vigils []VigilStatus `json:"vigils,omitempty"`
 	// Agents are absent without up --agents.
 	Agents []AgentStatus `json:"agents,omitempty"`
+	// Clusters and Shards are the manifest's, in a sandbox of several
+	// clusters (up --clusters); absent otherwise.
+	Clusters []Cluster `json:"clusters,omitempty"`
+	Shards   *Endpoint `json:"shards,omitempty"`
 }
 
 // States of etcd members and Vigil daemons in a StatusReport.
@@ -156,7 +162,8 @@ func (s *Sandbox) Status(ctx context.Context) (*StatusReport, error) {
 		return nil, err
 	}
 	m := s.Manifest()
-	r := &StatusReport{Topology: m.Topology, Dir: m.Dir, Nodes: make([]NodeStatus, len(m.Nodes))}
+	r := &StatusReport{Topology: m.Topology, Dir: m.Dir, Nodes: make([]NodeStatus, len(m.Nodes)),
+		Clusters: m.Clusters, Shards: m.Shards}
 	if len(m.Etcd) > 0 {
 		r.Etcd = make([]EtcdStatus, len(m.Etcd))
 	}
@@ -238,7 +245,7 @@ func vigilStatus(ctx context.Context, v VigilInstance) VigilStatus {
 func nodeStatus(ctx context.Context, m *Manifest, n Node) NodeStatus {
 	st := NodeStatus{
 		Name: n.Name, Host: n.Host, Port: n.Port, Socket: n.Socket, PID: n.PID,
-		Role: n.Role, Paused: n.Paused, Isolated: n.Isolated,
+		Role: n.Role, Paused: n.Paused, Isolated: n.Isolated, Cluster: n.Cluster,
 	}
 	st.Running = processAlive(n.PID, n.Config)
 	if !st.Running {

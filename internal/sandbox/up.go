@@ -33,6 +33,9 @@ func (o Options) withDefaults() Options {
 			o.Nodes = 1
 		}
 	}
+	if o.Clusters == 0 {
+		o.Clusters = 1
+	}
 	if o.Logger == nil {
 		o.Logger = discardLogger()
 	}
@@ -52,6 +55,9 @@ func (o Options) validate() error {
 	if o.Nodes < 1 || o.Nodes > MaxNodes {
 		return fmt.Errorf("--nodes must be between 1 and %d, not %d", MaxNodes, o.Nodes)
 	}
+	if err := o.validateClusters(); err != nil {
+		return err
+	}
 	if o.SemiSync && o.Topology != Replication {
 		return fmt.Errorf("--semi-sync needs --topology replication, not %s", o.Topology)
 	}
@@ -67,8 +73,8 @@ func (o Options) validate() error {
 	if o.Vigils > 0 && o.Etcd == 0 {
 		return errNoEtcd
 	}
-	if o.Agents && o.Nodes+o.Spares > MaxAgentNodes {
-		return fmt.Errorf("--agents runs one agent per node and spare on ports base+%d.., for at most %d, not %d", agentOffset, MaxAgentNodes, o.Nodes+o.Spares)
+	if all := o.Nodes*max(o.Clusters, 1) + o.Spares; o.Agents && all > MaxAgentNodes {
+		return fmt.Errorf("--agents runs one agent per node and spare on ports base+%d.., for at most %d, not %d", agentOffset, MaxAgentNodes, all)
 	}
 	if o.Spares < 0 || o.Spares > MaxSpares {
 		return fmt.Errorf("--spares must be between 0 and %d, not %d", MaxSpares, o.Spares)
@@ -142,7 +148,7 @@ func Up(ctx context.Context, o Options) (*Sandbox, error) {
 	defer unlock()
 	m := newManifest(dir, o, plan, canUseCgroups(dir))
 	s := &Sandbox{dir: dir, log: o.Logger, m: *m}
-	s.log.Info("creating sandbox", "dir", dir, "topology", o.Topology, "nodes", o.Nodes, "base_port", plan.Base)
+	s.log.Info("creating sandbox", "dir", dir, "topology", o.Topology, "nodes", len(m.Nodes), "clusters", len(m.clusters()), "base_port", plan.Base)
 	if err := writeNodeFiles(m); err != nil {
 		return nil, err
 	}
@@ -316,7 +322,7 @@ func makeTraversable(dir string) error {
 
 func planFor(ctx context.Context, o Options) (PortPlan, error) {
 	if o.BasePort == 0 {
-		return choosePlan(ctx, planSpan(o.Nodes, o.Topology == Galera), func(base int) (PortPlan, error) { return planPorts(base, o) })
+		return choosePlan(ctx, optionsSpan(o), func(base int) (PortPlan, error) { return planPorts(base, o) })
 	}
 	plan, err := planPorts(o.BasePort, o)
 	if err != nil {
@@ -339,6 +345,8 @@ func newManifest(dir string, o Options, plan PortPlan, cgroups bool) *Manifest {
 		SelfHealing:  o.SelfHealing,
 		ReplaceAfter: o.ReplaceAfter,
 	}
+	// Nodes per cluster: all of them unless up --clusters.
+	per := len(plan.Nodes) / max(o.Clusters, 1)
 	for i, p := range plan.Nodes {
 		name := "node" + strconv.Itoa(i+1)
 		nd := filepath.Join(dir, name)
@@ -361,7 +369,8 @@ func newManifest(dir string, o Options, plan PortPlan, cgroups bool) *Manifest {
 			n.Role = RoleGalera
 		case o.Topology == Standalone:
 			n.Role = RoleStandalone
-		case i == 0:
+		case i%per == 0:
+			// The first node of each cluster.
 			n.Role = RolePrimary
 		default:
 			n.Role = RoleReplica
@@ -405,6 +414,7 @@ func newManifest(dir string, o Options, plan PortPlan, cgroups bool) *Manifest {
 			Log:           filepath.Join(d, "vigil.log"),
 		})
 	}
+	layoutClusters(m, plan, per)
 	return m
 }
 
@@ -499,9 +509,15 @@ func (s *Sandbox) startAll(ctx context.Context, bins binaries, m *Manifest) erro
 	if m.Topology != Replication {
 		return nil
 	}
-	primary := m.Nodes[0]
-	return parallel(len(m.Nodes)-1, func(i int) error {
-		r := m.Nodes[i+1]
+	var replicas []Node
+	for _, n := range m.Nodes {
+		if n.Role == RoleReplica {
+			replicas = append(replicas, n)
+		}
+	}
+	return parallel(len(replicas), func(i int) error {
+		r := replicas[i]
+		primary := m.primaryOf(r)
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if _, err := query(cctx, r.Socket, changeMasterSQL(primary, m.Accounts.Repl)+"; START SLAVE", 10*time.Second); err != nil {

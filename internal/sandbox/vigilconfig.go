@@ -10,27 +10,86 @@ import (
 	"github.com/vigil-db/vigil/internal/config"
 )
 
-// ClusterName is the name of the one cluster in a sandbox's vigil.yaml.
+// ClusterName is the name of the (first) cluster in a sandbox's
+// vigil.yaml; cluster K of a sandbox of several is ClusterName followed by
+// K (sandbox2).
 const ClusterName = "sandbox"
 
 // VigilConfig is a Vigil configuration that serves the sandbox: one
 // cluster named "sandbox" listening on the proxy address, every node as a
 // server, the app user for clients, the monitor and repl accounts for
-// watching and failing over, automatic failover on.
+// watching and failing over, automatic failover on. A sandbox of several
+// clusters (up --clusters) has one such cluster per sandbox cluster, each
+// with its own listener and servers, and a shards section whose sharded
+// listener is in front of all of them (the schema map is left empty:
+// Vigil discovers the schemas).
 //
 // Cluster types: replication → replication; galera → galera; standalone
 // with one node → replication with that node as primary; standalone with
 // several independent nodes → read-only (no failover: there is nothing to
 // promote).
 func VigilConfig(m *Manifest) *config.Config {
-	return vigilConfig(m, m.Proxy, m.Admin, filepath.Join(m.Dir, stateDir))
+	l := vigilListeners{shards: m.Shards, admin: m.Admin, stateDir: filepath.Join(m.Dir, stateDir)}
+	for _, c := range m.clusters() {
+		l.proxies = append(l.proxies, c.Proxy)
+	}
+	return vigilConfig(m, l)
 }
 
-// vigilConfig is VigilConfig with the given proxy and admin listeners and
-// state directory.
-func vigilConfig(m *Manifest, proxy, admin Endpoint, stateDir string) *config.Config {
+// vigilListeners are the listeners and state directory of one Vigil
+// configuration of the sandbox.
+type vigilListeners struct {
+	// proxies has one listener per cluster, in the order of
+	// Manifest.clusters.
+	proxies  []Endpoint
+	shards   *Endpoint
+	admin    Endpoint
+	stateDir string
+}
+
+// instanceListeners are the listeners of Vigil daemon v.
+func instanceListeners(m *Manifest, v VigilInstance) vigilListeners {
+	l := vigilListeners{shards: v.Shards, admin: v.Admin, stateDir: v.StateDir}
+	for _, c := range m.clusters() {
+		l.proxies = append(l.proxies, v.proxyOf(c.Name))
+	}
+	return l
+}
+
+// vigilConfig is VigilConfig with the given listeners and state
+// directory.
+func vigilConfig(m *Manifest, l vigilListeners) *config.Config {
+	var agents config.Agents
+	if len(m.Agents) > 0 {
+		certs := AgentCertsDir(m.Dir)
+		agents = config.Agents{CA: filepath.Join(certs, agent.CAFile), Cert: filepath.Join(certs, agent.ClientCertFile),
+			Key: filepath.Join(certs, agent.ClientKeyFile)}
+	}
+	cfg := &config.Config{
+		Agents:   agents,
+		StateDir: l.stateDir,
+		Log:      config.Log{Level: "info", Format: "text"},
+		Admin:    config.Admin{Listen: l.admin.Addr(), Token: m.AdminToken},
+		Users: []config.User{{
+			Name:     m.Accounts.App.User,
+			Password: m.Accounts.App.Password,
+		}},
+	}
+	for i, c := range m.clusters() {
+		cfg.Clusters = append(cfg.Clusters, clusterConfig(m, c, l.proxies[i], i == 0))
+	}
+	if l.shards != nil {
+		cfg.Shards = config.Shards{Listen: l.shards.Addr()}
+	}
+	return cfg
+}
+
+// clusterConfig is the vigil.yaml cluster of sandbox cluster c listening
+// on proxy; the spares go to the first cluster only (a sandbox of several
+// clusters has none).
+func clusterConfig(m *Manifest, c Cluster, proxy Endpoint, first bool) config.Cluster {
 	cl := config.Cluster{
-		Name:   ClusterName,
+		Name:   c.Name,
 		Type:   "replication",
 		Listen: proxy.Addr(),
 		Monitor: config.Monitor{
@@ -50,7 +109,11 @@ func vigilConfig(m *Manifest, proxy, admin Endpoint, stateDir string) *config.Co
 		cl.Type = "read-only"
 		cl.Failover.Auto = false
 	}
-	for i, n := range m.members() {
+	i := 0
+	for _, n := range m.members() {
+		if !m.inCluster(n, c) {
+			continue
+		}
 		srv := config.Server{Name: n.Name, Address: n.Addr(), Datadir: n.Datadir}
 		if cl.Type == "replication" {
 			srv.Role = RoleReplica
@@ -58,32 +121,18 @@ func vigilConfig(m *Manifest, proxy, admin Endpoint, stateDir string) *config.Co
 				srv.Role = RolePrimary
 			}
 		}
-		for _, a := range m.Agents {
-			if a.Node == n.Name {
-				srv.Agent = a.Listen.Addr()
-			}
+		if a, ok := m.agentOf(n.Name); ok {
+			srv.Agent = a.Listen.Addr()
 		}
 		cl.Servers = append(cl.Servers, srv)
+		i++
 	}
-	cl.Lifecycle = config.Lifecycle{SelfHealing: m.SelfHealing, Spares: vigilSpares(m)}
+	cl.Lifecycle = config.Lifecycle{SelfHealing: m.SelfHealing}
+	if first {
+		cl.Lifecycle.Spares = vigilSpares(m)
+	}
 	cl.Lifecycle.ReplaceAfter.Duration = m.ReplaceAfter
-	var agents config.Agents
-	if len(m.Agents) > 0 {
-		certs := AgentCertsDir(m.Dir)
-		agents = config.Agents{CA: filepath.Join(certs, agent.CAFile), Cert: filepath.Join(certs, agent.ClientCertFile),
-			Key: filepath.Join(certs, agent.ClientKeyFile)}
-	}
-	return &config.Config{
-		Agents:   agents,
-		StateDir: stateDir,
-		Log:      config.Log{Level: "info", Format: "text"},
-		Admin:    config.Admin{Listen: admin.Addr(), Token: m.AdminToken},
-		Users: []config.User{{
-			Name:     m.Accounts.App.User,
-			Password: m.Accounts.App.Password,
-		}},
-		Clusters: []config.Cluster{cl},
-	}
+	return cl
 }
 
 // RenderVigilConfig is vigil.yaml for a sandbox: VigilConfig written by
@@ -120,7 +169,7 @@ const (
 // The part before coordination is checked with config.Parse; the whole
 // file is too once the config schema knows the coordination key.
 func RenderInstanceConfig(m *Manifest, v VigilInstance) ([]byte, error) {
-	base, err := config.Minimal(vigilConfig(m, v.Proxy, v.Admin, v.StateDir))
+	base, err := config.Minimal(vigilConfig(m, instanceListeners(m, v)))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", v.Config, err)
 	}

@@ -109,15 +109,23 @@ func TestVigilConfigAgents(t *testing.T) {
 		Nodes: []Node{{Name: "node1", Host: Host, Port: 20001, Role: RolePrimary}, {Name: "node2", Host: Host, Port: 20002, Role: RoleReplica}}}
 	m.Accounts.App.User, m.Accounts.App.Password = "app", "app"
 	addAgents(m, "/usr/bin/vigil")
+	data, cfg := renderParsed(t, m)
+	if cfg.Clusters[0].Servers[1].Agent != "127.0.0.1:20051" || !strings.HasSuffix(cfg.Agents.Cert, agent.ClientCertFile) {
+		t.Fatalf("agents not written:\n%s", data)
+	}
+}
+
+// renderParsed is RenderVigilConfig of m and what config.Parse makes of
+// it; either failing fails the test.
+func renderParsed(t *testing.T, m *Manifest) ([]byte, *config.Config) {
+	t.Helper()
 	data, err := RenderVigilConfig(m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Parse(data)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, data)
+		t.Fatalf("config.Parse rejects vigil.yaml: %v\n%s", err, data)
 	}
-	if cfg.Clusters[0].Servers[1].Agent != "127.0.0.1:20051" || !strings.HasSuffix(cfg.Agents.Cert, agent.ClientCertFile) {
-		t.Fatalf("agents not written:\n%s", data)
-	}
+	return data, cfg
 }
