@@ -3,9 +3,21 @@ package sqlscan
 // Scan lexes q once and returns its class, flags and digest. It never
 // allocates. See the package documentation for the rules.
 func Scan(q []byte) Info {
+	return scan(q, nil)
+}
+
+// ScanRefs is Scan that also fills r with the schema names q names (see
+// [Refs]), in the same pass. It returns what Scan(q) returns; r is reset
+// first. It never allocates.
+func ScanRefs(q []byte, r *Refs) Info {
+	*r = Refs{src: q}
+	return scan(q, &refScanner{out: r})
+}
+
+func scan(q []byte, r *refScanner) Info {
 	n := normalizer{h: fnvOffset64}
 	c := classifier{start: true, budget: 1024 + len(q)/2}
-	run(q, &n, &c)
+	run(q, &n, &c, r)
 	c.facts.end()
 	var digest uint64
 	if n.size > 0 {
@@ -14,9 +26,9 @@ func Scan(q []byte) Info {
 	return Info{Class: c.class, Flags: c.flags, Digest: digest, First: c.facts.first, Facts: c.facts.facts, sets: c.sets, kill: c.facts.kill}
 }
 
-// run is the single pass: each token goes to the classifier (unless nil)
-// and then to the normalizer.
-func run(q []byte, n *normalizer, c *classifier) {
+// run is the single pass: each token goes to the classifier (unless nil),
+// to the schema names' collector (unless nil) and then to the normalizer.
+func run(q []byte, n *normalizer, c *classifier, r *refScanner) {
 	lx := NewLexer(q)
 	for {
 		t := lx.Next()
@@ -26,8 +38,16 @@ func run(q []byte, n *normalizer, c *classifier) {
 		if c != nil {
 			c.observe(t, &lx)
 		}
-		if k := n.token(t, &lx); k != TokEOF && c != nil {
-			c.skipped(k)
+		if r != nil {
+			r.observe(t)
+		}
+		if k := n.token(t, &lx); k != TokEOF {
+			if c != nil {
+				c.skipped(k)
+			}
+			if r != nil {
+				r.skipped()
+			}
 		}
 	}
 }
