@@ -19,7 +19,7 @@ package sqlscan
 // anything differently from Normalize.
 func Mask(dst, q []byte, names bool) []byte {
 	n := normalizer{keep: true, out: dst, open: true, names: names}
-	run(q, &n, nil, nil)
+	run(q, &n, nil)
 	return n.out
 }
 

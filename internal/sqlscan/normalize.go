@@ -6,7 +6,7 @@ package sqlscan
 // the package documentation for the rules.
 func Normalize(dst, q []byte) []byte {
 	n := normalizer{keep: true, out: dst}
-	run(q, &n, nil, nil)
+	run(q, &n, nil)
 	return n.out
 }
 

@@ -3,7 +3,10 @@ package sqlscan
 // Scan lexes q once and returns its class, flags and digest. It never
 // allocates. See the package documentation for the rules.
 func Scan(q []byte) Info {
-	return scan(q, nil)
+	n := normalizer{h: fnvOffset64}
+	c := classifier{start: true, budget: 1024 + len(q)/2}
+	run(q, &n, &c)
+	return c.info(&n)
 }
 
 // ScanRefs is Scan that also fills r with the schema names q names (see
@@ -11,13 +14,13 @@ func Scan(q []byte) Info {
 // first. It never allocates.
 func ScanRefs(q []byte, r *Refs) Info {
 	*r = Refs{src: q}
-	return scan(q, &refScanner{out: r})
-}
-
-func scan(q []byte, r *refScanner) Info {
 	n := normalizer{h: fnvOffset64}
 	c := classifier{start: true, budget: 1024 + len(q)/2}
-	run(q, &n, &c, r)
+	runRefs(q, &n, &c, &refScanner{out: r})
+	return c.info(&n)
+}
+
+func (c *classifier) info(n *normalizer) Info {
 	c.facts.end()
 	var digest uint64
 	if n.size > 0 {
@@ -26,9 +29,9 @@ func scan(q []byte, r *refScanner) Info {
 	return Info{Class: c.class, Flags: c.flags, Digest: digest, First: c.facts.first, Facts: c.facts.facts, sets: c.sets, kill: c.facts.kill}
 }
 
-// run is the single pass: each token goes to the classifier (unless nil),
-// to the schema names' collector (unless nil) and then to the normalizer.
-func run(q []byte, n *normalizer, c *classifier, r *refScanner) {
+// run is the single pass: each token goes to the classifier (unless nil)
+// and then to the normalizer.
+func run(q []byte, n *normalizer, c *classifier) {
 	lx := NewLexer(q)
 	for {
 		t := lx.Next()
@@ -38,16 +41,24 @@ func run(q []byte, n *normalizer, c *classifier, r *refScanner) {
 		if c != nil {
 			c.observe(t, &lx)
 		}
-		if r != nil {
-			r.observe(t)
+		if k := n.token(t, &lx); k != TokEOF && c != nil {
+			c.skipped(k)
 		}
+	}
+}
+
+// runRefs is run for ScanRefs: each token also goes to r. It is a loop of
+// its own so that Scan's loop stays exactly as it was: with a nil-checked
+// *refScanner in run, Scan measured up to 10-20% slower (on a loaded
+// machine, where the noise was as large).
+func runRefs(q []byte, n *normalizer, c *classifier, r *refScanner) {
+	lx := NewLexer(q)
+	for t := lx.Next(); t.Kind != TokEOF; t = lx.Next() {
+		c.observe(t, &lx)
+		r.observe(t)
 		if k := n.token(t, &lx); k != TokEOF {
-			if c != nil {
-				c.skipped(k)
-			}
-			if r != nil {
-				r.skipped()
-			}
+			c.skipped(k)
+			r.skipped()
 		}
 	}
 }
