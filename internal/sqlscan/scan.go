@@ -13,7 +13,7 @@ func Scan(q []byte) Info {
 // [Refs]), in the same pass. It returns what Scan(q) returns; r is reset
 // first. It never allocates.
 func ScanRefs(q []byte, r *Refs) Info {
-	*r = Refs{src: q}
+	r.src, r.n, r.over, r.hasUse, r.nbuf = q, 0, false, false, 0 // not the arrays: only r.n of them are read
 	n := normalizer{h: fnvOffset64}
 	c := classifier{start: true, budget: 1024 + len(q)/2}
 	runRefs(q, &n, &c, &refScanner{out: r})
