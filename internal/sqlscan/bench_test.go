@@ -22,6 +22,7 @@ var (
 	benchComment = []byte("/* app=shop,controller=cart,action=show,request_id=7f3a9c0e */ SELECT /*+ MAX_EXECUTION_TIME(1000) */ c, pad FROM sbtest1 WHERE id IN (1, 2, 3, 4, 5) -- trailing\n")
 	benchUpdate  = []byte("UPDATE sbtest1 SET k=k+1 WHERE id=5")
 	benchSet     = []byte("SET @@sql_mode = 'STRICT_TRANS_TABLES', @@session.time_zone = '+00:00', @@max_execution_time = 1000")
+	benchRefs    = []byte("SELECT o.id, c.name FROM shop.orders o JOIN crm.customers c ON o.customer_id = c.id WHERE o.id = 42")
 )
 
 func benchScan(b *testing.B, q []byte) {
@@ -37,6 +38,22 @@ func BenchmarkScanInsert(b *testing.B)      { benchScan(b, benchInsert) }
 func BenchmarkScanComment(b *testing.B)     { benchScan(b, benchComment) }
 func BenchmarkScanUpdate(b *testing.B)      { benchScan(b, benchUpdate) }
 func BenchmarkScanSet(b *testing.B)         { benchScan(b, benchSet) }
+
+func benchScanRefs(b *testing.B, q []byte) {
+	var r Refs
+	b.ReportAllocs()
+	b.SetBytes(int64(len(q)))
+	for b.Loop() {
+		ScanRefs(q, &r)
+	}
+}
+
+// BenchmarkScanRefs: Scan that also collects schema names, on a join
+// across two schemas; BenchmarkScanRefsPlain is Scan of the same text,
+// BenchmarkScanRefsPointSelect ScanRefs where there is nothing to collect.
+func BenchmarkScanRefs(b *testing.B)            { benchScanRefs(b, benchRefs) }
+func BenchmarkScanRefsPlain(b *testing.B)       { benchScan(b, benchRefs) }
+func BenchmarkScanRefsPointSelect(b *testing.B) { benchScanRefs(b, benchPointSelect) }
 
 // BenchmarkQualifySessionSets: the SET rewrite from Scan's record, no
 // second pass over the text.

@@ -7,10 +7,12 @@
 // the [Facts] the frontend's session emulation asks (with where a SET
 // needs @@SESSION., see [Info.QualifySessionSets], and a KILL's target,
 // see [Info.KillTarget]), without allocating: nothing downstream lexes
-// the text again to learn about it. [Normalize] returns the normalised
-// text itself (for rules and statistics), and [Mask] the same text with
-// nothing that could be a secret (for the query log); [Lexer] is exported
-// so that other packages can build on the same tokens. Everything is a
+// the text again to learn about it. [ScanRefs] is Scan that also
+// collects the schema names the text names (see Schema names).
+// [Normalize] returns the normalised text itself (for rules and
+// statistics), and [Mask] the same text with nothing that could be a
+// secret (for the query log); [Lexer] is exported so that other packages
+// can build on the same tokens. Everything is a
 // pure function of its input: no I/O, no state between calls, safe for
 // concurrent use.
 //
@@ -164,6 +166,40 @@
 // The digest is FNV-1a (64-bit) of the normalised text ([DigestText]),
 // computed incrementally by [Scan] without building the text. It is 0 only
 // for an empty statement.
+//
+// # Schema names
+//
+// [ScanRefs] is Scan that also fills a [Refs] with the schema names the
+// text names, in the same pass (for a listener that routes each statement
+// to the cluster holding its schemas); Scan itself does not collect them.
+// A name is recorded once, unquoted (backquotes removed, a doubled backquote as one), in
+// order of first appearance, from every statement of a multi-statement
+// text, and marked certain or a candidate:
+//
+//   - The qualifier of a qualified name: db of db.tbl, db.tbl.col,
+//     db.func(...) and db.*. For a two-part a.b, a may as well be a table
+//     or an alias qualifying a column, so it is a candidate (the caller
+//     keeps the candidates that are schemas it knows), unless a table
+//     stands there: after FROM (and the comma-separated tables after it),
+//     JOIN, STRAIGHT_JOIN, INTO, UPDATE (not ON DUPLICATE KEY UPDATE),
+//     DELETE, INSERT, REPLACE, TABLE, TABLES, TRUNCATE, REFERENCES, VIEW,
+//     PROCEDURE, FUNCTION, TRIGGER, EVENT, SEQUENCE, TO in RENAME and
+//     ALTER, and DESCRIBE/DESC/EXPLAIN, HANDLER and CALL at the start of a
+//     statement, with TEMPORARY, IF [NOT] EXISTS, IGNORE, LOW_PRIORITY,
+//     HIGH_PRIORITY, DELAYED and QUICK in between. A three-part name's
+//     qualifier is certain.
+//   - Names that are schemas, certain: USE db (also returned by
+//     [Refs.Use], the last USE of the text), SHOW ... {FROM | IN} db
+//     (TABLES, TABLE STATUS, TRIGGERS, EVENTS, OPEN TABLES, ...; for
+//     COLUMNS, FIELDS, INDEX, INDEXES and KEYS the second FROM/IN),
+//     CREATE/DROP/ALTER DATABASE|SCHEMA [IF [NOT] EXISTS] db and SHOW
+//     CREATE DATABASE|SCHEMA db.
+//
+// Names in strings, comments (not executable ones) and variables
+// (@x.y, @@global.x) are not references, nor a dot in a number. A keyword
+// followed by a dot after a space is syntax, not a qualifier ("FROM .t").
+// A Refs holds 8 names, and 128 bytes of names that need unescaping;
+// beyond that [Refs.Overflow] is set and the list is incomplete.
 //
 // # Limits
 //

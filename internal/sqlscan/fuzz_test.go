@@ -5,12 +5,16 @@ import "testing"
 // FuzzScan checks that Scan, Normalize and the lexer never
 // panic, that Scan's digest is the digest of Normalize's text, that
 // Normalize is idempotent (so the digest of normalised text is the digest
-// of the statement), and that the lexer always makes progress.
+// of the statement), that ScanRefs returns what Scan does, and that the
+// lexer always makes progress.
 func FuzzScan(f *testing.F) {
 	for _, tt := range classifyTests {
 		f.Add(tt.q)
 	}
 	for _, tt := range normalizeTests {
+		f.Add(tt.q)
+	}
+	for _, tt := range refsTests {
 		f.Add(tt.q)
 	}
 	for _, q := range []string{
@@ -46,6 +50,7 @@ func FuzzScan(f *testing.F) {
 			t.Fatalf("QualifySessionSets(%q) = %q: shorter than the input", q, out)
 		}
 		checkFacts(t, b, info)
+		checkRefs(t, b, info)
 		norm := Normalize(nil, b)
 		if d := DigestText(norm); d != info.Digest {
 			t.Fatalf("Scan(%q).Digest = %x, DigestText(%q) = %x", q, info.Digest, norm, d)
@@ -73,4 +78,23 @@ func FuzzScan(f *testing.F) {
 			prev = tok.End
 		}
 	})
+}
+
+// checkRefs: ScanRefs returns Scan's Info, and names that are not empty.
+func checkRefs(t *testing.T, q []byte, info Info) {
+	var r Refs
+	if got := ScanRefs(q, &r); got != info {
+		t.Fatalf("ScanRefs(%q) = %+v, Scan = %+v", q, got, info)
+	}
+	if r.Len() > maxRefs {
+		t.Fatalf("ScanRefs(%q): %d names", q, r.Len())
+	}
+	for i := 0; i < r.Len(); i++ {
+		if len(r.Name(i)) == 0 {
+			t.Fatalf("ScanRefs(%q): name %d is empty", q, i)
+		}
+	}
+	if use, ok := r.Use(); ok && len(use) == 0 {
+		t.Fatalf("ScanRefs(%q): Use() is empty", q)
+	}
 }
