@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,7 +33,7 @@ const compatUser2, compatPassword2 = "compat2", "compat2pw"
 // would end after it gets only the time left.
 const (
 	driverScriptTimeout = 60 * time.Second
-	driverCompatBudget  = 3*time.Minute + 30*time.Second
+	driverCompatBudget  = 5 * time.Minute
 )
 
 // driverScenario is one client driver and how to run its scenario script
@@ -120,8 +121,10 @@ func parseDriverOutput(out []byte) *driverRun {
 }
 
 // TestDriverCompat runs each real client driver's scenario
-// (compat/drivers/) twice, straight to the primary and through Vigil, and
-// fails for every check that passes direct but not through Vigil. A check
+// (compat/drivers/) three times: straight to the primary, through Vigil,
+// and through Vigil's sharded listener (its schemas on the second of two
+// clusters, so that every statement is routed by schema), and fails for
+// every check that passes direct but not through Vigil. A check
 // that fails direct is a problem of the scenario (or of the driver), shown
 // in the table but not failed. Outputs and the table go to
 // test-artifacts/TestDriverCompat/. docs/compatibility.md explains it.
@@ -162,7 +165,7 @@ func TestDriverCompat(t *testing.T) {
 		t.Skip("no driver installed")
 	}
 
-	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3}, func(c *config.Config) {
+	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, Clusters: 2}, func(c *config.Config) {
 		c.Users = append(c.Users, config.User{Name: compatUser2, Password: compatPassword2})
 	})
 	(&proxyEnv{admin: env.admin}).waitAllOnline(t)
@@ -180,37 +183,43 @@ func TestDriverCompat(t *testing.T) {
 
 	// Schemas: per driver and target (runs never share tables), each with
 	// <db>_a and <db>_b for the schema-binding checks; the second account.
-	targets := []struct{ name, addr string }{{"direct", direct}, {"vigil", env.addr}}
+	// The sharded listener's schemas are on the second cluster: the
+	// first is its default, so nothing reaches them but by schema.
+	second := env.sb.Clusters()[1]
+	targets := []struct{ name, addr, node string }{{"direct", direct, primary}, {"vigil", env.addr, primary}, {"shards", env.sb.ShardsAddr(), second.Nodes[0]}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	stmts := []string{
-		fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s'", compatUser2, compatPassword2),
-		fmt.Sprintf("GRANT ALL PRIVILEGES ON `compat\\_%%`.* TO '%s'@'%%'", compatUser2),
+	stmts := map[string][]string{}
+	for _, c := range env.sb.Clusters() {
+		stmts[c.Nodes[0]] = []string{
+			fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s'", compatUser2, compatPassword2),
+			fmt.Sprintf("GRANT ALL PRIVILEGES ON `compat\\_%%`.* TO '%s'@'%%'", compatUser2),
+		}
 	}
 	for _, d := range drivers {
 		for _, tg := range targets {
 			db := driverSchema(d.name, tg.name)
-			stmts = append(stmts,
+			stmts[tg.node] = append(stmts[tg.node],
 				"CREATE DATABASE `"+db+"` CHARACTER SET utf8mb4",
 				"CREATE DATABASE `"+db+"_a`", "CREATE TABLE `"+db+"_a`.t (v VARCHAR(16))", "INSERT INTO `"+db+"_a`.t VALUES ('from-a')",
 				"CREATE DATABASE `"+db+"_b`", "CREATE TABLE `"+db+"_b`.t (v VARCHAR(16))", "INSERT INTO `"+db+"_b`.t VALUES ('from-b')")
 		}
 	}
-	if err := env.sb.Exec(ctx, primary, stmts...); err != nil {
-		t.Fatalf("creating the schemas: %v", err)
-	}
-	// Every replica has them before a scenario reads through Vigil.
-	pos, err := env.sb.SQL(ctx, primary, "SELECT @@gtid_binlog_pos")
-	if err != nil || len(pos) != 1 {
-		t.Fatalf("gtid_binlog_pos: %v %v", pos, err)
-	}
-	for _, n := range env.sb.Nodes() {
-		if n.Name == primary {
-			continue
+	for _, c := range env.sb.Clusters() {
+		p := c.Nodes[0]
+		if err := env.sb.Exec(ctx, p, stmts[p]...); err != nil {
+			t.Fatalf("creating the schemas on %s: %v", p, err)
 		}
-		rows, err := env.sb.SQL(ctx, n.Name, fmt.Sprintf("SELECT MASTER_GTID_WAIT('%s', 30)", pos[0][0]))
-		if err != nil || len(rows) != 1 || rows[0][0] != "0" {
-			t.Fatalf("%s did not replicate the schemas: %v %v", n.Name, rows, err)
+		// Every replica has them before a scenario reads through Vigil.
+		pos, err := env.sb.SQL(ctx, p, "SELECT @@gtid_binlog_pos")
+		if err != nil || len(pos) != 1 {
+			t.Fatalf("gtid_binlog_pos: %v %v", pos, err)
+		}
+		for _, n := range c.Nodes[1:] {
+			rows, err := env.sb.SQL(ctx, n, fmt.Sprintf("SELECT MASTER_GTID_WAIT('%s', 30)", pos[0][0]))
+			if err != nil || len(rows) != 1 || rows[0][0] != "0" {
+				t.Fatalf("%s did not replicate the schemas: %v %v", n, rows, err)
+			}
 		}
 	}
 
@@ -325,44 +334,56 @@ func runDriverScenario(t *testing.T, d driverScenario, script, addr, db string, 
 // fail direct, each with its details.
 func driverCompatTable(drivers []driverScenario, results map[string]map[string]*driverRun) (table string, regressions, directFails []string) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-16s %-24s %-6s %-6s\n", "driver", "check", "direct", "vigil")
+	proxied := []string{"vigil", "shards"}
+	fmt.Fprintf(&b, "%-16s %-24s %-6s %-6s %-6s\n", "driver", "check", "direct", "vigil", "shards")
 	counts := map[string]int{}
 	for _, d := range drivers {
-		for _, tg := range []string{"direct", "vigil"} {
+		for _, tg := range []string{"direct", "vigil", "shards"} {
 			if results[d.name][tg] == nil {
 				results[d.name][tg] = &driverRun{checks: map[string]driverCheck{}, exitErr: errors.New("not run")}
 			}
 		}
-		direct, vigil := results[d.name]["direct"], results[d.name]["vigil"]
+		direct := results[d.name]["direct"]
 		names := append([]string{}, direct.order...)
-		for _, n := range vigil.order {
-			if _, ok := direct.checks[n]; !ok {
-				names = append(names, n)
+		for _, tg := range proxied {
+			for _, n := range results[d.name][tg].order {
+				if _, ok := direct.checks[n]; !ok && !slices.Contains(names, n) {
+					names = append(names, n)
+				}
 			}
 		}
 		for _, n := range names {
-			dc, vc := direct.checks[n], vigil.checks[n]
-			ds, vs := driverStatusOrDash(dc.status), driverStatusOrDash(vc.status)
+			dc := direct.checks[n]
+			ds := driverStatusOrDash(dc.status)
 			mark := ""
-			switch {
-			case ds == "PASS" && vs != "PASS":
-				mark = "  <-- fails through Vigil"
-				detail := vc.detail
-				if vs == "-" {
-					detail = "no result: the script ended early (" + driverExitString(vigil.exitErr) + ")"
+			same := ds == "PASS"
+			var st []string
+			for _, tg := range proxied {
+				r := results[d.name][tg]
+				vc := r.checks[n]
+				vs := driverStatusOrDash(vc.status)
+				st = append(st, vs)
+				if ds == "PASS" && vs != "PASS" {
+					same = false
+					mark += "  <-- fails through " + tg
+					detail := vc.detail
+					if vs == "-" {
+						detail = "no result: the script ended early (" + driverExitString(r.exitErr) + ")"
+					}
+					regressions = append(regressions, fmt.Sprintf("%s %s (%s): %s", d.name, n, tg, detail))
+					counts["regression"]++
 				}
-				regressions = append(regressions, fmt.Sprintf("%s %s: %s", d.name, n, detail))
-				counts["regression"]++
-			case ds == "FAIL":
+			}
+			if ds == "FAIL" {
 				directFails = append(directFails, fmt.Sprintf("%s %s: %s", d.name, n, dc.detail))
 				counts["direct-fail"]++
 			}
-			if ds == "PASS" && vs == "PASS" {
+			if same {
 				counts["same"]++
 			}
-			fmt.Fprintf(&b, "%-16s %-24s %-6s %-6s%s\n", d.name, n, ds, vs, mark)
+			fmt.Fprintf(&b, "%-16s %-24s %-6s %-6s %-6s%s\n", d.name, n, ds, st[0], st[1], mark)
 		}
-		for _, tg := range []string{"direct", "vigil"} {
+		for _, tg := range []string{"direct", "vigil", "shards"} {
 			r := results[d.name][tg]
 			if r.exitErr != nil {
 				fmt.Fprintf(&b, "%-16s %-24s %s: %s\n", d.name, "(script)", tg, r.exitErr)
@@ -372,7 +393,7 @@ func driverCompatTable(drivers []driverScenario, results map[string]map[string]*
 			}
 		}
 	}
-	fmt.Fprintf(&b, "\n%d checks pass both ways, %d pass direct but not through Vigil, %d fail direct\n",
+	fmt.Fprintf(&b, "\n%d checks pass all three ways, %d pass direct but not through Vigil or its sharded listener, %d fail direct\n",
 		counts["same"], counts["regression"], counts["direct-fail"])
 	if len(regressions) > 0 {
 		b.WriteString("\npasses direct, fails through Vigil:\n")

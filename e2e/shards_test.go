@@ -1,0 +1,316 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/admin"
+	"github.com/vigil-db/vigil/internal/sandbox"
+)
+
+// shardEnv is two replication clusters behind one Vigil with a sharded
+// listener, and eight tenant schemas: tenant1-4 on the first cluster,
+// tenant5-8 on the second.
+type shardEnv struct {
+	*clusterEnv
+	shards   string            // the sharded listener's address
+	primary  map[string]string // cluster -> primary node
+	clusters []string
+}
+
+const shardTenants = 8
+
+func tenantCluster(e *shardEnv, i int) string { return e.clusters[(i-1)*len(e.clusters)/shardTenants] }
+
+func newShardEnv(t *testing.T) *shardEnv {
+	t.Helper()
+	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, Clusters: 2}, nil)
+	e := &shardEnv{clusterEnv: env, shards: env.sb.ShardsAddr(), primary: map[string]string{}}
+	for _, c := range env.sb.Clusters() {
+		e.clusters = append(e.clusters, c.Name)
+		e.primary[c.Name] = c.Nodes[0]
+	}
+	if e.shards == "" || len(e.clusters) != 2 {
+		t.Fatalf("the sandbox has no sharded listener or not two clusters: %q %v", e.shards, e.clusters)
+	}
+	Eventually(t, 20*time.Second, "a writer in every cluster behind the sharded listener", func() error {
+		v := e.shardsView(t)
+		for _, c := range v.Clusters {
+			if c.Writer == "" {
+				return fmt.Errorf("cluster %s has no writer yet", c.Name)
+			}
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := 1; i <= shardTenants; i++ {
+		db := fmt.Sprintf("tenant%d", i)
+		if err := env.sb.Exec(ctx, e.primary[tenantCluster(e, i)],
+			"CREATE DATABASE "+db,
+			"CREATE TABLE "+db+".acct (id INT AUTO_INCREMENT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64) NOT NULL, KEY(k))",
+			"INSERT INTO "+db+".acct (k, v) SELECT seq, CONCAT('"+db+"-', seq) FROM "+db+".seq_1_to_100"); err != nil {
+			t.Fatalf("creating %s: %v", db, err)
+		}
+	}
+	// Every replica has the tenants before the load reads them.
+	for _, c := range env.sb.Clusters() {
+		pos, err := env.sb.SQL(ctx, c.Nodes[0], "SELECT @@gtid_binlog_pos")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range c.Nodes[1:] {
+			if r, err := env.sb.SQL(ctx, n, fmt.Sprintf("SELECT MASTER_GTID_WAIT('%s', 30)", pos[0][0])); err != nil || r[0][0] != "0" {
+				t.Fatalf("%s did not replicate the tenants: %v %v", n, r, err)
+			}
+		}
+	}
+	return e
+}
+
+func (e *shardEnv) shardsView(t testing.TB) admin.ShardsView {
+	t.Helper()
+	out, err := e.ctl(t, "--json", "shards")
+	if err != nil {
+		t.Fatalf("vigil ctl shards: %v: %s", err, out)
+	}
+	var v admin.ShardsView
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("vigil ctl shards: %v: %s", err, out)
+	}
+	return v
+}
+
+// db opens a pool on the sharded listener with schema as the connect-time
+// schema ("" for none).
+func (e *shardEnv) db(t testing.TB, schema string) *sql.DB {
+	return openDB(t, fmt.Sprintf("app:app@tcp(%s)/%s?timeout=5s&readTimeout=20s&writeTimeout=20s", e.shards, schema))
+}
+
+// TestShards runs a write load over eight tenants on two clusters through
+// one sharded listener, and checks every row landed on its tenant's
+// cluster, the refusals (7016 to 7019) and the merged SHOW DATABASES.
+func TestShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	RequireMariaDB(t)
+	e := newShardEnv(t)
+
+	// The load: a worker per tenant connected with the tenant as its
+	// schema (autocommit inserts, reads, a transaction, a prepared
+	// statement), and two workers with no schema that name a random
+	// tenant in every statement.
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var acked [shardTenants + 1]atomic.Int64
+	var statements atomic.Int64
+	var errMu sync.Mutex
+	var loadErrs []string
+	fail := func(who string, err error) {
+		errMu.Lock()
+		defer errMu.Unlock()
+		if len(loadErrs) < 20 {
+			loadErrs = append(loadErrs, fmt.Sprintf("%s: %v", who, err))
+		}
+	}
+	for i := 1; i <= shardTenants; i++ {
+		db := e.db(t, fmt.Sprintf("tenant%d", i))
+		db.SetMaxOpenConns(1)
+		wg.Go(func() { tenantWorker(ctx, db, i, &acked[i], &statements, fail) })
+	}
+	for w := range 2 {
+		db := e.db(t, "")
+		db.SetMaxOpenConns(1)
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := 1 + rand.IntN(shardTenants)
+				if _, err := db.Exec(fmt.Sprintf("INSERT INTO tenant%d.acct (k, v) VALUES (?, 'qualified')", i), w); err != nil {
+					fail(fmt.Sprintf("qualified worker %d tenant%d", w, i), err)
+					continue
+				}
+				acked[i].Add(1)
+				var n int
+				if err := db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM tenant%d.acct WHERE k = ?", i), w).Scan(&n); err != nil {
+					fail(fmt.Sprintf("qualified worker %d tenant%d read", w, i), err)
+				}
+				statements.Add(2)
+			}
+		})
+	}
+
+	// While it runs: what is refused, and SHOW DATABASES.
+	probe := e.db(t, "tenant1")
+	probe.SetMaxOpenConns(1)
+	if _, err := probe.Exec("SELECT a.k FROM tenant1.acct a JOIN tenant5.acct b USING (k) LIMIT 1"); mysqlCode(err) != 7016 ||
+		!strings.Contains(err.Error(), "tenant1") || !strings.Contains(err.Error(), "tenant5") {
+		t.Errorf("a join over two clusters: got %v, want 7016 naming both schemas", err)
+	}
+	func() {
+		conn, err := probe.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		bg := context.Background()
+		mustExec(t, conn, "BEGIN")
+		mustExec(t, conn, "INSERT INTO acct (k, v) VALUES (-1, 'rolled back')")
+		if _, err := conn.ExecContext(bg, "UPDATE tenant6.acct SET v = 'x' WHERE k = -1"); mysqlCode(err) != 7016 {
+			t.Errorf("another cluster inside a transaction: got %v, want 7016", err)
+		}
+		mustExec(t, conn, "ROLLBACK")
+		var n int
+		if err := conn.QueryRowContext(bg, "SELECT COUNT(*) FROM tenant5.acct WHERE k = -1").Scan(&n); err != nil || n != 0 {
+			t.Errorf("after ROLLBACK another cluster's tenant: %d rows, %v", n, err)
+		}
+	}()
+	rows, err := probe.Query("SHOW DATABASES")
+	if err != nil {
+		t.Fatalf("SHOW DATABASES: %v", err)
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		_ = rows.Scan(&n)
+		names = append(names, n)
+	}
+	rows.Close()
+	for i := 1; i <= shardTenants; i++ {
+		if !slices.Contains(names, fmt.Sprintf("tenant%d", i)) {
+			t.Errorf("SHOW DATABASES through the sharded listener lacks tenant%d: %v", i, names)
+		}
+	}
+	// A schema on both clusters that the map does not name.
+	for _, c := range e.clusters {
+		if err := e.sb.Exec(context.Background(), e.primary[c], "CREATE DATABASE twice", "CREATE TABLE twice.t (a INT)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := probe.Exec("SELECT * FROM twice.t"); mysqlCode(err) != 7017 {
+		t.Errorf("a schema on both clusters: got %v, want 7017", err)
+	}
+
+	time.Sleep(3 * time.Second) // the load runs a little longer
+	stop()
+	wg.Wait()
+	for _, s := range loadErrs {
+		t.Errorf("load: %s", s)
+	}
+	t.Logf("%d statements through the sharded listener, 0 expected errors, %d seen", statements.Load(), len(loadErrs))
+
+	// Every acknowledged insert is on its tenant's cluster, none on the
+	// other.
+	bg, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := 1; i <= shardTenants; i++ {
+		c := tenantCluster(e, i)
+		got, err := e.sb.SQL(bg, e.primary[c], fmt.Sprintf("SELECT COUNT(*) FROM tenant%d.acct", i))
+		if err != nil {
+			t.Fatalf("tenant%d on %s: %v", i, c, err)
+		}
+		if want := fmt.Sprint(100 + acked[i].Load()); got[0][0] != want {
+			t.Errorf("tenant%d on cluster %s has %s rows, want %s (100 + acknowledged inserts)", i, c, got[0][0], want)
+		}
+		for _, other := range e.clusters {
+			if other == c {
+				continue
+			}
+			if r, _ := e.sb.SQL(bg, e.primary[other], fmt.Sprintf("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = 'tenant%d'", i)); len(r) != 1 || r[0][0] != "0" {
+				t.Errorf("tenant%d exists on cluster %s too", i, other)
+			}
+		}
+	}
+
+	// Shard states.
+	if out, err := e.ctl(t, "shard", "state", "tenant3", "read_only"); err != nil {
+		t.Fatalf("shard state: %v: %s", err, out)
+	}
+	if _, err := probe.Exec("INSERT INTO tenant3.acct (k, v) VALUES (1, 'refused')"); mysqlCode(err) != 7018 {
+		t.Errorf("a write to a read_only schema: got %v, want 7018", err)
+	}
+	var n int
+	if err := probe.QueryRow("SELECT COUNT(*) FROM tenant3.acct").Scan(&n); err != nil || n == 0 {
+		t.Errorf("a read of a read_only schema: %d rows, %v", n, err)
+	}
+	if out, err := e.ctl(t, "shard", "state", "tenant3", "offline"); err != nil {
+		t.Fatalf("shard state: %v: %s", err, out)
+	}
+	if err := probe.QueryRow("SELECT COUNT(*) FROM tenant3.acct").Scan(&n); mysqlCode(err) != 7019 {
+		t.Errorf("a read of an offline schema: got %v, want 7019", err)
+	}
+	if out, err := e.ctl(t, "shard", "state", "tenant3", "online"); err != nil {
+		t.Fatalf("shard state: %v: %s", err, out)
+	}
+	if _, err := probe.Exec("INSERT INTO tenant3.acct (k, v) VALUES (1, 'online again')"); err != nil {
+		t.Errorf("a write once online again: %v", err)
+	}
+	v := e.shardsView(t)
+	if v.Refused["cross_cluster"] < 2 || v.Refused["ambiguous"] < 1 || v.Refused["read_only"] < 1 || v.Refused["offline"] < 1 {
+		t.Errorf("refusal counters: %v", v.Refused)
+	}
+	for _, c := range e.clusters {
+		if v.Statements[c] == 0 {
+			t.Errorf("no statement counted on cluster %s: %v", c, v.Statements)
+		}
+	}
+	var conflict bool
+	for _, s := range v.Schemas {
+		if s.Name == "twice" && len(s.Conflict) == 2 {
+			conflict = true
+		}
+	}
+	if !conflict {
+		t.Errorf("vigil ctl shards does not show the conflict of schema twice: %+v", v.Schemas)
+	}
+}
+
+// tenantWorker writes and reads tenant i through its own connection.
+func tenantWorker(ctx context.Context, db *sql.DB, i int, acked, statements *atomic.Int64, fail func(string, error)) {
+	who := fmt.Sprintf("tenant%d worker", i)
+	stmt, err := db.Prepare("SELECT v FROM acct WHERE k = ? LIMIT 1")
+	if err != nil {
+		fail(who+" prepare", err)
+		return
+	}
+	defer stmt.Close()
+	for n := 0; ctx.Err() == nil; n++ {
+		if _, err := db.Exec("INSERT INTO acct (k, v) VALUES (?, ?)", n, fmt.Sprintf("w%d", n)); err != nil {
+			fail(who, err)
+			continue
+		}
+		acked.Add(1)
+		var v string
+		if err := stmt.QueryRow(1 + n%100).Scan(&v); err != nil {
+			fail(who+" prepared read", err)
+		} else if !strings.HasPrefix(v, fmt.Sprintf("tenant%d-", i)) && !strings.HasPrefix(v, "w") {
+			fail(who+" prepared read", fmt.Errorf("read %q: another tenant's row", v))
+		}
+		statements.Add(2)
+		if n%10 == 0 {
+			tx, err := db.Begin()
+			if err != nil {
+				fail(who+" begin", err)
+				continue
+			}
+			_, err1 := tx.Exec("INSERT INTO acct (k, v) VALUES (?, 'trx')", -n)
+			_, err2 := tx.Exec("UPDATE acct SET v = 'trx-updated' WHERE k = ?", -n)
+			err3 := tx.Commit()
+			if err := errors.Join(err1, err2, err3); err != nil {
+				fail(who+" transaction", err)
+				continue
+			}
+			acked.Add(1)
+			statements.Add(4)
+		}
+	}
+}
