@@ -172,7 +172,7 @@ func TestDriverCompat(t *testing.T) {
 	primary := ""
 	var direct string
 	for _, n := range env.sb.Nodes() {
-		if n.Role == sandbox.RolePrimary {
+		if n.Role == sandbox.RolePrimary && primary == "" { // the first cluster's
 			primary, direct = n.Name, n.Addr()
 		}
 	}

@@ -314,3 +314,75 @@ func tenantWorker(ctx context.Context, db *sql.DB, i int, acked, statements *ato
 		}
 	}
 }
+
+// TestShardsHA: with two Vigil instances on etcd, a shard state set
+// through one is applied by the other from etcd: both route by the same
+// version of the map.
+func TestShardsHA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	RequireMariaDB(t)
+	e := newHAEnvWith(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 2, Clusters: 2, Etcd: 1, Vigils: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i, c := range e.sb.Clusters() {
+		db := fmt.Sprintf("hatenant%d", i+1)
+		if err := e.sb.Exec(ctx, c.Nodes[0], "CREATE DATABASE "+db, "CREATE TABLE "+db+".t (a INT)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dbs := make([]*sql.DB, 2)
+	for i := range dbs {
+		if e.m.Vigils[i].Shards == nil {
+			t.Fatalf("vigil %d has no sharded listener in sandbox.json", i)
+		}
+		dbs[i] = openDB(t, fmt.Sprintf("app:app@tcp(%s)/?timeout=5s&readTimeout=10s", e.m.Vigils[i].Shards.Addr()))
+		i := i
+		Eventually(t, 30*time.Second, fmt.Sprintf("writes to both tenants through vigil %d's sharded listener", i), func() error {
+			for _, db := range []string{"hatenant1", "hatenant2"} {
+				if _, err := dbs[i].ExecContext(ctx, "INSERT INTO "+db+".t VALUES (1)"); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	version := func(i int) uint64 {
+		out, err := e.ctl(i, "--json", "shards")
+		if err != nil {
+			t.Fatalf("vigil ctl shards on %d: %v: %s", i, err, out)
+		}
+		var v admin.ShardsView
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return v.Version
+	}
+	if out, err := e.ctl(0, "shard", "state", "hatenant2", "read_only"); err != nil {
+		t.Fatalf("shard state through vigil 0: %v: %s", err, out)
+	}
+	Eventually(t, 10*time.Second, "vigil 1 refusing writes to hatenant2 (read_only set through vigil 0)", func() error {
+		_, err := dbs[1].ExecContext(ctx, "INSERT INTO hatenant2.t VALUES (2)")
+		if mysqlCode(err) != 7018 {
+			return fmt.Errorf("got %v, want 7018", err)
+		}
+		return nil
+	})
+	if _, err := dbs[1].ExecContext(ctx, "INSERT INTO hatenant1.t VALUES (2)"); err != nil {
+		t.Errorf("another tenant's write: %v", err)
+	}
+	Eventually(t, 10*time.Second, "both instances at the same map version", func() error {
+		if a, b := version(0), version(1); a != b || a == 0 {
+			return fmt.Errorf("versions %d and %d", a, b)
+		}
+		return nil
+	})
+	if out, err := e.ctl(1, "shard", "state", "hatenant2", "online"); err != nil {
+		t.Fatalf("shard state through vigil 1: %v: %s", err, out)
+	}
+	Eventually(t, 10*time.Second, "vigil 0 taking writes to hatenant2 again", func() error {
+		_, err := dbs[0].ExecContext(ctx, "INSERT INTO hatenant2.t VALUES (3)")
+		return err
+	})
+}

@@ -34,8 +34,10 @@ waits until both replicas have it. Then, --reps times each:
     alone for --baseline, during an unlimited clone and during a clone at
     --rate, and the ratios;
  3. with --self-healing: lifecycle: {self_healing: true} in the cluster,
-    kill -9 of the primary → a new writer → three replicating members
-    again (skipped with a message when the daemon rejects the key).
+    kill -9 of the primary → a new writer → the old primary started again
+    (a host back after a crash) → three replicating members again: it is
+    rejoined, or rebuilt when it diverged (skipped with a message when
+    the daemon rejects the key).
 
 Prints medians and min–max with the machine and its load, writes
 OUT/clone-<timestamp>/results.json, report.txt and the logs, and tears

@@ -121,6 +121,14 @@ func (e *cloneEnv) healRun(ctx context.Context, i int) HealRun {
 		return r
 	}
 	r.WriterSeconds = ptr(time.Since(t0).Seconds())
+	// The host comes back (a reboot after the crash): self-healing
+	// rejoins the old primary, or rebuilds it when it diverged. A lost
+	// host is replaced by a spare instead (TestSelfHealing); this
+	// sandbox has none.
+	if err := e.sb.Start(ctx, old); err != nil {
+		r.Error = fmt.Sprintf("start %s again: %v", old, err)
+		return r
+	}
 	if err := e.waitRedundant(ctx, (e.o.HealTimeout - time.Since(t0)).Round(time.Second)); err != nil {
 		r.Error = err.Error()
 		return r
