@@ -102,6 +102,13 @@ bench-topology-quick: deps build
 bench-clone: deps build
 	bin/vigil-bench clone $(BENCH_CLONE_FLAGS)
 
+# The sharded listener against a cluster's own listener on one tenant
+# (issue 28), interleaved: bench/out/shards-<timestamp>/.
+# BENCH_SHARDS_FLAGS adds options (--threads 8, --reps 5, ...).
+.PHONY: bench-shards
+bench-shards: deps build
+	bin/vigil-bench shards $(BENCH_SHARDS_FLAGS)
+
 # Micro-benchmarks of the hot path (classifier, framing, routing), with
 # allocations.
 bench-go:

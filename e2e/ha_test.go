@@ -120,7 +120,11 @@ func newHAEnvWith(t *testing.T, opts sandbox.Options) *haEnv {
 		return nil
 	})
 	e.sql("node1", "CREATE TABLE IF NOT EXISTS "+haTable+" (id BIGINT PRIMARY KEY, via VARCHAR(16) NOT NULL, sid INT NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))")
-	e.waitRowsOn([]string{"node2", "node3"}, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'vigil_test' AND TABLE_NAME = 'ha'", "1")
+	replicas := []string{"node2", "node3"}
+	if cs := sb.Clusters(); len(cs) > 0 {
+		replicas = cs[0].Nodes[1:] // several clusters: the first one's
+	}
+	e.waitRowsOn(replicas, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'vigil_test' AND TABLE_NAME = 'ha'", "1")
 	return e
 }
 

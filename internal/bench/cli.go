@@ -27,6 +27,7 @@ Usage:
   vigil-bench --render DIR [--compare FILE|none]
   vigil-bench topology [--quick] [...]   durability and HA choices compared (vigil-bench topology -h)
   vigil-bench clone [--size-mb N] [...]  clone throughput, donor load, self-healing (vigil-bench clone -h)
+  vigil-bench shards [...]               the sharded listener against a cluster's listener (vigil-bench shards -h)
   vigil-bench version
 
 Brings up a 3-node replication sandbox (or uses --sandbox DIR), prepares
@@ -52,6 +53,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(args) > 0 && args[0] == "clone" {
 		return CloneCommand(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "shards" {
+		return ShardsCommand(ctx, args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("vigil-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
