@@ -45,6 +45,8 @@ type ShardServer struct {
 
 	discMu sync.Mutex
 	disc   map[string]*discovery // by user
+
+	hold schemaHolds // a move's cutover (shardhold.go)
 }
 
 // ShardStats count what the sharded listener did.
@@ -54,6 +56,8 @@ type ShardStats struct {
 	// Refused by reason: needs two clusters, ambiguous schema, read_only
 	// schema, offline schema.
 	CrossCluster, Ambiguous, ReadOnly, Offline atomic.Uint64
+	// Held: statements that waited at a move's cutover.
+	Held atomic.Uint64
 	// Discoveries: lists of a cluster's schemas read; DiscoveryErrors:
 	// lists that failed (the previous one stays).
 	Discoveries, DiscoveryErrors atomic.Uint64
@@ -294,11 +298,14 @@ type shardSession struct {
 	varsGen uint64
 	gens    map[*Session]uint64
 	// Prepared statements: ids are the session's, unique over its parts.
-	stmtOwner map[uint32]*Session
-	lastStmt  uint32
-	// sqlStmts: the cluster of each PREPAREd statement (by lower-case
-	// name), where EXECUTE and DEALLOCATE run.
-	sqlStmts map[string]string
+	stmtPrepared map[uint32]shardPrepared
+	lastStmt     uint32
+	// sqlStmts: where each PREPAREd statement (by lower-case name) was
+	// prepared: EXECUTE and DEALLOCATE run there.
+	sqlStmts map[string]shardPrepared
+	// trxSchemas: the schemas the open transaction used (counted in the
+	// server's hold, which waits for such transactions to end).
+	trxSchemas []string
 	// loginDB is the schema the last login (or COM_CHANGE_USER) asked
 	// for, once checked.
 	loginDB string
@@ -308,7 +315,7 @@ func newShardSession(srv *ShardServer, id uint32, nc net.Conn) *shardSession {
 	c := mysqlproto.NewConn(nc)
 	c.MaxPacket = mysqlproto.MaxHandshakePacket
 	return &shardSession{srv: srv, id: id, client: c, remote: nc.RemoteAddr().String(),
-		parts: map[string]*Session{}, gens: map[*Session]uint64{}, stmtOwner: map[uint32]*Session{}, sqlStmts: map[string]string{}}
+		parts: map[string]*Session{}, gens: map[*Session]uint64{}, stmtPrepared: map[uint32]shardPrepared{}, sqlStmts: map[string]shardPrepared{}}
 }
 
 func (sh *shardSession) run(ctx context.Context) {
@@ -410,10 +417,13 @@ func (sh *shardSession) closeParts(keep *Session) {
 		delete(sh.parts, name)
 		delete(sh.gens, p)
 	}
-	for id, p := range sh.stmtOwner {
-		if p != keep {
-			delete(sh.stmtOwner, id)
+	for id, ps := range sh.stmtPrepared {
+		if keep == nil || ps.cluster != keep.opts().Cluster {
+			delete(sh.stmtPrepared, id)
 		}
+	}
+	if keep == nil {
+		sh.endTrx()
 	}
 }
 
@@ -495,7 +505,7 @@ func (sh *shardSession) dispatch(ctx context.Context, pkt []byte) error {
 		clear(sh.sqlStmts)
 		sh.home.result.err = 0
 		prev := sh.schema
-		err := sh.runOn(ctx, sh.home, pkt)
+		err := sh.runOn(ctx, sh.home, pkt, nil)
 		if cmd == mysqlproto.ComChangeUser {
 			sh.schema = sh.loginDB
 			if sh.home.result.err != 0 {
@@ -514,7 +524,7 @@ func (sh *shardSession) dispatch(ctx context.Context, pkt []byte) error {
 	if p == nil {
 		p = sh.home
 	}
-	return sh.runOn(ctx, p, pkt)
+	return sh.runOn(ctx, p, pkt, nil)
 }
 
 // sqlPrepared runs PREPARE name FROM '...' on the cluster of the schemas
@@ -526,34 +536,60 @@ func (sh *shardSession) sqlPrepared(ctx context.Context, pkt, q []byte, info sql
 		return sh.route(ctx, pkt, st)
 	}
 	if info.First != sqlscan.KwPrepare {
-		cl, known := sh.sqlStmts[name]
+		ps, known := sh.sqlStmts[name]
 		if !known {
 			return sh.route(ctx, pkt, st) // the server answers "unknown prepared statement"
 		}
 		if info.First == sqlscan.KwDeallocate {
 			delete(sh.sqlStmts, name)
+			return sh.pass(ctx, pkt, func() shardDecision { return shardDecision{cluster: ps.cluster} })
 		}
-		if p := sh.part(cl); p != nil {
-			if trx := sh.trxCluster(); trx != "" && trx != cl {
-				sh.srv.Stats.CrossCluster.Add(1)
-				return p.sendError(mysqlproto.NewError(mysqlproto.ERVigilShardCrossCluster, mysqlproto.SSVigilUnsupported,
-					"Vigil: this transaction runs on cluster %s; prepared statement %s was prepared on cluster %s: a transaction runs on one cluster (commit or roll back first)",
-					trx, name, cl))
-			}
-			return sh.runOn(ctx, p, pkt)
-		}
-		return sh.route(ctx, pkt, st)
+		return sh.pass(ctx, pkt, func() shardDecision { return sh.preparedDecision(ctx, ps, "prepared statement "+name) })
 	}
 	if text != nil {
 		_, inner := scanShard(text)
 		st.refs, st.overflow = inner.refs, inner.overflow
 		st.class = inner.class
 	}
-	err := sh.route(ctx, pkt, st)
-	if p := sh.running.Load(); p != nil && p.result.err == 0 {
-		sh.sqlStmts[name] = p.opts().Cluster
+	var d shardDecision
+	err := sh.pass(ctx, pkt, func() shardDecision {
+		d = sh.decide(ctx, st)
+		return d
+	})
+	if p := sh.running.Load(); p != nil && p.result.err == 0 && d.err == nil {
+		sh.sqlStmts[name] = shardPrepared{cluster: d.cluster, schemas: d.schemas}
 	}
 	return err
+}
+
+// shardPrepared is where a prepared statement was prepared and the
+// schemas it concerns.
+type shardPrepared struct {
+	cluster string
+	schemas []string
+}
+
+// preparedDecision runs a prepared statement where it was prepared: in
+// the open transaction's cluster only, and only while the map still
+// places its schemas there (after a move the client prepares it again:
+// 1615, as a server asks after a table changed).
+func (sh *shardSession) preparedDecision(ctx context.Context, ps shardPrepared, what string) shardDecision {
+	if trx := sh.trxCluster(); trx != "" && trx != ps.cluster {
+		return shardDecision{err: mysqlproto.NewError(mysqlproto.ERVigilShardCrossCluster, mysqlproto.SSVigilUnsupported,
+			"Vigil: this transaction runs on cluster %s; %s was prepared on cluster %s: a transaction runs on one cluster (commit or roll back first)",
+			trx, what, ps.cluster)}
+	}
+	l := sh.locator(ctx, false)
+	for _, s := range ps.schemas {
+		if p := l.locate(s); p.found() && p.cluster != ps.cluster {
+			return shardDecision{err: mysqlproto.NewError(mysqlproto.ERNeedReprepare, "HY000",
+				"Prepared statement needs to be re-prepared: schema %s moved from cluster %s to %s", quoteName(s), ps.cluster, p.cluster)}
+		}
+	}
+	if err := stateError(l.m, shardStmt{class: sqlscan.ClassWrite}, nil, ps.cluster); err != nil {
+		return shardDecision{err: err}
+	}
+	return shardDecision{cluster: ps.cluster, schemas: ps.schemas}
 }
 
 // preparedName is the statement name of PREPARE name FROM ..., EXECUTE
@@ -583,30 +619,30 @@ func preparedName(q []byte, first sqlscan.Keyword) (name string, text []byte, ok
 // stmtCommand runs a command on a prepared statement where it was
 // prepared.
 func (sh *shardSession) stmtCommand(ctx context.Context, pkt []byte) error {
-	p := sh.home
 	cmd, _ := mysqlproto.Header(pkt)
-	if id, ok := mysqlproto.StmtIDOf(pkt); ok {
-		if owner := sh.stmtOwner[id]; owner != nil {
-			p = owner
-		}
-		if cmd == mysqlproto.ComStmtClose {
-			delete(sh.stmtOwner, id)
-		}
+	id, ok := mysqlproto.StmtIDOf(pkt)
+	ps, known := sh.stmtPrepared[id]
+	if !ok || !known {
+		return sh.runOn(ctx, sh.home, pkt, nil) // the server answers "unknown prepared statement"
 	}
-	if cmd == mysqlproto.ComStmtExecute {
-		if trx := sh.trxCluster(); trx != "" && trx != p.opts().Cluster {
-			sh.srv.Stats.CrossCluster.Add(1)
-			return p.sendError(mysqlproto.NewError(mysqlproto.ERVigilShardCrossCluster, mysqlproto.SSVigilUnsupported,
-				"Vigil: this transaction runs on cluster %s; the prepared statement was prepared on cluster %s: a transaction runs on one cluster (commit or roll back first)",
-				trx, p.opts().Cluster))
-		}
+	switch cmd {
+	case mysqlproto.ComStmtClose:
+		delete(sh.stmtPrepared, id)
+		return sh.runOn(ctx, sh.parts[ps.cluster], pkt, nil)
+	case mysqlproto.ComStmtExecute:
+		return sh.pass(ctx, pkt, func() shardDecision { return sh.preparedDecision(ctx, ps, "the prepared statement") })
 	}
-	return sh.runOn(ctx, p, pkt)
+	return sh.pass(ctx, pkt, func() shardDecision { return shardDecision{cluster: ps.cluster, schemas: ps.schemas} })
 }
 
 // route decides a statement's cluster and runs it there, or refuses it.
 func (sh *shardSession) route(ctx context.Context, pkt []byte, st shardStmt) error {
-	sh.srv.Stats.Statements.Add(1)
+	return sh.pass(ctx, pkt, func() shardDecision { return sh.decide(ctx, st) })
+}
+
+// decide is decideShard for the session now, looking at the clusters
+// again when a schema it names was not found.
+func (sh *shardSession) decide(ctx context.Context, st shardStmt) shardDecision {
 	view := shardView{schema: sh.schema, trx: sh.trxCluster(), last: sh.last}
 	d := decideShard(sh.locator(ctx, false), st, view)
 	if d.unknown != "" || d.err != nil && d.err.Code == mysqlproto.ERVigilShardAmbiguous {
@@ -614,20 +650,45 @@ func (sh *shardSession) route(ctx context.Context, pkt []byte, st shardStmt) err
 		// fresh look (it may have just been created or dropped).
 		d = decideShard(sh.locator(ctx, true), st, view)
 	}
-	if d.err != nil {
-		sh.countRefusal(d.err.Code)
-		p := sh.running.Load()
-		if p == nil {
-			p = sh.home
+	return d
+}
+
+// pass runs pkt on the cluster decide chooses, or refuses it. A statement
+// that concerns a held schema (a move's cutover) waits until the hold
+// ends and is decided again: the map may place the schema elsewhere
+// then. A transaction that already used the schema goes on: the hold
+// waits for it to end.
+func (sh *shardSession) pass(ctx context.Context, pkt []byte, decide func() shardDecision) error {
+	sh.srv.Stats.Statements.Add(1)
+	for {
+		d := decide()
+		if d.err != nil {
+			sh.countRefusal(d.err.Code)
+			p := sh.running.Load()
+			if p == nil {
+				p = sh.home
+			}
+			return p.sendError(d.err)
 		}
-		return p.sendError(d.err)
+		p := sh.part(d.cluster)
+		if p == nil {
+			return sh.home.sendError(mysqlproto.NewError(mysqlproto.ERVigilNoWriter, mysqlproto.SSVigilUnavailable,
+				"Vigil: cluster %s behind the sharded listener is not running", d.cluster))
+		}
+		g := sh.srv.hold.enter()
+		if h := sh.srv.hold.current(); h != nil && h.concerns(d.schemas) && !sh.trxUsed(d.schemas) {
+			sh.srv.hold.exit(g)
+			sh.srv.Stats.Held.Add(1)
+			if err := h.wait(ctx); err != nil {
+				return p.sendError(err)
+			}
+			continue
+		}
+		err := sh.runOn(ctx, p, pkt, d.schemas)
+		sh.noteTrx(d.schemas)
+		sh.srv.hold.exit(g)
+		return err
 	}
-	p := sh.part(d.cluster)
-	if p == nil {
-		return sh.home.sendError(mysqlproto.NewError(mysqlproto.ERVigilNoWriter, mysqlproto.SSVigilUnavailable,
-			"Vigil: cluster %s behind the sharded listener is not running", d.cluster))
-	}
-	return sh.runOn(ctx, p, pkt)
 }
 
 func (sh *shardSession) countRefusal(code uint16) {
@@ -657,7 +718,7 @@ func (sh *shardSession) trxCluster() string {
 
 // runOn runs one command on part p, with the session's variables and the
 // default schema as p's cluster has it.
-func (sh *shardSession) runOn(ctx context.Context, p *Session, pkt []byte) error {
+func (sh *shardSession) runOn(ctx context.Context, p *Session, pkt []byte, schemas []string) error {
 	cluster := p.opts().Cluster
 	sh.sync(ctx, p, cluster)
 	sh.running.Store(p)
@@ -668,7 +729,7 @@ func (sh *shardSession) runOn(ctx context.Context, p *Session, pkt []byte) error
 	p.dropLarge()
 	for id := sh.lastStmt + 1; id <= p.stmts.last && id != 0; id++ {
 		if p.stmts.get(id) != nil {
-			sh.stmtOwner[id] = p
+			sh.stmtPrepared[id] = shardPrepared{cluster: cluster, schemas: schemas}
 		}
 	}
 	sh.lastStmt = max(sh.lastStmt, p.stmts.last)

@@ -143,6 +143,10 @@ type shardDecision struct {
 	// discovery the statement goes to cluster anyway (the server answers
 	// "unknown database").
 	unknown string
+	// schemas are the schemas the statement concerns: those it names, or
+	// the default schema when it names none (what shard states and holds
+	// apply to).
+	schemas []string
 	err     *mysqlproto.SQLError
 }
 
@@ -194,10 +198,20 @@ func decideShard(l schemaLocator, st shardStmt, v shardView) shardDecision {
 			"Vigil: this transaction runs on cluster %s; %s is on cluster %s: a transaction runs on one cluster (commit or roll back first)",
 			v.trx, what, d.cluster)}
 	}
-	if err := stateError(l.m, st, v, named, d.cluster); err != nil {
+	d.schemas = concerned(named, v)
+	if err := stateError(l.m, st, d.schemas, d.cluster); err != nil {
 		return shardDecision{err: err}
 	}
 	return d
+}
+
+// concerned are the schemas a statement concerns: those it names, or the
+// default schema when it names none.
+func concerned(named []string, v shardView) []string {
+	if len(named) == 0 && v.schema != "" && !systemSchema(v.schema) {
+		return []string{v.schema}
+	}
+	return named
 }
 
 // defaultCluster is where a statement that names no known schema goes:
@@ -235,13 +249,9 @@ func defaultCluster(l schemaLocator, st shardStmt, v shardView) string {
 // stateError refuses a statement on an offline schema, or a write on a
 // read_only one. The schemas concerned are those it names, or the
 // default schema when it names none.
-func stateError(m *ShardMap, st shardStmt, v shardView, named []string, cluster string) *mysqlproto.SQLError {
+func stateError(m *ShardMap, st shardStmt, schemas []string, cluster string) *mysqlproto.SQLError {
 	if len(m.States) == 0 {
 		return nil
-	}
-	schemas := named
-	if len(schemas) == 0 && v.schema != "" {
-		schemas = []string{v.schema}
 	}
 	for _, s := range schemas {
 		switch m.state(s) {

@@ -37,6 +37,10 @@ const (
 	SSNoDB           = "3D000"
 )
 
+// ERNeedReprepare: a prepared statement must be prepared again (the
+// server's 1615 after a table changed; Vigil's after a schema moved).
+const ERNeedReprepare = 1615
+
 // Vigil's own error codes, 7000–7099, documented in docs/errors.md.
 const (
 	ERVigilNoWriter          = 7001 // no writable primary
