@@ -72,7 +72,8 @@ func (s *Server) runBackup(ctx context.Context, args []string, w io.Writer) (int
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("mariadb-backup: %w", err)
 	}
-	n, copyErr := io.CopyBuffer(w, out, make([]byte, copyBufSize))
+	growPipe(out)
+	n, copyErr := copyBlocks(w, out, make([]byte, streamBlock))
 	if copyErr != nil {
 		cancel() // the requester went away: stop reading the donor
 	}

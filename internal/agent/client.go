@@ -166,7 +166,7 @@ func (c *Client) Backup(ctx context.Context, w io.Writer, o BackupOptions) (int6
 		return 0, err
 	}
 	defer resp.Body.Close()
-	n, err := io.CopyBuffer(w, resp.Body, make([]byte, copyBufSize))
+	n, err := copyBlocks(w, resp.Body, make([]byte, streamBlock))
 	if err != nil {
 		return n, fmt.Errorf("agent backup: stream cut after %d bytes: %w", n, err)
 	}
@@ -246,7 +246,7 @@ func Clone(parent context.Context, donor Backuper, target Restorer, bo BackupOpt
 		}
 		done <- backupDone{n, err}
 	}()
-	res, rerr := target.Restore(ctx, pr, ro)
+	res, rerr := target.Restore(ctx, blockReader{pr}, ro)
 	_ = pr.CloseWithError(errRestoreEnded)
 	if rerr != nil {
 		cancel()

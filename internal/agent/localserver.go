@@ -17,10 +17,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// copyBufSize is the one buffer a stream goes through: memory per stream
-// is fixed whatever the peer sends.
-const copyBufSize = 256 << 10
-
 // facts are what the local server says about itself.
 type facts struct {
 	running, answering bool

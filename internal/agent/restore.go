@@ -209,8 +209,9 @@ func (s *Server) extract(ctx context.Context, body io.Reader, dir string) (int64
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("mbstream: %w", err)
 	}
+	growPipe(in)
 	src := &readErrReader{r: body}
-	n, copyErr := io.CopyBuffer(in, src, make([]byte, copyBufSize))
+	n, copyErr := copyBlocks(in, src, make([]byte, streamBlock))
 	_ = in.Close()
 	if src.err != nil {
 		// The requester's stream broke: whatever mbstream made of it is
