@@ -165,7 +165,7 @@ func TestDriverCompat(t *testing.T) {
 		t.Skip("no driver installed")
 	}
 
-	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, Clusters: 2}, func(c *config.Config) {
+	env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 2, Clusters: 2}, func(c *config.Config) {
 		c.Users = append(c.Users, config.User{Name: compatUser2, Password: compatPassword2})
 	})
 	(&proxyEnv{admin: env.admin}).waitAllOnline(t)
