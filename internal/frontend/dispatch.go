@@ -141,7 +141,7 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 	if s.srv.testHook != nil {
 		s.srv.testHook(q)
 	}
-	info := sqlscan.Scan(q)
+	info := s.scan(q)
 	if info.Flags&sqlscan.FlagLoadLocal != 0 {
 		// The file's packets arrive in the read buffer that holds the
 		// statement: keep a copy for the log and the digest.
@@ -207,6 +207,16 @@ func (s *Session) comQuery(ctx context.Context, pkt []byte) error {
 		return err
 	}
 	return s.endIfReleased(info)
+}
+
+// scan classifies the statement's text, once: the sharded listener has
+// scanned it already to route it (prescan).
+func (s *Session) scan(q []byte) sqlscan.Info {
+	if p := s.prescan; p != nil {
+		s.prescan = nil
+		return *p
+	}
+	return sqlscan.Scan(q)
 }
 
 // endIfReleased ends the session after COMMIT RELEASE or ROLLBACK

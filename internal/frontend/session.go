@@ -14,6 +14,7 @@ import (
 	"github.com/vigil-db/vigil/internal/mysqlproto"
 	"github.com/vigil-db/vigil/internal/qlog"
 	"github.com/vigil-db/vigil/internal/router"
+	"github.com/vigil-db/vigil/internal/sqlscan"
 )
 
 // Session is one client connection. Its methods run on the session's own
@@ -58,6 +59,9 @@ type Session struct {
 	// shard: the sharded listener's session this one serves one
 	// cluster of (nil: a cluster listener's session).
 	shard *shardSession
+	// prescan is the sharded listener's classification of the COM_QUERY
+	// it hands this session (nil: scan the text).
+	prescan *sqlscan.Info
 }
 
 // SessionInfo is a session as listings show it.

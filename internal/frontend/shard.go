@@ -306,6 +306,9 @@ type shardSession struct {
 	// trxSchemas: the schemas the open transaction used (counted in the
 	// server's hold, which waits for such transactions to end).
 	trxSchemas []string
+	// prescan: the COM_QUERY being routed, classified (Digest 0: none);
+	// its part uses it instead of scanning the text again.
+	prescan sqlscan.Info
 	// loginDB is the schema the last login (or COM_CHANGE_USER) asked
 	// for, once checked.
 	loginDB string
@@ -482,7 +485,10 @@ func (sh *shardSession) dispatch(ctx context.Context, pkt []byte) error {
 		if info.First == sqlscan.KwPrepare || info.First == sqlscan.KwExecute || info.First == sqlscan.KwDeallocate {
 			return sh.sqlPrepared(ctx, pkt, cq.Text, info, st)
 		}
-		return sh.route(ctx, pkt, st)
+		sh.prescan = info
+		err := sh.route(ctx, pkt, st)
+		sh.prescan = sqlscan.Info{}
+		return err
 	case mysqlproto.ComStmtPrepare:
 		sp, bad := mysqlproto.ParseStmtPrepare(pkt)
 		if bad != nil {
@@ -725,7 +731,13 @@ func (sh *shardSession) runOn(ctx context.Context, p *Session, pkt []byte, schem
 	sh.srv.Stats.cluster(cluster).Add(1)
 	before, beforeSchema := p.vars.state.Hash(), p.vars.state.Schema
 	p.stmts.last = max(p.stmts.last, sh.lastStmt)
+	if sh.prescan.Digest != 0 {
+		if cmd, _ := mysqlproto.Header(pkt); cmd == mysqlproto.ComQuery {
+			p.prescan = &sh.prescan
+		}
+	}
 	err := p.dispatch(ctx, pkt)
+	p.prescan = nil
 	p.dropLarge()
 	for id := sh.lastStmt + 1; id <= p.stmts.last && id != 0; id++ {
 		if p.stmts.get(id) != nil {
