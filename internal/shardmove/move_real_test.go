@@ -1,0 +1,372 @@
+package shardmove
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vigil-db/vigil/internal/sandbox"
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+// realSandbox starts two replication clusters of two nodes (GTID domains
+// 0 and 1) and tears them down with the test.
+func realSandbox(t *testing.T) *sandbox.Sandbox {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("real servers: not with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("real servers: needs root to run mariadbd as mysql")
+	}
+	if _, err := exec.LookPath("mariadbd"); err != nil {
+		if _, err := os.Stat("/usr/sbin/mariadbd"); err != nil {
+			t.Skip("real servers: mariadbd not installed")
+		}
+	}
+	for _, p := range []string{"mariadb-dump", "mariadb"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("real servers: %s not installed", p)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: filepath.Join(t.TempDir(), "sb"), Topology: sandbox.Replication, Nodes: 2, Clusters: 2})
+	if err != nil {
+		t.Fatalf("sandbox: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := sb.Down(ctx, true); err != nil {
+			t.Errorf("sandbox down: %v", err)
+		}
+	})
+	return sb
+}
+
+func clusterOf(t *testing.T, sb *sandbox.Sandbox, c sandbox.Cluster, schema string) Cluster {
+	t.Helper()
+	acc := sb.Accounts()
+	server := func(name string) Server {
+		n, err := sb.Node(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Server{Host: n.Host, Port: n.Port, User: acc.App.User, Password: acc.App.Password}
+	}
+	out := Cluster{Name: c.Name, Primary: server(c.Nodes[0]), Repl: Account{User: acc.Repl.User, Password: acc.Repl.Password},
+		DomainID: uint32(c.GTIDDomain)}
+	if len(c.Nodes) > 1 {
+		r := server(c.Nodes[1])
+		out.Replica = &r
+	}
+	db := openTCP(t, out.Primary)
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", schema).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	out.HasSchema = n > 0
+	return out
+}
+
+func openTCP(t *testing.T, s Server) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", sandbox.TCPDSN(s.Addr(), s.User, s.Password, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func mustExec(t *testing.T, db *sql.DB, qs ...string) {
+	t.Helper()
+	for _, q := range qs {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// writer inserts rows into the schema until stopped, on whichever cluster
+// the fake router routes it to; Hold waits for the statement in flight.
+type writer struct {
+	gate  sync.Mutex // held while a statement runs, and by Hold
+	mu    sync.Mutex
+	db    *sql.DB
+	acked []int64 // ids of t1 rows whose INSERT returned OK
+	fails int
+	flips []string
+	dbs   map[string]*sql.DB
+}
+
+func (w *writer) run(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	for i := 0; ctx.Err() == nil; i++ {
+		w.gate.Lock()
+		w.mu.Lock()
+		db := w.db
+		w.mu.Unlock()
+		res, err := db.ExecContext(ctx, "INSERT INTO mv.t1 (v, note) VALUES (?, 'live')", i)
+		if err == nil {
+			id, _ := res.LastInsertId()
+			_, err = db.ExecContext(ctx, "UPDATE mv.t2 SET n = n + 1 WHERE id = ?", 1+i%100)
+			w.mu.Lock()
+			w.acked = append(w.acked, id)
+			w.mu.Unlock()
+		}
+		if err != nil && ctx.Err() == nil {
+			w.mu.Lock()
+			w.fails++
+			w.mu.Unlock()
+		}
+		w.gate.Unlock()
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (w *writer) Hold(ctx context.Context, schema string) (func(), error) {
+	w.gate.Lock()
+	return func() { w.gate.Unlock() }, nil
+}
+
+func (w *writer) Flip(ctx context.Context, schema, to string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.flips = append(w.flips, schema+"->"+to)
+	w.db = w.dbs[to]
+	return nil
+}
+
+func (w *writer) ackedIDs() []int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]int64(nil), w.acked...)
+}
+
+func TestRealMove(t *testing.T) {
+	sb := realSandbox(t)
+	t0 := time.Now()
+	cls := sb.Clusters()
+	if len(cls) != 2 {
+		t.Fatalf("clusters: %+v", cls)
+	}
+	srcPrim := clusterOf(t, sb, cls[0], "mv").Primary
+	srcDB := openTCP(t, srcPrim)
+	mustExec(t, srcDB,
+		"CREATE DATABASE mv",
+		"CREATE TABLE mv.t1 (id BIGINT PRIMARY KEY AUTO_INCREMENT, v INT NOT NULL, note VARCHAR(64)) ENGINE=InnoDB",
+		"CREATE TABLE mv.t2 (id INT PRIMARY KEY, n INT NOT NULL, b VARBINARY(32)) ENGINE=InnoDB",
+		"CREATE DATABASE other_db",
+		"CREATE DATABASE IF NOT EXISTS seq",
+		"CREATE TABLE other_db.o (id INT PRIMARY KEY AUTO_INCREMENT, v INT)",
+		"INSERT INTO mv.t1 (v, note) SELECT seq, CONCAT('seed ', seq, ' it''s') FROM seq.seq_1_to_3000",
+		"INSERT INTO mv.t2 (id, n, b) SELECT seq, 0, UNHEX('00FF0D0A5C27') FROM seq.seq_1_to_100",
+		"CREATE TRIGGER mv.t1_bi BEFORE INSERT ON mv.t1 FOR EACH ROW SET NEW.note = COALESCE(NEW.note, 'trg')",
+		"CREATE PROCEDURE mv.p() SELECT COUNT(*) FROM mv.t1",
+	)
+	src := clusterOf(t, sb, cls[0], "mv")
+	dst := clusterOf(t, sb, cls[1], "mv")
+	dstDB := openTCP(t, dst.Primary)
+
+	// The source domain must have reached the replica the dump reads.
+	waitReplica(t, openTCP(t, *src.Replica), srcDB)
+
+	w := &writer{db: srcDB, dbs: map[string]*sql.DB{src.Name: srcDB, dst.Name: dstDB}}
+	wctx, stopWriter := context.WithCancel(context.Background())
+	wdone := make(chan struct{})
+	go w.run(wctx, wdone)
+	defer func() { stopWriter(); <-wdone }()
+
+	plan, err := Decide(Request{Schema: "mv", From: src.Name, To: dst.Name}, src, dst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("plan:\n%s", plan)
+	var (
+		j     Journal
+		saves int
+	)
+	save := func(Journal) error { saves++; return nil }
+	deps := Deps{Dial: Dial, Router: w, Tools: Client{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	// Run up to the verify step, then write across schemas on the source:
+	// a DDL on mv issued from another default schema must reach the
+	// target (replicate_wild_do_table), one on other_db must not.
+	short := plan
+	short.Steps = plan.Steps[:3]
+	j = NewJournal(short)
+	if err := Run(ctx, short, deps, &j, save); err != nil {
+		t.Fatalf("copy/catch up: %v\njournal: %+v", err, j)
+	}
+	t.Logf("snapshot %s; %d rows acknowledged so far", j.SnapshotGTID, len(w.ackedIDs()))
+	conn, err := srcDB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"USE other_db", "CREATE TABLE mv.t3 (id INT PRIMARY KEY)", "INSERT INTO mv.t3 VALUES (1), (2)", "INSERT INTO o (v) VALUES (7)"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	conn.Close()
+	time.Sleep(500 * time.Millisecond)
+
+	// The rest of the plan on the same journal.
+	full := j
+	full.Steps = NewJournal(plan).Steps
+	full.State = StateRunning
+	j = full
+	if err := Run(ctx, plan, deps, &j, save); err != nil {
+		t.Fatalf("verify/cutover: %v\njournal: %+v", err, j)
+	}
+	moved := time.Since(t0)
+	for _, r := range j.Results {
+		t.Logf("step %-9s %6s  %s", r.Name, r.Finished.Sub(r.Started).Round(time.Millisecond), r.Detail)
+	}
+	if j.State != StateDone || !j.Flipped || len(w.flips) != 1 || w.flips[0] != "mv->"+dst.Name {
+		t.Fatalf("journal %+v, flips %v", j, w.flips)
+	}
+	beforeCut := len(w.ackedIDs())
+	time.Sleep(300 * time.Millisecond) // the writer goes on, now on the target
+	stopWriter()
+	<-wdone
+	acked := w.ackedIDs()
+	if w.fails > 0 {
+		t.Errorf("%d writes failed", w.fails)
+	}
+	t.Logf("writer: %d rows acknowledged (%d before the flip), journal saved %d times, move took %s", len(acked), beforeCut, saves, moved.Round(time.Millisecond))
+
+	// Every acknowledged row is on the target.
+	var missing int
+	for _, id := range acked {
+		var n int
+		if err := dstDB.QueryRow("SELECT COUNT(*) FROM mv.t1 WHERE id = ?", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d acknowledged rows missing on the target", missing, len(acked))
+	}
+	// The source is untouched: it has exactly what was written before the
+	// flip, the target has that plus what came after; no connection.
+	var srcRows, dstRows int
+	srcDB.QueryRow("SELECT COUNT(*) FROM mv.t1").Scan(&srcRows)
+	dstDB.QueryRow("SELECT COUNT(*) FROM mv.t1").Scan(&dstRows)
+	if want := 3000 + len(acked); dstRows != want {
+		t.Errorf("target has %d rows in mv.t1, want %d", dstRows, want)
+	}
+	if srcRows >= dstRows || srcRows < 3000+beforeCut-1 {
+		t.Errorf("source has %d rows, target %d, %d acknowledged before the flip", srcRows, dstRows, beforeCut)
+	}
+	t.Logf("mv.t1: %d rows on the source, %d on the target", srcRows, dstRows)
+	var n int
+	if err := dstDB.QueryRow("SELECT COUNT(*) FROM mv.t3").Scan(&n); err != nil || n != 2 {
+		t.Errorf("mv.t3 created from another default schema: %d rows, %v", n, err)
+	}
+	if err := dstDB.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'other_db'").Scan(&n); err != nil || n != 0 {
+		t.Errorf("other_db reached the target: %d, %v", n, err)
+	}
+	if err := dstDB.QueryRow("SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = 'mv'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("routines on the target: %d, %v", n, err)
+	}
+	if err := dstDB.QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'mv'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("triggers on the target: %d, %v", n, err)
+	}
+	// Before the flip the source had what the target had: compare the
+	// rows the source has with the target's same ids.
+	var sc, tc string
+	srcDB.QueryRow("SELECT COALESCE(SUM(CRC32(CONCAT_WS('|', id, v, note))), 0) FROM mv.t1").Scan(&sc)
+	dstDB.QueryRow("SELECT COALESCE(SUM(CRC32(CONCAT_WS('|', id, v, note))), 0) FROM mv.t1 WHERE id <= ?", maxID(srcDB)).Scan(&tc)
+	if sc != tc {
+		t.Errorf("the source's rows differ from the target's same rows: %s vs %s", sc, tc)
+	}
+	var conns int
+	rows, err := srcDB.Query("SHOW ALL SLAVES STATUS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		conns++
+	}
+	rows.Close()
+	if conns != 0 {
+		t.Errorf("source primary has %d replication connections", conns)
+	}
+
+	// A target failover would restart the connection at the new target
+	// primary's gtid_binlog_pos in the source's domain: the target's
+	// replica has the move connection's transactions in its binary log
+	// under the source's domain (log_slave_updates).
+	tRep := openTCP(t, *dst.Replica)
+	waitReplica(t, tRep, dstDB)
+	var tp, rp string
+	dstDB.QueryRow("SELECT @@gtid_binlog_pos").Scan(&tp)
+	tRep.QueryRow("SELECT @@gtid_binlog_pos").Scan(&rp)
+	tpp, _ := topology.ParseGTIDPos(tp)
+	rpp, _ := topology.ParseGTIDPos(rp)
+	ts, _ := tpp.Seq(src.DomainID)
+	rs, ok := rpp.Seq(src.DomainID)
+	t.Logf("target primary gtid_binlog_pos %s; its replica %s", tp, rp)
+	if !ok || rs != ts {
+		t.Errorf("target replica's gtid_binlog_pos %s lacks the source domain's %d at %d", rp, src.DomainID, ts)
+	}
+
+	// Cleanup on the operator's word: the source's copy goes, the
+	// connection too.
+	cplan, err := DecideCleanup(j, src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cj := NewJournal(cplan)
+	if err := Run(ctx, cplan, deps, &cj, save); err != nil || cj.State != StateCleaned {
+		t.Fatalf("cleanup: %v, %+v", err, cj)
+	}
+	if err := srcDB.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'mv'").Scan(&n); err != nil || n != 0 {
+		t.Errorf("after cleanup the source still has mv: %d, %v", n, err)
+	}
+	rows, err = dstDB.Query("SHOW ALL SLAVES STATUS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns = 0
+	for rows.Next() {
+		conns++
+	}
+	rows.Close()
+	if conns != 0 {
+		t.Errorf("after cleanup the target has %d connections", conns)
+	}
+	t.Logf("total %s", time.Since(t0).Round(time.Millisecond))
+}
+
+func maxID(db *sql.DB) int64 {
+	var n int64
+	db.QueryRow("SELECT COALESCE(MAX(id), 0) FROM mv.t1").Scan(&n)
+	return n
+}
+
+// waitReplica waits until replica has applied what primary has written.
+func waitReplica(t *testing.T, replica, primary *sql.DB) {
+	t.Helper()
+	var pos string
+	if err := primary.QueryRow("SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+		t.Fatal(err)
+	}
+	var r sql.NullInt64
+	if err := replica.QueryRow(fmt.Sprintf("SELECT MASTER_GTID_WAIT('%s', 20)", pos)).Scan(&r); err != nil || r.Int64 != 0 {
+		t.Fatalf("replica did not reach %s: %v %v", pos, r, err)
+	}
+}
