@@ -130,9 +130,9 @@ const (
 type Plan struct {
 	Kind    PlanKind `json:"kind"`
 	Request Request  `json:"request"`
-	Source  Cluster `json:"source"`
-	Target  Cluster `json:"target"`
-	Steps   []Step  `json:"steps"`
+	Source  Cluster  `json:"source"`
+	Target  Cluster  `json:"target"`
+	Steps   []Step   `json:"steps"`
 }
 
 // String is the plan as --dry-run prints it.
