@@ -69,13 +69,15 @@ func (d Deps) withDefaults() Deps {
 		d.VerifyWait = 60 * time.Second
 	}
 	if d.StartWait == 0 {
-		d.StartWait = 10 * time.Second
+		d.StartWait = defaultStartWait
 	}
 	if d.Now == nil {
 		d.Now = time.Now
 	}
 	return d
 }
+
+const defaultStartWait = 10 * time.Second
 
 // ErrChecksum is a verify step that found the copies different.
 var ErrChecksum = errors.New("copies differ")

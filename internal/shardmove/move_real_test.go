@@ -370,3 +370,124 @@ func waitReplica(t *testing.T, replica, primary *sql.DB) {
 		t.Fatalf("replica did not reach %s: %v %v", pos, r, err)
 	}
 }
+
+// TestRealMoveFailovers fails over both clusters while the move catches up
+// under writes: the connection follows the source's new primary, and is
+// recreated on the target's new primary at its gtid_binlog_pos in the
+// source's domain; then verify and cutover run against the new primaries.
+func TestRealMoveFailovers(t *testing.T) {
+	sb := realSandbox(t)
+	t0 := time.Now()
+	cls := sb.Clusters()
+	src := clusterOf(t, sb, cls[0], "mv")
+	srcDB := openTCP(t, src.Primary)
+	mustExec(t, srcDB,
+		"CREATE DATABASE mv",
+		"CREATE TABLE mv.t1 (id BIGINT PRIMARY KEY AUTO_INCREMENT, v INT NOT NULL, note VARCHAR(64))",
+		"CREATE TABLE mv.t2 (id INT PRIMARY KEY, n INT NOT NULL)",
+		"CREATE DATABASE IF NOT EXISTS seq",
+		"INSERT INTO mv.t1 (v, note) SELECT seq, 'seed' FROM seq.seq_1_to_2000",
+		"INSERT INTO mv.t2 (id, n) SELECT seq, 0 FROM seq.seq_1_to_100",
+	)
+	src = clusterOf(t, sb, cls[0], "mv")
+	dst := clusterOf(t, sb, cls[1], "mv")
+	waitReplica(t, openTCP(t, *src.Replica), srcDB)
+	srcRepDB, dstDB, dstRepDB := openTCP(t, *src.Replica), openTCP(t, dst.Primary), openTCP(t, *dst.Replica)
+
+	w := &writer{db: srcDB, dbs: map[string]*sql.DB{dst.Name: dstRepDB}}
+	wctx, stopWriter := context.WithCancel(context.Background())
+	wdone := make(chan struct{})
+	go w.run(wctx, wdone)
+	defer func() { stopWriter(); <-wdone }()
+
+	plan, err := Decide(Request{Schema: "mv"}, src, dst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := Deps{Dial: Dial, Router: w, Tools: Client{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	short := plan
+	short.Steps = plan.Steps[:3]
+	j := NewJournal(short)
+	if err := Run(ctx, short, deps, &j, func(Journal) error { return nil }); err != nil {
+		t.Fatalf("copy/catch up: %v", err)
+	}
+	// The rest of the plan will run on this journal.
+	j.Steps, j.State = NewJournal(plan).Steps, StateRunning
+	time.Sleep(300 * time.Millisecond)
+
+	// Source failover: hold the writer, let the replica catch up, stop the
+	// primary, promote the replica, write there.
+	release, _ := w.Hold(ctx, "mv")
+	waitReplica(t, srcRepDB, srcDB)
+	if err := sb.Stop(ctx, cls[0].Nodes[0]); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, srcRepDB, "STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only = 0")
+	w.mu.Lock()
+	w.db = srcRepDB
+	w.mu.Unlock()
+	release()
+	if err := FollowSource(ctx, Dial, j, dst.Primary, *src.Replica, src.Repl, src.DomainID); err != nil {
+		t.Fatalf("follow source: %v", err)
+	}
+	t.Logf("source failed over to %s after %d rows; the connection follows it", src.Replica.Addr(), len(w.ackedIDs()))
+	time.Sleep(300 * time.Millisecond)
+
+	// Target failover: the target's replica becomes its primary. It is
+	// made to lag on purpose (its replication stopped while the old
+	// primary applies more of the source), so it must get the rest from
+	// the source.
+	mustExec(t, dstRepDB, "STOP SLAVE")
+	time.Sleep(300 * time.Millisecond)
+	var oldBinlog, repBinlog string
+	dstDB.QueryRow("SELECT @@gtid_binlog_pos").Scan(&oldBinlog)
+	if err := sb.Stop(ctx, cls[1].Nodes[0]); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, dstRepDB, "RESET SLAVE ALL", "SET GLOBAL read_only = 0")
+	dstRepDB.QueryRow("SELECT @@gtid_binlog_pos").Scan(&repBinlog)
+	if repBinlog == oldBinlog {
+		t.Errorf("the target's replica did not lag: %s", repBinlog)
+	}
+	pos, err := RecreateOnTarget(ctx, Dial, j, *dst.Replica, *src.Replica, src.Repl, src.DomainID)
+	if err != nil {
+		t.Fatalf("recreate on target: %v", err)
+	}
+	t.Logf("target failed over: old primary was at %s, new primary's gtid_binlog_pos %s; connection recreated at %s", oldBinlog, repBinlog, pos)
+	time.Sleep(300 * time.Millisecond)
+
+	// Verify and cut over between the new primaries.
+	newPlan := plan
+	newPlan.Source.Primary, newPlan.Source.Replica = *src.Replica, nil
+	newPlan.Target.Primary, newPlan.Target.Replica = *dst.Replica, nil
+	if err := Run(ctx, newPlan, deps, &j, func(Journal) error { return nil }); err != nil {
+		t.Fatalf("verify/cutover: %v\njournal %+v", err, j)
+	}
+	for _, r := range j.Results {
+		t.Logf("step %-9s %6s  %s", r.Name, r.Finished.Sub(r.Started).Round(time.Millisecond), r.Detail)
+	}
+	time.Sleep(200 * time.Millisecond)
+	stopWriter()
+	<-wdone
+	acked := w.ackedIDs()
+	if w.fails > 0 {
+		t.Errorf("%d writes failed", w.fails)
+	}
+	var missing, rows int
+	for _, id := range acked {
+		var n int
+		if err := dstRepDB.QueryRow("SELECT COUNT(*) FROM mv.t1 WHERE id = ?", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			missing++
+		}
+	}
+	dstRepDB.QueryRow("SELECT COUNT(*) FROM mv.t1").Scan(&rows)
+	if missing > 0 || rows != 2000+len(acked) {
+		t.Errorf("new target primary: %d of %d acknowledged rows missing, %d rows (want %d)", missing, len(acked), rows, 2000+len(acked))
+	}
+	t.Logf("%d rows acknowledged, all on the new target primary (%d rows); %s", len(acked), rows, time.Since(t0).Round(time.Millisecond))
+}
