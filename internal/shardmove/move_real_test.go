@@ -205,6 +205,23 @@ func TestRealMove(t *testing.T) {
 	short := plan
 	short.Steps = plan.Steps[:3]
 	j = NewJournal(short)
+
+	// A dump that dies half-way: the move stops, the partial copy goes.
+	broken := filepath.Join(t.TempDir(), "broken-dump")
+	if err := os.WriteFile(broken, []byte("#!/bin/sh\nmariadb-dump \"$@\" | head -c 2500\necho 'mariadb-dump: Lost connection' >&2\nexit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad := deps
+	bad.Tools = Client{Dump: broken}
+	err = Run(ctx, short, bad, &j, save)
+	var n int
+	dstDB.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'mv'").Scan(&n)
+	if err == nil || j.State != StateFailed || j.Steps[j.Step] != StepCopy || n != 0 || len(w.flips) != 0 {
+		t.Fatalf("broken dump: %v; journal %+v; target has mv: %d", err, j, n)
+	}
+	t.Logf("broken dump: %v", err)
+
+	// Run again: the copy is retried and the move goes on.
 	if err := Run(ctx, short, deps, &j, save); err != nil {
 		t.Fatalf("copy/catch up: %v\njournal: %+v", err, j)
 	}
@@ -272,7 +289,6 @@ func TestRealMove(t *testing.T) {
 		t.Errorf("source has %d rows, target %d, %d acknowledged before the flip", srcRows, dstRows, beforeCut)
 	}
 	t.Logf("mv.t1: %d rows on the source, %d on the target", srcRows, dstRows)
-	var n int
 	if err := dstDB.QueryRow("SELECT COUNT(*) FROM mv.t3").Scan(&n); err != nil || n != 2 {
 		t.Errorf("mv.t3 created from another default schema: %d rows, %v", n, err)
 	}

@@ -215,3 +215,13 @@ func TestQuoting(t *testing.T) {
 		t.Errorf("optionValue: %s", got)
 	}
 }
+
+func TestTailBuffer(t *testing.T) {
+	var b tailBuffer
+	b.Write([]byte("--------------\nINSERT INTO `t1` VALUES (1,'secret row'),\n(16\n--------------\n\n"))
+	b.Write([]byte("ERROR 1064 (42000) at line 59: You have an error in your SQL syntax; check the manual near '' at line 17\n"))
+	got := b.String()
+	if strings.Contains(got, "secret") || !strings.HasPrefix(got, "ERROR 1064") {
+		t.Errorf("tail %q", got)
+	}
+}

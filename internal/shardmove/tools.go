@@ -226,8 +226,22 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// String is the last lines of the output that say something: the error
+// lines, not the statement mariadb echoes before them (it may carry rows,
+// which do not belong in a journal or a log).
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return strings.TrimSpace(string(t.buf))
+	var keep []string
+	for _, l := range strings.Split(string(t.buf), "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "ERROR") || strings.Contains(l, "error") || strings.Contains(l, "Error") ||
+			strings.HasPrefix(l, "mariadb") || strings.HasPrefix(l, "mysql") {
+			if len(l) > 300 {
+				l = l[:300] + "…"
+			}
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep[max(0, len(keep)-3):], "; ")
 }
