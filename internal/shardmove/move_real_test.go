@@ -507,3 +507,88 @@ func TestRealMoveFailovers(t *testing.T) {
 	}
 	t.Logf("%d rows acknowledged, all on the new target primary (%d rows); %s", len(acked), rows, time.Since(t0).Round(time.Millisecond))
 }
+
+// TestRealMoveReverse runs a move with the reverse connection: after the
+// cutover the writes go to the target and come back to the source, so
+// the source's copy stays a rollback target; cleanup then removes both
+// connections and the source's copy.
+func TestRealMoveReverse(t *testing.T) {
+	sb := realSandbox(t)
+	cls := sb.Clusters()
+	src := clusterOf(t, sb, cls[0], "mv")
+	srcDB := openTCP(t, src.Primary)
+	mustExec(t, srcDB,
+		"CREATE DATABASE mv",
+		"CREATE TABLE mv.t1 (id BIGINT PRIMARY KEY AUTO_INCREMENT, v INT NOT NULL, note VARCHAR(64))",
+		"CREATE TABLE mv.t2 (id INT PRIMARY KEY, n INT NOT NULL)",
+		"CREATE DATABASE IF NOT EXISTS seq",
+		"INSERT INTO mv.t1 (v, note) SELECT seq, 'seed' FROM seq.seq_1_to_1000",
+		"INSERT INTO mv.t2 (id, n) SELECT seq, 0 FROM seq.seq_1_to_100",
+	)
+	src = clusterOf(t, sb, cls[0], "mv")
+	dst := clusterOf(t, sb, cls[1], "mv")
+	waitReplica(t, openTCP(t, *src.Replica), srcDB)
+	dstDB := openTCP(t, dst.Primary)
+	w := &writer{db: srcDB, dbs: map[string]*sql.DB{dst.Name: dstDB}}
+	wctx, stopWriter := context.WithCancel(context.Background())
+	wdone := make(chan struct{})
+	go w.run(wctx, wdone)
+	defer func() { stopWriter(); <-wdone }()
+
+	plan, err := Decide(Request{Schema: "mv", Reverse: true}, src, dst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	deps := Deps{Dial: Dial, Router: w, Tools: Client{}}
+	var j Journal
+	if err := Run(ctx, plan, deps, &j, func(Journal) error { return nil }); err != nil {
+		t.Fatalf("move: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond) // writes on the target
+	stopWriter()
+	<-wdone
+	waitReplica(t, srcDB, dstDB)
+	var sn, dn int
+	srcDB.QueryRow("SELECT COUNT(*) FROM mv.t1").Scan(&sn)
+	dstDB.QueryRow("SELECT COUNT(*) FROM mv.t1").Scan(&dn)
+	var ssum, dsum string
+	srcDB.QueryRow("CHECKSUM TABLE mv.t2").Scan(new(string), &ssum)
+	dstDB.QueryRow("CHECKSUM TABLE mv.t2").Scan(new(string), &dsum)
+	if sn != dn || sn != 1000+len(w.ackedIDs()) || ssum != dsum {
+		t.Errorf("after the cutover: source %d rows (t2 %s), target %d (t2 %s), %d acknowledged", sn, ssum, dn, dsum, len(w.ackedIDs()))
+	}
+	var back string
+	srcDB.QueryRow("SELECT @@gtid_slave_pos").Scan(&back)
+	t.Logf("reverse: %s; source and target both have %d rows; source gtid_slave_pos %s", j.Results[len(j.Results)-1].Detail, sn, back)
+
+	cplan, err := DecideCleanup(j, src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cj Journal
+	if err := Run(ctx, cplan, deps, &cj, func(Journal) error { return nil }); err != nil || cj.State != StateCleaned {
+		t.Fatalf("cleanup: %v %+v", err, cj)
+	}
+	for name, db := range map[string]*sql.DB{"source": srcDB, "target": dstDB} {
+		rows, err := db.Query("SHOW ALL SLAVES STATUS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		rows.Close()
+		if n != 0 {
+			t.Errorf("%s has %d connections after cleanup", name, n)
+		}
+	}
+	var n int
+	srcDB.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'mv'").Scan(&n)
+	dstDB.QueryRow("SELECT COUNT(*) FROM mv.t1").Scan(&dn)
+	if n != 0 || dn != sn {
+		t.Errorf("after cleanup: source has mv %d, target %d rows", n, dn)
+	}
+}
