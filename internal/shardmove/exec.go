@@ -155,28 +155,20 @@ func (x *executor) close() {
 	}
 }
 
-func (x *executor) source() (DB, error) {
-	if x.src == nil {
-		s := x.plan.Source.Primary
-		db, err := x.deps.Dial(s.Addr(), s.User, s.Password)
-		if err != nil {
-			return nil, fmt.Errorf("connect to %s's primary %s: %w", x.plan.Source.Name, s.Addr(), err)
-		}
-		x.src = db
-	}
-	return x.src, nil
-}
+func (x *executor) source() (DB, error) { return x.primary(x.plan.Source, &x.src) }
+func (x *executor) target() (DB, error) { return x.primary(x.plan.Target, &x.dst) }
 
-func (x *executor) target() (DB, error) {
-	if x.dst == nil {
-		s := x.plan.Target.Primary
-		db, err := x.deps.Dial(s.Addr(), s.User, s.Password)
+// primary is the session with c's primary, dialed the first time.
+func (x *executor) primary(c Cluster, db *DB) (DB, error) {
+	if *db == nil {
+		s := c.Primary
+		d, err := x.deps.Dial(s.Addr(), s.User, s.Password)
 		if err != nil {
-			return nil, fmt.Errorf("connect to %s's primary %s: %w", x.plan.Target.Name, s.Addr(), err)
+			return nil, fmt.Errorf("connect to %s's primary %s: %w", c.Name, s.Addr(), err)
 		}
-		x.dst = db
+		*db = d
 	}
-	return x.dst, nil
+	return *db, nil
 }
 
 func (x *executor) both() (src, dst DB, err error) {

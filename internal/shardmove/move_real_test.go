@@ -132,6 +132,15 @@ func (w *writer) run(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
+// start runs the writer until the returned stop, which waits for it (and
+// may be called again).
+func (w *writer) start() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go w.run(ctx, done)
+	return func() { cancel(); <-done }
+}
+
 func (w *writer) Hold(ctx context.Context, schema string) (func(), error) {
 	w.gate.Lock()
 	return func() { w.gate.Unlock() }, nil
@@ -180,10 +189,8 @@ func TestRealMove(t *testing.T) {
 	waitReplica(t, openTCP(t, *src.Replica), srcDB)
 
 	w := &writer{db: srcDB, dbs: map[string]*sql.DB{src.Name: srcDB, dst.Name: dstDB}}
-	wctx, stopWriter := context.WithCancel(context.Background())
-	wdone := make(chan struct{})
-	go w.run(wctx, wdone)
-	defer func() { stopWriter(); <-wdone }()
+	stopWriter := w.start()
+	defer stopWriter()
 
 	plan, err := Decide(Request{Schema: "mv", From: src.Name, To: dst.Name}, src, dst, nil)
 	if err != nil {
@@ -256,7 +263,6 @@ func TestRealMove(t *testing.T) {
 	beforeCut := len(w.ackedIDs())
 	time.Sleep(300 * time.Millisecond) // the writer goes on, now on the target
 	stopWriter()
-	<-wdone
 	acked := w.ackedIDs()
 	if w.fails > 0 {
 		t.Errorf("%d writes failed", w.fails)
@@ -374,6 +380,27 @@ func maxID(db *sql.DB) int64 {
 	return n
 }
 
+// seedSchema creates schema mv (t1 with rows rows, t2 with 100) on the
+// first cluster and waits until its replica has it.
+func seedSchema(t *testing.T, sb *sandbox.Sandbox, rows int) (src, dst Cluster, srcDB *sql.DB) {
+	t.Helper()
+	cls := sb.Clusters()
+	src = clusterOf(t, sb, cls[0], "mv")
+	srcDB = openTCP(t, src.Primary)
+	mustExec(t, srcDB,
+		"CREATE DATABASE mv",
+		"CREATE TABLE mv.t1 (id BIGINT PRIMARY KEY AUTO_INCREMENT, v INT NOT NULL, note VARCHAR(64))",
+		"CREATE TABLE mv.t2 (id INT PRIMARY KEY, n INT NOT NULL)",
+		"CREATE DATABASE IF NOT EXISTS seq",
+		fmt.Sprintf("INSERT INTO mv.t1 (v, note) SELECT seq, 'seed' FROM seq.seq_1_to_%d", rows),
+		"INSERT INTO mv.t2 (id, n) SELECT seq, 0 FROM seq.seq_1_to_100",
+	)
+	src = clusterOf(t, sb, cls[0], "mv")
+	dst = clusterOf(t, sb, cls[1], "mv")
+	waitReplica(t, openTCP(t, *src.Replica), srcDB)
+	return src, dst, srcDB
+}
+
 // waitReplica waits until replica has applied what primary has written.
 func waitReplica(t *testing.T, replica, primary *sql.DB) {
 	t.Helper()
@@ -395,26 +422,12 @@ func TestRealMoveFailovers(t *testing.T) {
 	sb := realSandbox(t)
 	t0 := time.Now()
 	cls := sb.Clusters()
-	src := clusterOf(t, sb, cls[0], "mv")
-	srcDB := openTCP(t, src.Primary)
-	mustExec(t, srcDB,
-		"CREATE DATABASE mv",
-		"CREATE TABLE mv.t1 (id BIGINT PRIMARY KEY AUTO_INCREMENT, v INT NOT NULL, note VARCHAR(64))",
-		"CREATE TABLE mv.t2 (id INT PRIMARY KEY, n INT NOT NULL)",
-		"CREATE DATABASE IF NOT EXISTS seq",
-		"INSERT INTO mv.t1 (v, note) SELECT seq, 'seed' FROM seq.seq_1_to_2000",
-		"INSERT INTO mv.t2 (id, n) SELECT seq, 0 FROM seq.seq_1_to_100",
-	)
-	src = clusterOf(t, sb, cls[0], "mv")
-	dst := clusterOf(t, sb, cls[1], "mv")
-	waitReplica(t, openTCP(t, *src.Replica), srcDB)
+	src, dst, srcDB := seedSchema(t, sb, 2000)
 	srcRepDB, dstDB, dstRepDB := openTCP(t, *src.Replica), openTCP(t, dst.Primary), openTCP(t, *dst.Replica)
 
 	w := &writer{db: srcDB, dbs: map[string]*sql.DB{dst.Name: dstRepDB}}
-	wctx, stopWriter := context.WithCancel(context.Background())
-	wdone := make(chan struct{})
-	go w.run(wctx, wdone)
-	defer func() { stopWriter(); <-wdone }()
+	stopWriter := w.start()
+	defer stopWriter()
 
 	plan, err := Decide(Request{Schema: "mv"}, src, dst, nil)
 	if err != nil {
@@ -486,7 +499,6 @@ func TestRealMoveFailovers(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	stopWriter()
-	<-wdone
 	acked := w.ackedIDs()
 	if w.fails > 0 {
 		t.Errorf("%d writes failed", w.fails)
@@ -514,26 +526,11 @@ func TestRealMoveFailovers(t *testing.T) {
 // connections and the source's copy.
 func TestRealMoveReverse(t *testing.T) {
 	sb := realSandbox(t)
-	cls := sb.Clusters()
-	src := clusterOf(t, sb, cls[0], "mv")
-	srcDB := openTCP(t, src.Primary)
-	mustExec(t, srcDB,
-		"CREATE DATABASE mv",
-		"CREATE TABLE mv.t1 (id BIGINT PRIMARY KEY AUTO_INCREMENT, v INT NOT NULL, note VARCHAR(64))",
-		"CREATE TABLE mv.t2 (id INT PRIMARY KEY, n INT NOT NULL)",
-		"CREATE DATABASE IF NOT EXISTS seq",
-		"INSERT INTO mv.t1 (v, note) SELECT seq, 'seed' FROM seq.seq_1_to_1000",
-		"INSERT INTO mv.t2 (id, n) SELECT seq, 0 FROM seq.seq_1_to_100",
-	)
-	src = clusterOf(t, sb, cls[0], "mv")
-	dst := clusterOf(t, sb, cls[1], "mv")
-	waitReplica(t, openTCP(t, *src.Replica), srcDB)
+	src, dst, srcDB := seedSchema(t, sb, 1000)
 	dstDB := openTCP(t, dst.Primary)
 	w := &writer{db: srcDB, dbs: map[string]*sql.DB{dst.Name: dstDB}}
-	wctx, stopWriter := context.WithCancel(context.Background())
-	wdone := make(chan struct{})
-	go w.run(wctx, wdone)
-	defer func() { stopWriter(); <-wdone }()
+	stopWriter := w.start()
+	defer stopWriter()
 
 	plan, err := Decide(Request{Schema: "mv", Reverse: true}, src, dst, nil)
 	if err != nil {
@@ -548,7 +545,6 @@ func TestRealMoveReverse(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond) // writes on the target
 	stopWriter()
-	<-wdone
 	waitReplica(t, srcDB, dstDB)
 	var sn, dn int
 	srcDB.QueryRow("SELECT COUNT(*) FROM mv.t1").Scan(&sn)
