@@ -99,8 +99,8 @@ func Run(ctx context.Context, plan Plan, deps Deps, j *Journal, save func(Journa
 	case StateDone, StateCleaned, StateAborted:
 		return nil
 	}
-	if len(j.Steps) != len(plan.Steps) {
-		return fmt.Errorf("journal of %d steps does not belong to a plan of %d", len(j.Steps), len(plan.Steps))
+	if !slices.Equal(j.Steps, NewJournal(plan).Steps) || j.Schema != plan.Request.Schema {
+		return fmt.Errorf("the journal (%s of %s: %v) does not belong to the plan (%s of %s)", j.Kind, j.Schema, j.Steps, plan.Kind, plan.Request.Schema)
 	}
 	j.State, j.Error = StateRunning, ""
 	x := &executor{plan: plan, deps: deps, j: j}

@@ -225,6 +225,12 @@ func TestRunMove(t *testing.T) {
 			t.Errorf("target never ran %s\nlog: %q", want, x.dst.log)
 		}
 	}
+	// A journal of another plan is refused.
+	other := NewJournal(x.plan)
+	other.Schema = "shop_2"
+	if err := x.run(&other); err == nil {
+		t.Error("ran a plan with another move's journal")
+	}
 	// Run again on a finished journal: nothing.
 	n := len(x.dst.log)
 	if err := x.run(&j); err != nil || len(x.dst.log) != n {

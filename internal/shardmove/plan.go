@@ -179,6 +179,9 @@ func Decide(req Request, src, dst Cluster, running *Journal) (Plan, error) {
 		return Plan{}, fmt.Errorf("%w: schema %s from %s to %s is at step %d (%s); wait for it, or abort it", ErrMoveRunning,
 			running.Schema, running.From, running.To, running.Step+1, running.State)
 	}
+	if (req.From != "" && req.From != src.Name) || (req.To != "" && req.To != dst.Name) {
+		return Plan{}, fmt.Errorf("the request moves %s from %q to %q, but the clusters given are %s and %s", req.Schema, req.From, req.To, src.Name, dst.Name)
+	}
 	if src.Name == dst.Name {
 		return Plan{}, fmt.Errorf("%w: %s", ErrSameCluster, src.Name)
 	}

@@ -33,6 +33,8 @@ func TestDecide(t *testing.T) {
 			steps: []StepKind{StepCheck, StepCopy, StepCatchUp, StepVerify, StepCutover, StepReverse}},
 		{name: "finished move does not block", req: Request{Schema: "shop"}, src: testCluster("east", 0, true), dst: testCluster("west", 1, false),
 			running: &Journal{State: StateDone}, steps: []StepKind{StepCheck, StepCopy, StepCatchUp, StepVerify, StepCutover}},
+		{name: "request names other clusters", req: Request{Schema: "shop", From: "north"}, src: testCluster("east", 0, true), dst: testCluster("west", 1, false),
+			want: errAny, msg: `from "north"`},
 		{name: "same cluster", req: Request{Schema: "shop"}, src: testCluster("east", 0, true), dst: testCluster("east", 1, false), want: ErrSameCluster},
 		{name: "same domain", req: Request{Schema: "shop"}, src: testCluster("east", 3, true), dst: testCluster("west", 3, false), want: ErrSameDomain,
 			msg: "east and west both use gtid_domain_id 3"},
@@ -51,7 +53,7 @@ func TestDecide(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := Decide(c.req, c.src, c.dst, c.running)
 			if c.want != nil {
-				if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
+				if err == nil || (c.want != errAny && !errors.Is(err, c.want)) || !strings.Contains(err.Error(), c.msg) {
 					t.Fatalf("err %v, want %v containing %q", err, c.want, c.msg)
 				}
 				if c.want == ErrSameDomain && !strings.Contains(err.Error(), "gtid_domain_id in the my.cnf") {
@@ -86,6 +88,9 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// errAny stands for a refusal without a sentinel error.
+var errAny = errors.New("any")
 
 func stepNames(s []StepKind) []string {
 	out := make([]string, len(s))
