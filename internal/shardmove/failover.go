@@ -1,0 +1,73 @@
+package shardmove
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vigil-db/vigil/internal/topology"
+)
+
+// A failover in either cluster while a move catches up (after the copy,
+// before the cutover) moves one end of the move connection. The daemon
+// calls these when its failover of the source or target cluster has
+// finished, then updates the plan's Source or Target primary and resumes.
+
+// FollowSource points the move connection on the target at the source
+// cluster's new primary. MASTER_USE_GTID=slave_pos makes it go on from
+// the target's own gtid_slave_pos: GTIDs are the same on every server of
+// the source cluster (one domain, log_slave_updates), so the new primary
+// serves the position the old one was serving.
+func FollowSource(ctx context.Context, dial Dialer, j Journal, target, newSource Server, repl Account, sourceDomain uint32) error {
+	if j.Flipped || !j.Active() || j.SnapshotGTID == "" {
+		return fmt.Errorf("move of %s is %s (flipped %v): no move connection to repoint", j.Schema, j.State, j.Flipped)
+	}
+	db, err := dial(target.Addr(), target.User, target.Password)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	conn := MoveConnection(j.Schema)
+	if err := stopIfExists(ctx, db, conn); err != nil {
+		return err
+	}
+	if err := db.Exec(ctx, sqlChangeMaster(conn, newSource, repl, sourceDomain)); err != nil {
+		return fmt.Errorf("CHANGE MASTER '%s' to %s: %w", conn, newSource.Addr(), err)
+	}
+	if err := db.Exec(ctx, sqlStartSlave(conn)); err != nil {
+		return fmt.Errorf("START SLAVE '%s': %w", conn, err)
+	}
+	return waitRunning(ctx, db, conn, defaultStartWait)
+}
+
+// RecreateOnTarget creates the move connection on the target cluster's
+// new primary. The connection of the old primary is gone with it, and
+// the new primary's gtid_slave_pos for the source's domain does not say
+// what the old one applied; its binary log does: the old primary applied
+// the move connection's transactions with log_slave_updates, so they
+// reached the new primary with the source's domain and GTIDs (checked in
+// TestRealMoveFailovers). So the connection starts at the new primary's
+// @@gtid_binlog_pos (or gtid_slave_pos, whichever is further) in the
+// source's domain, and at the snapshot if neither has the domain yet —
+// exactly what startPos gives. Transactions the source's filter skipped
+// are not in any binary log, so the new primary asks for them again and
+// skips them again: nothing is applied twice, nothing is missed.
+func RecreateOnTarget(ctx context.Context, dial Dialer, j Journal, newTarget, source Server, repl Account, sourceDomain uint32) (topology.GTIDPos, error) {
+	if j.Flipped || !j.Active() || j.SnapshotGTID == "" {
+		return nil, fmt.Errorf("move of %s is %s (flipped %v): no move connection to recreate", j.Schema, j.State, j.Flipped)
+	}
+	at, err := topology.ParseGTIDPos(j.SnapshotGTID)
+	if err != nil {
+		return nil, err
+	}
+	db, err := dial(newTarget.Addr(), newTarget.User, newTarget.Password)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	conn := MoveConnection(j.Schema)
+	pos, err := startConnection(ctx, db, conn, source, repl, sourceDomain, at, j.Schema)
+	if err != nil {
+		return nil, err
+	}
+	return pos, waitRunning(ctx, db, conn, defaultStartWait)
+}
