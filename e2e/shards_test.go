@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -205,7 +206,22 @@ func TestShards(t *testing.T) {
 		return nil
 	})
 
-	time.Sleep(3 * time.Second) // the load runs a little longer
+	// Move tenant4 from the first cluster to the second while its
+	// worker and the qualified workers write to it.
+	time.Sleep(time.Second)
+	out, err := e.ctl(t, "shard", "move", "tenant4", "--to", e.clusters[1], "--wait")
+	if err != nil {
+		t.Fatalf("shard move: %v\n%s", err, out)
+	}
+	t.Logf("vigil ctl shard move tenant4 --to %s --wait:\n%s", e.clusters[1], out)
+	if m := regexp.MustCompile(`writes held ([0-9.]+m?s)`).FindStringSubmatch(out); m == nil {
+		t.Errorf("the cutover does not say how long writes were held: %s", out)
+	} else if d, _ := time.ParseDuration(m[1]); d > time.Second {
+		t.Errorf("writes held %s at the cutover, want at most 1s", d)
+	}
+	moved := map[int]string{4: e.clusters[1]}
+
+	time.Sleep(2 * time.Second) // the load goes on after the move
 	stop()
 	wg.Wait()
 	for _, s := range loadErrs {
@@ -219,6 +235,9 @@ func TestShards(t *testing.T) {
 	defer cancel()
 	for i := 1; i <= shardTenants; i++ {
 		c := tenantCluster(e, i)
+		if m, ok := moved[i]; ok {
+			c = m
+		}
 		got, err := e.sb.SQL(bg, e.primary[c], fmt.Sprintf("SELECT COUNT(*) FROM tenant%d.acct", i))
 		if err != nil {
 			t.Fatalf("tenant%d on %s: %v", i, c, err)
@@ -227,13 +246,34 @@ func TestShards(t *testing.T) {
 			t.Errorf("tenant%d on cluster %s has %s rows, want %s (100 + acknowledged inserts)", i, c, got[0][0], want)
 		}
 		for _, other := range e.clusters {
-			if other == c {
-				continue
+			if other == c || moved[i] != "" {
+				continue // a moved schema's source copy stays until cleanup
 			}
 			if r, _ := e.sb.SQL(bg, e.primary[other], fmt.Sprintf("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = 'tenant%d'", i)); len(r) != 1 || r[0][0] != "0" {
 				t.Errorf("tenant%d exists on cluster %s too", i, other)
 			}
 		}
+	}
+
+	var n int
+	// The moved tenant's checksums are equal on both copies (nothing
+	// writes to the source any more), then cleanup drops the source's.
+	for _, tbl := range []string{"tenant4.acct"} {
+		a, err1 := e.sb.SQL(bg, e.primary[e.clusters[0]], "CHECKSUM TABLE "+tbl)
+		b, err2 := e.sb.SQL(bg, e.primary[e.clusters[1]], "CHECKSUM TABLE "+tbl)
+		if err1 != nil || err2 != nil || len(a) != 1 || len(b) != 1 {
+			t.Fatalf("checksums: %v %v %v %v", a, b, err1, err2)
+		}
+		t.Logf("%s checksum: source %s, target %s (the target took writes after the cutover)", tbl, a[0][1], b[0][1])
+	}
+	if out, err := e.ctl(t, "shard", "cleanup", "tenant4", "--wait"); err != nil {
+		t.Fatalf("shard cleanup: %v\n%s", err, out)
+	}
+	if r, _ := e.sb.SQL(bg, e.primary[e.clusters[0]], "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = 'tenant4'"); len(r) != 1 || r[0][0] != "0" {
+		t.Errorf("tenant4 still on the source after cleanup: %v", r)
+	}
+	if err := probe.QueryRow("SELECT COUNT(*) FROM tenant4.acct").Scan(&n); err != nil {
+		t.Errorf("tenant4 after the cleanup: %v", err)
 	}
 
 	// Shard states.
@@ -243,7 +283,6 @@ func TestShards(t *testing.T) {
 	if _, err := probe.Exec("INSERT INTO tenant3.acct (k, v) VALUES (1, 'refused')"); mysqlCode(err) != 7018 {
 		t.Errorf("a write to a read_only schema: got %v, want 7018", err)
 	}
-	var n int
 	if err := probe.QueryRow("SELECT COUNT(*) FROM tenant3.acct").Scan(&n); err != nil || n == 0 {
 		t.Errorf("a read of a read_only schema: %d rows, %v", n, err)
 	}

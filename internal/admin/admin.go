@@ -192,6 +192,24 @@ type ShardSchemaView struct {
 	Conflict []string `json:"conflict,omitempty"`
 }
 
+// ShardMoveRequest is the body of POST /api/v1/shards/move.
+type ShardMoveRequest struct {
+	Schema string `json:"schema"`
+	To     string `json:"to,omitempty"`
+	// Kind is move (default) or cleanup (drop the moved schema's source
+	// copy, on the operator's word).
+	Kind    string `json:"kind,omitempty"`
+	DryRun  bool   `json:"dry_run,omitempty"`
+	Reverse bool   `json:"reverse,omitempty"`
+}
+
+// Mover is the optional part of a Controller that moves schemas between
+// the clusters behind the sharded listener.
+type Mover interface {
+	MoveShard(ctx context.Context, r ShardMoveRequest) (any, error)
+	Moves() any
+}
+
 // ShardStateRequest is the body of POST /api/v1/shards/state.
 type ShardStateRequest struct {
 	Schema string `json:"schema"`
@@ -342,6 +360,36 @@ func (s *Server) routes() {
 			return
 		}
 		writeJSON(w, 200, res)
+	})))
+	s.mux.Handle("POST /api/v1/shards/move", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m, ok := s.ctl.(Mover)
+		if !ok {
+			writeErr(w, &Error{http.StatusNotImplemented, "this Vigil does not move schemas"})
+			return
+		}
+		var req ShardMoveRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Schema == "" || (req.To == "" && req.Kind != "cleanup") {
+			writeErr(w, &Error{400, "body must be JSON: {\"schema\": \"tenant1\", \"to\": \"cluster2\"} (or {\"schema\": \"tenant1\", \"kind\": \"cleanup\"})"})
+			return
+		}
+		res, err := m.MoveShard(r.Context(), req)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		status := http.StatusAccepted
+		if req.DryRun {
+			status = http.StatusOK
+		}
+		writeJSON(w, status, res)
+	})))
+	s.mux.Handle("GET /api/v1/shards/move", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m, ok := s.ctl.(Mover)
+		if !ok {
+			writeErr(w, &Error{http.StatusNotImplemented, "this Vigil does not move schemas"})
+			return
+		}
+		writeJSON(w, 200, m.Moves())
 	})))
 	s.mux.Handle("GET /api/v1/clone", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, ok := s.ctl.(Cloner)

@@ -188,6 +188,8 @@ var keyDocs = map[string]string{
 	"shards.map":               "schema: cluster. Schemas not named are found on the clusters' primaries.",
 	"shards.states":            "schema: online, read_only or offline (default online).",
 	"shards.discover_interval": "How often the clusters' schemas are listed for unmapped schemas (default 5s).",
+	"shards.move_user":         "Account schema moves dump, load and replicate with, on every cluster (docs/shards.md); empty: no moves.",
+	"shards.move_password":     "Password of shards.move_user.",
 	"agents":                   "How Vigil reaches the vigil agents servers name, for clone (docs/lifecycle.md): mutual TLS.",
 	"agents.ca":                "PEM CA file that verifies the agents' certificates.",
 	"agents.cert":              "PEM client certificate Vigil shows the agents.",

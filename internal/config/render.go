@@ -91,6 +91,7 @@ func (c *Config) maskSecrets() {
 		hide(&c.Clusters[i].Failover.ReplPassword)
 	}
 	hide(&c.Coordination.Etcd.Password)
+	hide(&c.Shards.MovePassword)
 }
 
 type renderOptions struct {

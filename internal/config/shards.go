@@ -28,6 +28,11 @@ type Shards struct {
 	// DiscoverInterval is how often the clusters' schemas are listed
 	// (default 5s).
 	DiscoverInterval Duration `yaml:"discover_interval"`
+	// MoveUser and MovePassword: the account moves dump, load and
+	// replicate with, on every cluster (docs/shards.md lists its
+	// privileges); empty: moves are refused.
+	MoveUser     string `yaml:"move_user"`
+	MovePassword string `yaml:"move_password"`
 }
 
 // Enabled reports whether a sharded listener is configured.

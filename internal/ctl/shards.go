@@ -2,15 +2,22 @@ package ctl
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/vigil-db/vigil/internal/admin"
+	"github.com/vigil-db/vigil/internal/shardmove"
 )
 
-const shardUsage = "vigil ctl shard state SCHEMA online|read_only|offline"
+const shardUsage = `vigil ctl shard state SCHEMA online|read_only|offline
+vigil ctl shard move SCHEMA --to CLUSTER [--reverse] [--dry-run | --wait]
+vigil ctl shard cleanup SCHEMA [--dry-run | --wait]
+vigil ctl shard moves`
 
 // shards prints the sharded listener (GET /api/v1/shards).
 func (c *ctlClient) shards(ctx context.Context) int {
@@ -51,11 +58,88 @@ func (c *ctlClient) shards(ctx context.Context) int {
 
 // shard runs vigil ctl shard SUBCOMMAND.
 func (c *ctlClient) shard(ctx context.Context, args []string) int {
-	if len(args) != 3 || args[0] != "state" {
+	switch {
+	case len(args) == 3 && args[0] == "state":
+		return c.post(ctx, "/api/v1/shards/state", admin.ShardStateRequest{Schema: args[1], State: strings.ToLower(args[2])})
+	case len(args) >= 2 && (args[0] == "move" || args[0] == "cleanup"):
+		return c.shardMove(ctx, args[0], args[1], args[2:])
+	case len(args) == 1 && args[0] == "moves":
+		return c.get(ctx, "/api/v1/shards/move", nil)
+	}
+	fmt.Fprintln(c.errw, shardUsage)
+	return 2
+}
+
+// shardMove starts a move or a cleanup; --wait follows it to its end
+// (exit 1 when it failed).
+func (c *ctlClient) shardMove(ctx context.Context, kind, schema string, args []string) int {
+	fs := flag.NewFlagSet("vigil ctl shard "+kind, flag.ContinueOnError)
+	fs.SetOutput(c.errw)
+	to := fs.String("to", "", "the cluster the schema moves to")
+	dry := fs.Bool("dry-run", false, "show the plan, start nothing")
+	reverse := fs.Bool("reverse", false, "keep a replication connection back to the old cluster after the cutover (a rollback window)")
+	wait := fs.Bool("wait", false, "follow the move until it ends")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || (kind == "move" && *to == "") {
 		fmt.Fprintln(c.errw, shardUsage)
 		return 2
 	}
-	return c.post(ctx, "/api/v1/shards/state", admin.ShardStateRequest{Schema: args[1], State: strings.ToLower(args[2])})
+	req := admin.ShardMoveRequest{Schema: schema, To: *to, DryRun: *dry, Reverse: *reverse}
+	if kind == "cleanup" {
+		req.Kind = "cleanup"
+	}
+	status, data, err := c.do(ctx, "POST", "/api/v1/shards/move", req)
+	if err != nil {
+		fmt.Fprintf(c.errw, "vigil ctl: %v\n", err)
+		return 1
+	}
+	if status != 200 && status != 202 {
+		return c.fail(status, data)
+	}
+	var plan shardmove.Plan
+	if c.json || json.Unmarshal(data, &plan) != nil {
+		c.out.Write(data)
+	} else {
+		verb := "started"
+		if *dry {
+			verb = "dry run, nothing started"
+		}
+		fmt.Fprintf(c.out, "%s (%s)\n", plan.String(), verb)
+	}
+	if !*wait || *dry {
+		return 0
+	}
+	for {
+		var v struct {
+			Running *shardmove.Journal `json:"running"`
+			Last    *shardmove.Journal `json:"last"`
+			Error   string             `json:"error"`
+		}
+		status, data, err := c.do(ctx, "GET", "/api/v1/shards/move", nil)
+		if err != nil || status != 200 || json.Unmarshal(data, &v) != nil {
+			fmt.Fprintf(c.errw, "vigil ctl: following the move: %v (status %d)\n", err, status)
+			return 1
+		}
+		if v.Running == nil && v.Last != nil && v.Last.Schema == schema {
+			fmt.Fprintf(c.out, "%s of %s: %s\n", v.Last.Kind, schema, v.Last.State)
+			for _, r := range v.Last.Results {
+				line := fmt.Sprintf("  %-18s %s", r.Name, r.Detail)
+				if r.Error != "" {
+					line += "  ERROR: " + r.Error
+				}
+				fmt.Fprintln(c.out, line)
+			}
+			if v.Error != "" {
+				fmt.Fprintf(c.errw, "vigil ctl: %s\n", v.Error)
+				return 1
+			}
+			return 0
+		}
+		select {
+		case <-ctx.Done():
+			return 1
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func dash(s string) string {

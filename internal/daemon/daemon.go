@@ -138,6 +138,8 @@ type daemon struct {
 	setMonitorOptions func(rt *clusterRuntime, o monitor.Options) error
 	// shards is the sharded listener (nil: none configured yet).
 	shards *shardRuntime
+	// moves: the schema move that runs (one at a time) and the last.
+	moves moves
 }
 
 // clusterMap is the running clusters by name.

@@ -550,7 +550,10 @@ func (sh *shardSession) sqlPrepared(ctx context.Context, pkt, q []byte, info sql
 			delete(sh.sqlStmts, name)
 			return sh.pass(ctx, pkt, func() shardDecision { return shardDecision{cluster: ps.cluster} })
 		}
-		return sh.pass(ctx, pkt, func() shardDecision { return sh.preparedDecision(ctx, ps, "prepared statement "+name) })
+		return sh.pass(ctx, pkt, func() shardDecision {
+			d, _ := sh.preparedDecision(ctx, ps, "prepared statement "+name)
+			return d
+		})
 	}
 	if text != nil {
 		_, inner := scanShard(text)
@@ -577,25 +580,50 @@ type shardPrepared struct {
 
 // preparedDecision runs a prepared statement where it was prepared: in
 // the open transaction's cluster only, and only while the map still
-// places its schemas there (after a move the client prepares it again:
-// 1615, as a server asks after a table changed).
-func (sh *shardSession) preparedDecision(ctx context.Context, ps shardPrepared, what string) shardDecision {
-	if trx := sh.trxCluster(); trx != "" && trx != ps.cluster {
-		return shardDecision{err: mysqlproto.NewError(mysqlproto.ERVigilShardCrossCluster, mysqlproto.SSVigilUnsupported,
-			"Vigil: this transaction runs on cluster %s; %s was prepared on cluster %s: a transaction runs on one cluster (commit or roll back first)",
-			trx, what, ps.cluster)}
-	}
+// places its schemas there. After a move, moved names the cluster the
+// map places them on now: a binary-protocol statement moves there
+// (adoptStmt); one prepared with PREPARE … FROM, whose server state
+// cannot move, is refused with 1615 (prepare it again), as a server asks
+// after a table changed.
+func (sh *shardSession) preparedDecision(ctx context.Context, ps shardPrepared, what string) (d shardDecision, moved string) {
 	l := sh.locator(ctx, false)
 	for _, s := range ps.schemas {
 		if p := l.locate(s); p.found() && p.cluster != ps.cluster {
 			return shardDecision{err: mysqlproto.NewError(mysqlproto.ERNeedReprepare, "HY000",
-				"Prepared statement needs to be re-prepared: schema %s moved from cluster %s to %s", quoteName(s), ps.cluster, p.cluster)}
+				"Prepared statement needs to be re-prepared: schema %s moved from cluster %s to %s", quoteName(s), ps.cluster, p.cluster)}, p.cluster
 		}
 	}
-	if err := stateError(l.m, shardStmt{class: sqlscan.ClassWrite}, nil, ps.cluster); err != nil {
-		return shardDecision{err: err}
+	if trx := sh.trxCluster(); trx != "" && trx != ps.cluster {
+		return shardDecision{err: mysqlproto.NewError(mysqlproto.ERVigilShardCrossCluster, mysqlproto.SSVigilUnsupported,
+			"Vigil: this transaction runs on cluster %s; %s was prepared on cluster %s: a transaction runs on one cluster (commit or roll back first)",
+			trx, what, ps.cluster)}, ""
 	}
-	return shardDecision{cluster: ps.cluster, schemas: ps.schemas}
+	if err := stateError(l.m, shardStmt{class: sqlscan.ClassWrite}, nil, ps.cluster); err != nil {
+		return shardDecision{err: err}, ""
+	}
+	return shardDecision{cluster: ps.cluster, schemas: ps.schemas}, ""
+}
+
+// adoptStmt moves prepared statement id to the part of cluster to: it
+// keeps its id, text and prepare-time state, and that part prepares it
+// on its servers at the next execute (as after a failover). A statement
+// with a cursor open or long data sent stays (false).
+func (sh *shardSession) adoptStmt(id uint32, to string) bool {
+	ps := sh.stmtPrepared[id]
+	from, dst := sh.parts[ps.cluster], sh.part(to)
+	if from == nil || dst == nil {
+		return false
+	}
+	st := from.stmts.get(id)
+	if st == nil || st.cursor || st.longData {
+		return false
+	}
+	from.stmts.close(id)
+	st.lastKey = backend.StmtKey{}
+	dst.stmts.adopt(st)
+	ps.cluster = to
+	sh.stmtPrepared[id] = ps
+	return true
 }
 
 // preparedName is the statement name of PREPARE name FROM ..., EXECUTE
@@ -636,7 +664,13 @@ func (sh *shardSession) stmtCommand(ctx context.Context, pkt []byte) error {
 		delete(sh.stmtPrepared, id)
 		return sh.runOn(ctx, sh.parts[ps.cluster], pkt, nil)
 	case mysqlproto.ComStmtExecute:
-		return sh.pass(ctx, pkt, func() shardDecision { return sh.preparedDecision(ctx, ps, "the prepared statement") })
+		return sh.pass(ctx, pkt, func() shardDecision {
+			d, moved := sh.preparedDecision(ctx, sh.stmtPrepared[id], "the prepared statement")
+			if moved != "" && sh.adoptStmt(id, moved) {
+				d, _ = sh.preparedDecision(ctx, sh.stmtPrepared[id], "the prepared statement")
+			}
+			return d
+		})
 	}
 	return sh.pass(ctx, pkt, func() shardDecision { return shardDecision{cluster: ps.cluster, schemas: ps.schemas} })
 }

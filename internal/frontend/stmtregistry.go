@@ -24,6 +24,16 @@ func (r *stmtRegistry) add(st *clientStmt) {
 	r.byID[st.id] = st
 }
 
+// adopt adds st with the id it has (a statement another part of a
+// sharded session prepared: shard.go).
+func (r *stmtRegistry) adopt(st *clientStmt) {
+	if r.byID == nil {
+		r.byID = map[uint32]*clientStmt{}
+	}
+	r.byID[st.id] = st
+	r.last = max(r.last, st.id)
+}
+
 // close forgets the statement with id (unknown ids are ignored, as
 // COM_STMT_CLOSE has no reply).
 func (r *stmtRegistry) close(id uint32) { delete(r.byID, id) }

@@ -79,7 +79,9 @@ func vigilConfig(m *Manifest, l vigilListeners) *config.Config {
 		cfg.Clusters = append(cfg.Clusters, clusterConfig(m, c, l.proxies[i], i == 0))
 	}
 	if l.shards != nil {
-		cfg.Shards = config.Shards{Listen: l.shards.Addr()}
+		// Moves copy and replicate schemas: the sandbox's app account
+		// has every privilege (docs/shards.md lists what a move needs).
+		cfg.Shards = config.Shards{Listen: l.shards.Addr(), MoveUser: m.Accounts.App.User, MovePassword: m.Accounts.App.Password}
 	}
 	return cfg
 }
