@@ -52,7 +52,7 @@ fuzz-long:
 	FUZZ_TIME=$(or $(FUZZ_TIME),10m) scripts/fuzz-long.sh
 
 e2e: build
-	VIGIL_E2E_REQUIRE_BROWSER=1 VIGIL_E2E_REQUIRE_DRIVERS=1 VIGIL_E2E_REQUIRE_MTR=1 $(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./e2e/ ./internal/monitor/ ./internal/agent/
+	VIGIL_E2E_REQUIRE_BROWSER=1 VIGIL_E2E_REQUIRE_DRIVERS=1 VIGIL_E2E_REQUIRE_MTR=1 $(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./e2e/ ./internal/monitor/ ./internal/agent/ ./internal/shardmove/
 
 # Drop-in correctness alone (docs/compatibility.md): real client drivers
 # (TestDriverCompat) and MariaDB's own test suite (TestMTRCompat), each
