@@ -6,7 +6,7 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 E2E_TIMEOUT ?= 40m
 
-.PHONY: all build deps test unit e2e fuzz bench bench-go bench-failover bench-clone demo demo-ha clean vet compat
+.PHONY: all build deps test unit e2e fuzz bench bench-go bench-failover bench-clone demo demo-ha demo-shards bench-shards clean vet compat
 
 all: build
 
@@ -151,6 +151,11 @@ demo: deps build
 # Two Vigil instances coordinated through etcd (docs/ha.md).
 demo-ha: deps build
 	scripts/demo-ha.sh
+
+# Two clusters behind one sharded listener, a tenant moved under load
+# (docs/shards.md).
+demo-shards: deps build
+	scripts/demo-shards.sh
 
 clean:
 	rm -rf bin test-artifacts
