@@ -4,7 +4,7 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-E2E_TIMEOUT ?= 40m
+E2E_TIMEOUT ?= 50m
 
 .PHONY: all build deps test unit e2e fuzz bench bench-go bench-failover bench-clone demo demo-ha demo-shards bench-shards clean vet compat
 
