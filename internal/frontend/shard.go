@@ -306,6 +306,9 @@ type shardSession struct {
 	// trxSchemas: the schemas the open transaction used (counted in the
 	// server's hold, which waits for such transactions to end).
 	trxSchemas []string
+	// loc is the look at the map and the clusters the statement being
+	// run was decided by (sync reuses it; zero: look again).
+	loc schemaLocator
 	// prescan: the COM_QUERY being routed, classified (Digest 0: none);
 	// its part uses it instead of scanning the text again.
 	prescan sqlscan.Info
@@ -587,6 +590,7 @@ type shardPrepared struct {
 // after a table changed.
 func (sh *shardSession) preparedDecision(ctx context.Context, ps shardPrepared, what string) (d shardDecision, moved string) {
 	l := sh.locator(ctx, false)
+	sh.loc = l
 	for _, s := range ps.schemas {
 		if p := l.locate(s); p.found() && p.cluster != ps.cluster {
 			return shardDecision{err: mysqlproto.NewError(mysqlproto.ERNeedReprepare, "HY000",
@@ -684,11 +688,13 @@ func (sh *shardSession) route(ctx context.Context, pkt []byte, st shardStmt) err
 // again when a schema it names was not found.
 func (sh *shardSession) decide(ctx context.Context, st shardStmt) shardDecision {
 	view := shardView{schema: sh.schema, trx: sh.trxCluster(), last: sh.last}
-	d := decideShard(sh.locator(ctx, false), st, view)
+	sh.loc = sh.locator(ctx, false)
+	d := decideShard(sh.loc, st, view)
 	if d.unknown != "" || d.err != nil && d.err.Code == mysqlproto.ERVigilShardAmbiguous {
 		// A schema named for sure is not where the last look saw it: a
 		// fresh look (it may have just been created or dropped).
-		d = decideShard(sh.locator(ctx, true), st, view)
+		sh.loc = sh.locator(ctx, true)
+		d = decideShard(sh.loc, st, view)
 	}
 	return d
 }
@@ -796,9 +802,14 @@ func (sh *shardSession) runOn(ctx context.Context, p *Session, pkt []byte, schem
 // system schema), none otherwise (MariaDB cannot USE a schema a server
 // does not have; the statement names its schemas instead).
 func (sh *shardSession) sync(ctx context.Context, p *Session, cluster string) {
+	defer func() { sh.loc = schemaLocator{} }() // one statement's look only
 	want := ""
 	if sh.schema != "" {
-		if systemSchema(sh.schema) || sh.locator(ctx, false).locate(sh.schema).cluster == cluster {
+		l := sh.loc // the statement's decision looked already
+		if l.m == nil {
+			l = sh.locator(ctx, false)
+		}
+		if systemSchema(sh.schema) || l.locate(sh.schema).cluster == cluster {
 			want = sh.schema
 		}
 	}

@@ -63,9 +63,6 @@ func firstOf(l []string) string {
 	return ""
 }
 
-// has reports whether cluster is behind the listener.
-func (m *ShardMap) has(cluster string) bool { return slices.Contains(m.Clusters, cluster) }
-
 // state is schema's shard state.
 func (m *ShardMap) state(schema string) ShardState { return m.States[schema] }
 
