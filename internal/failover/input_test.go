@@ -371,6 +371,10 @@ func (p *scenarioParser) observation(name string, kv map[string]string) (*topolo
 		s, _ := strconv.ParseFloat(v, 64)
 		o.Time = at(s)
 	}
+	if v, ok := kv["took"]; ok {
+		s, _ := strconv.ParseFloat(v, 64)
+		o.Took = time.Duration(s * float64(time.Second))
+	}
 	if kv["flavor"] == "mysql" {
 		o.Flavor, o.Version = topology.FlavorMySQL, "8.0.36"
 	}

@@ -70,12 +70,15 @@ func (v *view) excludeSwitchover(i, old int, f ServerFacts) (Exclusion, string) 
 }
 
 // errant lists the transactions replica i has applied that primary p
-// lacks. The comparison is meaningful only when i was checked no later
-// than p (else p's position may simply be older); otherwise "" and the
-// plan's VerifyNoErrant step checks again once p is read-only.
+// lacks. The comparison is meaningful only when i's check ended before
+// p's began: a check reads the position somewhere inside it, so two
+// checks that overlap, or whose starts are merely ordered, may have read
+// i after p, and under write load p's position is then simply older.
+// Otherwise "" and the plan's VerifyNoErrant step checks again once p is
+// read-only.
 func (v *view) errant(i, p int) string {
 	oi, op := v.obs(i), v.obs(p)
-	if oi == nil || op == nil || !op.OK || oi.Time.After(op.Time) {
+	if oi == nil || op == nil || !op.OK || oi.Time.Add(oi.Took).After(op.Time) {
 		return ""
 	}
 	return appliedPos(oi).extra(appliedPos(op))
