@@ -196,11 +196,16 @@ type ShardSchemaView struct {
 type ShardMoveRequest struct {
 	Schema string `json:"schema"`
 	To     string `json:"to,omitempty"`
-	// Kind is move (default) or cleanup (drop the moved schema's source
-	// copy, on the operator's word).
+	// Kind is move (default); cleanup (drop the moved schema's source
+	// copy, on the operator's word); cutover (the go-ahead of a move
+	// started with ManualCutover that waits for it); abort (undo a move
+	// that has not cut over: it waits, or it failed).
 	Kind    string `json:"kind,omitempty"`
 	DryRun  bool   `json:"dry_run,omitempty"`
 	Reverse bool   `json:"reverse,omitempty"`
+	// ManualCutover: copy and catch up, then wait (following the source)
+	// until a request of Kind cutover.
+	ManualCutover bool `json:"manual_cutover,omitempty"`
 }
 
 // Mover is the optional part of a Controller that moves schemas between
@@ -368,8 +373,8 @@ func (s *Server) routes() {
 			return
 		}
 		var req ShardMoveRequest
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Schema == "" || (req.To == "" && req.Kind != "cleanup") {
-			writeErr(w, &Error{400, "body must be JSON: {\"schema\": \"tenant1\", \"to\": \"cluster2\"} (or {\"schema\": \"tenant1\", \"kind\": \"cleanup\"})"})
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Schema == "" || (req.To == "" && (req.Kind == "" || req.Kind == "move")) {
+			writeErr(w, &Error{400, "body must be JSON: {\"schema\": \"tenant1\", \"to\": \"cluster2\"} (or {\"schema\": \"tenant1\", \"kind\": \"cleanup\"}, kind cutover or abort)"})
 			return
 		}
 		res, err := m.MoveShard(r.Context(), req)

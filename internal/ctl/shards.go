@@ -15,7 +15,9 @@ import (
 )
 
 const shardUsage = `vigil ctl shard state SCHEMA online|read_only|offline
-vigil ctl shard move SCHEMA --to CLUSTER [--reverse] [--dry-run | --wait]
+vigil ctl shard move SCHEMA --to CLUSTER [--reverse] [--manual-cutover] [--dry-run | --wait]
+vigil ctl shard cutover SCHEMA [--wait]     (the go-ahead of a --manual-cutover move)
+vigil ctl shard abort SCHEMA [--wait]       (undo a move that has not cut over)
 vigil ctl shard cleanup SCHEMA [--dry-run | --wait]
 vigil ctl shard moves`
 
@@ -61,7 +63,7 @@ func (c *ctlClient) shard(ctx context.Context, args []string) int {
 	switch {
 	case len(args) == 3 && args[0] == "state":
 		return c.post(ctx, "/api/v1/shards/state", admin.ShardStateRequest{Schema: args[1], State: strings.ToLower(args[2])})
-	case len(args) >= 2 && (args[0] == "move" || args[0] == "cleanup"):
+	case len(args) >= 2 && (args[0] == "move" || args[0] == "cleanup" || args[0] == "cutover" || args[0] == "abort"):
 		return c.shardMove(ctx, args[0], args[1], args[2:])
 	case len(args) == 1 && args[0] == "moves":
 		return c.get(ctx, "/api/v1/shards/move", nil)
@@ -78,14 +80,15 @@ func (c *ctlClient) shardMove(ctx context.Context, kind, schema string, args []s
 	to := fs.String("to", "", "the cluster the schema moves to")
 	dry := fs.Bool("dry-run", false, "show the plan, start nothing")
 	reverse := fs.Bool("reverse", false, "keep a replication connection back to the old cluster after the cutover (a rollback window)")
-	wait := fs.Bool("wait", false, "follow the move until it ends")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || (kind == "move" && *to == "") {
+	manual := fs.Bool("manual-cutover", false, "copy and catch up, then wait (following the source) for vigil ctl shard cutover")
+	wait := fs.Bool("wait", false, "follow the move until it ends (or, with --manual-cutover, until it waits for the cutover)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || (kind == "move") != (*to != "") || (kind != "move" && (*reverse || *manual)) {
 		fmt.Fprintln(c.errw, shardUsage)
 		return 2
 	}
-	req := admin.ShardMoveRequest{Schema: schema, To: *to, DryRun: *dry, Reverse: *reverse}
-	if kind == "cleanup" {
-		req.Kind = "cleanup"
+	req := admin.ShardMoveRequest{Schema: schema, To: *to, DryRun: *dry, Reverse: *reverse, ManualCutover: *manual}
+	if kind != "move" {
+		req.Kind = kind
 	}
 	status, data, err := c.do(ctx, "POST", "/api/v1/shards/move", req)
 	if err != nil {
@@ -96,9 +99,14 @@ func (c *ctlClient) shardMove(ctx context.Context, kind, schema string, args []s
 		return c.fail(status, data)
 	}
 	var plan shardmove.Plan
-	if c.json || json.Unmarshal(data, &plan) != nil {
+	switch {
+	case c.json:
 		c.out.Write(data)
-	} else {
+	case kind == "cutover" || json.Unmarshal(data, &plan) != nil || len(plan.Steps) == 0:
+		// The go-ahead (or abort) of a waiting move answers with its
+		// journal.
+		fmt.Fprintf(c.out, "%s of the move of %s asked\n", kind, schema)
+	default:
 		verb := "started"
 		if *dry {
 			verb = "dry run, nothing started"
@@ -119,6 +127,13 @@ func (c *ctlClient) shardMove(ctx context.Context, kind, schema string, args []s
 			fmt.Fprintf(c.errw, "vigil ctl: following the move: %v (status %d)\n", err, status)
 			return 1
 		}
+		if r := v.Running; *manual && r != nil && r.Schema == schema && r.State == shardmove.StateWaiting {
+			fmt.Fprintf(c.out, "move of %s: copied to %s and following %s; waiting for the cutover (vigil ctl shard cutover %s)\n", schema, r.To, r.From, schema)
+			for _, f := range r.Follows {
+				fmt.Fprintf(c.out, "  followed: %s\n", f)
+			}
+			return 0
+		}
 		if v.Running == nil && v.Last != nil && v.Last.Schema == schema {
 			fmt.Fprintf(c.out, "%s of %s: %s\n", v.Last.Kind, schema, v.Last.State)
 			for _, r := range v.Last.Results {
@@ -127,6 +142,9 @@ func (c *ctlClient) shardMove(ctx context.Context, kind, schema string, args []s
 					line += "  ERROR: " + r.Error
 				}
 				fmt.Fprintln(c.out, line)
+			}
+			for _, f := range v.Last.Follows {
+				fmt.Fprintf(c.out, "  followed: %s\n", f)
 			}
 			if v.Error != "" {
 				fmt.Fprintf(c.errw, "vigil ctl: %s\n", v.Error)

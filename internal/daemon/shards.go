@@ -74,6 +74,8 @@ func (d *daemon) startShards(ctx context.Context, cfg *config.Config) error {
 	})
 	if d.coord != nil {
 		d.wg.Go(func() { d.coord.WatchShards(ctx, sr.applyStored(d)) })
+	} else {
+		d.wg.Go(func() { d.resumeMoves(ctx) })
 	}
 	d.log.Info("sharded listener listening", "listen", ln.Addr().String(), "clusters", cfg.ShardClusters())
 	return nil

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vigil-db/vigil/internal/topology"
@@ -98,6 +100,10 @@ func Run(ctx context.Context, plan Plan, deps Deps, j *Journal, save func(Journa
 	switch j.State {
 	case StateDone, StateCleaned, StateAborted:
 		return nil
+	case StateWaiting:
+		if !j.CutoverAsked {
+			return nil
+		}
 	}
 	if !slices.Equal(j.Steps, NewJournal(plan).Steps) || j.Schema != plan.Request.Schema {
 		return fmt.Errorf("the journal (%s of %s: %v) does not belong to the plan (%s of %s)", j.Kind, j.Schema, j.Steps, plan.Kind, plan.Request.Schema)
@@ -106,6 +112,10 @@ func Run(ctx context.Context, plan Plan, deps Deps, j *Journal, save func(Journa
 	x := &executor{plan: plan, deps: deps, j: j}
 	defer x.close()
 	for j.Step < len(plan.Steps) {
+		if j.waits(plan, j.Step) {
+			j.State = StateWaiting
+			return save(*j)
+		}
 		st := plan.Steps[j.Step]
 		j.Results = append(j.Results, StepResult{Name: st.Name, Started: deps.Now()})
 		if err := save(*j); err != nil {
@@ -235,14 +245,20 @@ func (x *executor) check(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("binary logs: %s log_bin=%v, %s log_bin=%v log_slave_updates=%v; the move needs all three on (the target's replicas and a target failover depend on the applied transactions being in its binary log)",
 			s.Name, sd.logBin, t.Name, td.logBin, td.logSlaveUpdates)
 	}
-	conns, err := connections(ctx, dst)
+	rows, err := dst.Query(ctx, sqlAllSlaves)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%s: %w", sqlAllSlaves, err)
 	}
+	conns := byName(rows)
 	conn := MoveConnection(schema)
 	for _, c := range conns {
-		if strings.EqualFold(c, conn) {
+		name := c["Connection_name"]
+		if strings.EqualFold(name, conn) {
 			return "", fmt.Errorf("%s already has a replication connection '%s' (a move that was not cleaned up?)", t.Name, conn)
+		}
+		if c["Master_Host"] != "" && net.JoinHostPort(c["Master_Host"], c["Master_Port"]) == s.Primary.Addr() {
+			return "", fmt.Errorf("%s's primary already replicates from %s's primary %s in connection '%s', and MariaDB allows one connection per source server (error 1934): "+
+				"let the move that owns it finish (or abort it), or remove the connection (STOP SLAVE '%s'; RESET SLAVE '%s' ALL)", t.Name, s.Name, s.Primary.Addr(), name, name, name)
 		}
 	}
 	return fmt.Sprintf("domains %d and %d; %d other connection(s) on %s", sd.domain, td.domain, len(conns), t.Name), nil
@@ -256,6 +272,13 @@ func (x *executor) copy(ctx context.Context) (string, error) {
 		return "", err
 	}
 	p, schema := x.plan, x.plan.Request.Schema
+	// The check step found no schema on the target; one there now is an
+	// earlier attempt's partial copy whose cleanup failed (the target's
+	// primary died during the load and a replica that had part of it
+	// took over): it never served.
+	if err := x.dropTargetCopy(ctx, dst); err != nil {
+		return "", err
+	}
 	start := time.Now()
 	raw, err := x.deps.Tools.DumpLoad(ctx, p.Source.snapshotServer(), p.Target.Primary, schema)
 	if err == nil {
@@ -426,10 +449,11 @@ func (x *executor) cutover(ctx context.Context) (string, error) {
 		return "", err
 	}
 	p, schema, conn := x.plan, x.plan.Request.Schema, MoveConnection(x.plan.Request.Schema)
-	release, err := x.deps.Router.Hold(ctx, schema)
+	hold, err := x.deps.Router.Hold(ctx, schema)
 	if err != nil {
 		return "", fmt.Errorf("hold %s: %w", schema, err)
 	}
+	release := sync.OnceFunc(hold)
 	defer release()
 	held := time.Now()
 	if err := x.waitApplied(ctx, src, dst, x.deps.CutoverWait); err != nil {
@@ -452,7 +476,17 @@ func (x *executor) cutover(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("flip %s to %s: %w; routing untouched", schema, p.Target.Name, err)
 	}
 	x.j.Flipped = true
-	return fmt.Sprintf("%s -> %s; writes held %s; target at %s", schema, p.Target.Name, time.Since(held).Round(time.Millisecond), x.j.CutoverGTID), nil
+	heldFor := time.Since(held).Round(time.Millisecond)
+	release()
+	// The stopped connection has done its work (the reverse one starts
+	// from CutoverGTID). Removed now, it does not block the next move
+	// between the same two primaries: MariaDB allows one connection per
+	// source server (error 1934).
+	left := ""
+	if err := removeConnection(context.WithoutCancel(ctx), dst, conn); err != nil {
+		left = fmt.Sprintf("; '%s' stays, stopped (%v): cleanup removes it", conn, err)
+	}
+	return fmt.Sprintf("%s -> %s; writes held %s; target at %s%s", schema, p.Target.Name, heldFor, x.j.CutoverGTID, left), nil
 }
 
 // reverse starts the connection from the target back to the source at

@@ -409,3 +409,49 @@ func TestRunReverse(t *testing.T) {
 		t.Errorf("source log %q", x.src.log)
 	}
 }
+
+// A move with ManualCutover stops after catch-up, replicating, and runs
+// the verify and the cutover only once the operator asks.
+func TestRunManualCutover(t *testing.T) {
+	x := newFixture(t)
+	x.plan.Request.ManualCutover = true
+	var j Journal
+	if err := x.run(&j); err != nil {
+		t.Fatal(err)
+	}
+	if j.State != StateWaiting || j.Step != 3 || !j.Connected() || !j.Active() || x.router.holds != 0 || len(x.router.flips) != 0 {
+		t.Fatalf("journal %+v, router %+v", j, x.router)
+	}
+	if r := Resume(j); r.Action != ResumeWait || !r.CanAbort {
+		t.Errorf("resume of a waiting move: %+v", r)
+	}
+	n := len(x.dst.log)
+	if err := x.run(&j); err != nil || j.State != StateWaiting || len(x.dst.log) != n {
+		t.Fatalf("run again before the operator asked: %v %+v, %d statements", err, j, len(x.dst.log)-n)
+	}
+	j.CutoverAsked = true
+	if err := x.run(&j); err != nil || j.State != StateDone || !j.Flipped || x.router.holds != 2 {
+		t.Fatalf("after the operator asked: %v %+v, router %+v", err, j, x.router)
+	}
+	if j.Connected() {
+		t.Error("a finished move still counts as connected")
+	}
+}
+
+// A copy retried after a failed one whose cleanup could not run (the
+// target's primary died during the load) drops the stale partial copy
+// before it loads.
+func TestRunCopyDropsStalePartialCopy(t *testing.T) {
+	x := newFixture(t)
+	j := NewJournal(x.plan)
+	j.Step = 1 // the check ran
+	x.dst.schemas["shop_1"] = true
+	if err := x.run(&j); err != nil || j.State != StateDone {
+		t.Fatalf("%v %+v", err, j)
+	}
+	i := slices.Index(x.dst.log, "DROP DATABASE IF EXISTS `shop_1`")
+	k := slices.IndexFunc(x.dst.log, func(q string) bool { return strings.HasPrefix(q, "CHANGE MASTER") })
+	if i < 0 || k < i {
+		t.Errorf("the stale copy was not dropped before the move went on: %q", x.dst.log)
+	}
+}

@@ -2,6 +2,7 @@ package shardmove
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -11,6 +12,10 @@ type State string
 const (
 	// StateRunning: a step is running or the next one is due.
 	StateRunning State = "running"
+	// StateWaiting: a move with ManualCutover has caught up and waits for
+	// the operator's cutover; its connection keeps the target following
+	// the source.
+	StateWaiting State = "waiting"
 	// StateFailed: a step failed before the cutover (or the cutover gave
 	// up); routing is untouched. Run again retries the failed step;
 	// DecideAbort undoes the copy.
@@ -57,7 +62,13 @@ type Journal struct {
 	// cutover held the writes: where the reverse connection starts.
 	CutoverGTID string `json:"cutover_gtid,omitempty"`
 	// Flipped: the map routes the schema to the target.
-	Flipped bool         `json:"flipped,omitempty"`
+	Flipped bool `json:"flipped,omitempty"`
+	// CutoverAsked: the operator asked for the cutover of a move with
+	// ManualCutover.
+	CutoverAsked bool `json:"cutover_asked,omitempty"`
+	// Follows are the failovers of either cluster the move followed
+	// (its plan's primaries changed and its connection with them).
+	Follows []string     `json:"follows,omitempty"`
 	Results []StepResult `json:"results,omitempty"`
 	State   State        `json:"state"`
 	Error   string       `json:"error,omitempty"`
@@ -75,7 +86,25 @@ func NewJournal(p Plan) Journal {
 
 // Active reports whether the move holds its schema: running, or failed
 // before the cutover and not aborted (its copy and connection exist).
-func (j Journal) Active() bool { return j.State == StateRunning || j.State == StateFailed }
+func (j Journal) Active() bool {
+	return j.State == StateRunning || j.State == StateFailed || j.State == StateWaiting
+}
+
+// Waits reports whether Run stops before step i: a manual cutover's
+// verify, until the operator asks.
+func (j Journal) waits(p Plan, i int) bool {
+	return p.Request.ManualCutover && !j.CutoverAsked && i < len(p.Steps) && p.Steps[i].Name == StepVerify
+}
+
+// Connected reports whether the move connection exists on the target's
+// primary: catch-up finished and the cutover has not removed the need.
+func (j Journal) Connected() bool {
+	if j.Flipped || !j.Active() {
+		return false
+	}
+	i := slices.Index(j.Steps, StepCatchUp)
+	return i >= 0 && j.Step > i
+}
 
 // CutOver reports whether the map routes the schema to the target.
 func (j Journal) CutOver() bool { return j.Flipped }
@@ -113,6 +142,9 @@ const (
 	// Flipped, continue after the cutover), else continue with the
 	// cutover. The holds of the dead instance ended with it.
 	ResumeCheckMap ResumeAction = "check_map"
+	// ResumeWait: a manual cutover waits for the operator; the restarted
+	// instance owns it again (follows failovers, takes the cutover).
+	ResumeWait ResumeAction = "wait"
 )
 
 // Resumption is Resume's answer.
@@ -130,6 +162,10 @@ type Resumption struct {
 // does no I/O.
 func Resume(j Journal) Resumption {
 	canAbort := j.Kind == KindMove && !j.Flipped
+	if j.State == StateWaiting {
+		return Resumption{Action: ResumeWait, Step: j.Step, CanAbort: canAbort,
+			Reason: "the move follows the source and waits for the operator's cutover"}
+	}
 	if j.State != StateRunning {
 		return Resumption{Action: ResumeNothing, Step: j.Step, CanAbort: canAbort && j.State == StateFailed,
 			Reason: fmt.Sprintf("the %s is %s", j.Kind, j.State)}

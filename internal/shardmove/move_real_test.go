@@ -114,10 +114,12 @@ func (w *writer) run(ctx context.Context, done chan<- struct{}) {
 		w.mu.Lock()
 		db := w.db
 		w.mu.Unlock()
-		res, err := db.ExecContext(ctx, "INSERT INTO mv.t1 (v, note) VALUES (?, 'live')", i)
+		// Not ctx: a statement cancelled by stop may still commit, and its
+		// row would not count as acknowledged.
+		res, err := db.Exec("INSERT INTO mv.t1 (v, note) VALUES (?, 'live')", i)
 		if err == nil {
 			id, _ := res.LastInsertId()
-			_, err = db.ExecContext(ctx, "UPDATE mv.t2 SET n = n + 1 WHERE id = ?", 1+i%100)
+			_, err = db.Exec("UPDATE mv.t2 SET n = n + 1 WHERE id = ?", 1+i%100)
 			w.mu.Lock()
 			w.acked = append(w.acked, id)
 			w.mu.Unlock()

@@ -68,6 +68,11 @@ type Request struct {
 	// Reverse keeps a replication connection from the new cluster back to
 	// the old one after the cutover, so the move can be rolled back.
 	Reverse bool `json:"reverse,omitempty"`
+	// ManualCutover stops the move once the target follows the source
+	// (after catch-up): it waits, replicating, until the operator asks
+	// for the cutover (Journal.CutoverAsked), as Vitess's MoveTables
+	// waits for SwitchTraffic.
+	ManualCutover bool `json:"manual_cutover,omitempty"`
 }
 
 // StepKind is one kind of step of a move. The executor has one case per
@@ -210,6 +215,9 @@ func Decide(req Request, src, dst Cluster, running *Journal) (Plan, error) {
 			req.Schema, dst.Primary.Addr(), src.Primary.Addr())},
 		{StepCutover, fmt.Sprintf("hold writes to %s on every Vigil; wait (bounded) until %s applied %s's gtid_binlog_pos; STOP SLAVE '%s'; map %s -> %s; release",
 			req.Schema, dst.Primary.Addr(), src.Primary.Addr(), conn, req.Schema, dst.Name)},
+	}
+	if req.ManualCutover {
+		steps[3].Detail = "wait, replicating, until the operator asks for the cutover (vigil ctl shard cutover " + req.Schema + "); then " + steps[3].Detail
 	}
 	if req.Reverse {
 		steps = append(steps, Step{StepReverse, fmt.Sprintf("on %s: CHANGE MASTER '%s' TO %s (DO_DOMAIN_IDS=(%d)), filtered to %s, from %s's position at cutover; START SLAVE '%s' (rollback window)",
