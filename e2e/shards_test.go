@@ -17,6 +17,7 @@ import (
 
 	"github.com/vigil-db/vigil/internal/admin"
 	"github.com/vigil-db/vigil/internal/sandbox"
+	"github.com/vigil-db/vigil/internal/shardmove"
 )
 
 // shardEnv is two replication clusters behind one Vigil with a sharded
@@ -214,11 +215,7 @@ func TestShards(t *testing.T) {
 		t.Fatalf("shard move: %v\n%s", err, out)
 	}
 	t.Logf("vigil ctl shard move tenant4 --to %s --wait:\n%s", e.clusters[1], out)
-	if m := regexp.MustCompile(`writes held ([0-9.]+m?s)`).FindStringSubmatch(out); m == nil {
-		t.Errorf("the cutover does not say how long writes were held: %s", out)
-	} else if d, _ := time.ParseDuration(m[1]); d > time.Second {
-		t.Errorf("writes held %s at the cutover, want at most 1s", d)
-	}
+	requireHeldAtMost(t, out, time.Second)
 	moved := map[int]string{4: e.clusters[1]}
 
 	time.Sleep(2 * time.Second) // the load goes on after the move
@@ -429,4 +426,78 @@ func TestShardsHA(t *testing.T) {
 		_, err := dbs[0].ExecContext(ctx, "INSERT INTO hatenant2.t VALUES (3)")
 		return err
 	})
+
+	// A move with two instances: written through both, held on both at
+	// the cutover, flipped on both; then a move that waits for its
+	// cutover survives its owner's kill -9: the other instance takes it
+	// over from the journal in etcd and cuts over.
+	src, dst := e.sb.Clusters()[0], e.sb.Clusters()[1]
+	for _, db := range []string{"hamove", "hamove2"} {
+		if err := e.sb.Exec(ctx, src.Nodes[0], "CREATE DATABASE "+db,
+			"CREATE TABLE "+db+".acct (id INT AUTO_INCREMENT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64) NOT NULL, KEY(k))"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shardsAt := func(i int) string { return e.m.Vigils[i].Shards.Addr() }
+	w0 := startTenantAcksAt(t, shardsAt(0), "hamove", 1_000_000)
+	w1 := startTenantAcksAt(t, shardsAt(1), "hamove", 2_000_000)
+	w0.awaitMore(t, 20, "through vigil 0")
+	w1.awaitMore(t, 20, "through vigil 1")
+	errs0, errs1 := w0.errCount(), w1.errCount()
+	out, err := e.ctl(0, "shard", "move", "hamove", "--to", dst.Name, "--wait")
+	if err != nil {
+		t.Fatalf("shard move hamove through vigil 0: %v\n%s", err, out)
+	}
+	t.Logf("vigil ctl shard move hamove --to %s --wait (two instances):\n%s", dst.Name, out)
+	requireHeldAtMost(t, out, time.Second)
+	w0.awaitMore(t, 20, "through vigil 0 after the move")
+	w1.awaitMore(t, 20, "through vigil 1 after the move")
+	if d0, d1 := w0.errCount()-errs0, w1.errCount()-errs1; d0+d1 != 0 {
+		t.Errorf("client errors during the move: %d through vigil 0, %d through vigil 1 (last: %s / %s)", d0, d1, w0.lastErr(), w1.lastErr())
+	}
+	w0.requireAllOn(t, e.sb, dst.Nodes[0], "hamove")
+	w1.requireAllOn(t, e.sb, dst.Nodes[0], "hamove")
+
+	w := startTenantAcksAt(t, shardsAt(1), "hamove2", 3_000_000)
+	w.awaitMore(t, 20, "through vigil 1")
+	if out, err := e.ctl(0, "shard", "move", "hamove2", "--to", dst.Name, "--manual-cutover", "--wait"); err != nil || !strings.Contains(out, "waiting for the cutover") {
+		t.Fatalf("shard move hamove2 --manual-cutover through vigil 0: %v\n%s", err, out)
+	}
+	mustRun(t, "kill vigil 0", e.sb.Kill(ctx, e.m.Vigils[0].Name))
+	Eventually(t, 60*time.Second, "vigil 1 taking over the waiting move", func() error {
+		out, err := e.ctl(1, "--json", "shard", "moves")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		var v struct {
+			Running *shardmove.Journal `json:"running"`
+			Owner   string             `json:"owner"`
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			return err
+		}
+		if v.Owner != e.m.Vigils[1].Name || v.Running == nil || v.Running.State != shardmove.StateWaiting {
+			return fmt.Errorf("owner %q, running %+v", v.Owner, v.Running)
+		}
+		return nil
+	})
+	w.awaitMore(t, 30, "through vigil 1 while it owns the move")
+	out, err = e.ctl(1, "shard", "cutover", "hamove2", "--wait")
+	if err != nil || !strings.Contains(out, "checksums equal") {
+		t.Fatalf("shard cutover hamove2 through vigil 1: %v\n%s", err, out)
+	}
+	t.Logf("vigil ctl shard cutover hamove2 --wait (vigil 1, after vigil 0 was killed):\n%s", out)
+	requireHeldAtMost(t, out, time.Second)
+	w.awaitMore(t, 20, "on the target after the cutover")
+	w.requireAllOn(t, e.sb, dst.Nodes[0], "hamove2")
+}
+
+// requireHeldAtMost checks the cutover's "writes held" in a move's output.
+func requireHeldAtMost(t *testing.T, out string, limit time.Duration) {
+	t.Helper()
+	if m := regexp.MustCompile(`(?m)^\s*cutover\s.*writes held ([0-9.]+[mµn]?s)`).FindStringSubmatch(out); m == nil {
+		t.Errorf("the cutover does not say how long writes were held: %s", out)
+	} else if d, _ := time.ParseDuration(m[1]); d > limit {
+		t.Errorf("writes held %s at the cutover, want at most %s", d, limit)
+	}
 }

@@ -8,6 +8,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/vigil-db/vigil/internal/admin"
+	"github.com/vigil-db/vigil/internal/coord"
 	"github.com/vigil-db/vigil/internal/shardmove"
 )
 
@@ -55,13 +57,45 @@ type MoveView struct {
 	Running *shardmove.Journal `json:"running,omitempty"`
 	Last    *shardmove.Journal `json:"last,omitempty"`
 	Error   string             `json:"error,omitempty"`
+	// Owner is the instance that runs the move (coordinated moves).
+	Owner string `json:"owner,omitempty"`
 }
 
 // Moves is GET /api/v1/shards/move.
 func (d *daemon) Moves() any {
+	running, last, owner := d.moveState(context.Background())
 	d.moves.mu.Lock()
 	defer d.moves.mu.Unlock()
-	return MoveView{Running: d.moves.running, Last: d.moves.last, Error: d.moves.lastErr}
+	return MoveView{Running: running, Last: last, Error: d.moves.lastErr, Owner: owner}
+}
+
+// moveState is the running move and the last one: this instance's, or,
+// with coordination, the journal in etcd (whoever owns it).
+func (d *daemon) moveState(ctx context.Context) (running, last *shardmove.Journal, owner string) {
+	d.moves.mu.Lock()
+	running, last = d.moves.running, d.moves.last
+	d.moves.mu.Unlock()
+	if d.coord == nil || running != nil {
+		if running != nil && d.coord != nil {
+			owner = d.coord.Instance()
+		}
+		return running, last, owner
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	mk, err := d.coord.ReadMove(ctx)
+	if err != nil || mk.Journal == nil {
+		return nil, last, ""
+	}
+	var rec moveRecord
+	if json.Unmarshal(mk.Journal, &rec) != nil {
+		return nil, last, ""
+	}
+	j := rec.Journal
+	if j.Active() {
+		return &j, last, mk.Owner
+	}
+	return nil, &j, mk.Owner
 }
 
 // MoveShard is POST /api/v1/shards/move: a move; with Kind cleanup the
@@ -76,9 +110,6 @@ func (d *daemon) MoveShard(ctx context.Context, r admin.ShardMoveRequest) (any, 
 	if d.running.Load().Shards.MoveUser == "" {
 		return nil, &admin.Error{Status: http.StatusConflict, Message: "moves need an account on every cluster: set shards.move_user and shards.move_password (docs/shards.md lists its privileges)"}
 	}
-	if d.coord != nil {
-		return nil, &admin.Error{Status: http.StatusConflict, Message: "moves with several Vigil instances are not built yet: the cutover would hold the schema on this instance only (docs/shards.md)"}
-	}
 	switch r.Kind {
 	case "", "move", "cleanup":
 	case "cutover", "abort":
@@ -86,11 +117,13 @@ func (d *daemon) MoveShard(ctx context.Context, r admin.ShardMoveRequest) (any, 
 	default:
 		return nil, &admin.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("kind %q: want move, cleanup, cutover or abort", r.Kind)}
 	}
-	d.moves.mu.Lock()
-	running, last := d.moves.running, d.moves.last
-	d.moves.mu.Unlock()
+	running, last, owner := d.moveState(ctx)
 	if running != nil {
-		return nil, &admin.Error{Status: http.StatusConflict, Message: fmt.Sprintf("a %s of schema %s is %s (step %d of %d): one move at a time", running.Kind, running.Schema, running.State, running.Step+1, len(running.Steps))}
+		by := ""
+		if owner != "" {
+			by = " on instance " + owner
+		}
+		return nil, &admin.Error{Status: http.StatusConflict, Message: fmt.Sprintf("a %s of schema %s is %s%s (step %d of %d): one move at a time", running.Kind, running.Schema, running.State, by, running.Step+1, len(running.Steps))}
 	}
 	var from, to string
 	if r.Kind == "cleanup" {
@@ -146,11 +179,19 @@ func (d *daemon) MoveShard(ctx context.Context, r admin.ShardMoveRequest) (any, 
 // cutover.
 func (d *daemon) signalMove(r admin.ShardMoveRequest) (any, error) {
 	d.moves.mu.Lock()
-	running, last := d.moves.running, d.moves.last
+	local := d.moves.running
 	d.moves.mu.Unlock()
+	running, last, owner := d.moveState(context.Background())
 	if running != nil && running.Schema == r.Schema {
 		if running.State != shardmove.StateWaiting {
 			return nil, &admin.Error{Status: http.StatusConflict, Message: fmt.Sprintf("the %s of %s is %s at step %d (%s), not waiting for the operator", running.Kind, r.Schema, running.State, running.Step+1, running.Steps[min(running.Step, len(running.Steps)-1)])}
+		}
+		if local == nil {
+			// Another instance owns it: the word waits in etcd for it.
+			if err := d.coord.SignalMove(context.Background(), r.Kind+" "+r.Schema); err != nil {
+				return nil, &admin.Error{Status: http.StatusServiceUnavailable, Message: err.Error()}
+			}
+			return running, nil
 		}
 		ch := d.moves.cutover
 		if r.Kind == "abort" {
@@ -166,7 +207,7 @@ func (d *daemon) signalMove(r admin.ShardMoveRequest) (any, error) {
 		return nil, &admin.Error{Status: http.StatusConflict, Message: fmt.Sprintf("no move of %s waits for its cutover (vigil ctl shard move %s --to CLUSTER --manual-cutover starts one)", r.Schema, r.Schema)}
 	}
 	if running != nil {
-		return nil, &admin.Error{Status: http.StatusConflict, Message: fmt.Sprintf("a %s of schema %s is running: one move at a time", running.Kind, running.Schema)}
+		return nil, &admin.Error{Status: http.StatusConflict, Message: fmt.Sprintf("a %s of schema %s is running (instance %s): one move at a time", running.Kind, running.Schema, owner)}
 	}
 	if last == nil || last.Schema != r.Schema || last.Kind != shardmove.KindMove || last.Flipped || last.State != shardmove.StateFailed {
 		return nil, &admin.Error{Status: http.StatusConflict, Message: fmt.Sprintf("no move of %s to undo: only a move that waits for its cutover or failed before it can be aborted (after the cutover, move it back)", r.Schema)}
@@ -199,11 +240,23 @@ func (d *daemon) abortPlan(ctx context.Context, j shardmove.Journal) (shardmove.
 }
 
 // startMove makes j the running move and runs it in the background.
-func (d *daemon) startMove(plan shardmove.Plan, j shardmove.Journal) error {
+// With coordination this instance claims the move in etcd first (claimed:
+// it already did, taking over a move whose owner is gone).
+func (d *daemon) startMove(plan shardmove.Plan, j shardmove.Journal, claimed ...bool) error {
 	d.moves.mu.Lock()
 	if d.moves.running != nil {
 		d.moves.mu.Unlock()
 		return &admin.Error{Status: http.StatusConflict, Message: "another move started meanwhile"}
+	}
+	if d.coord != nil && len(claimed) == 0 {
+		rec, _ := json.Marshal(moveRecord{Plan: plan, Journal: j})
+		ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+		err := d.coord.ClaimMove(ctx, rec)
+		cancel()
+		if err != nil {
+			d.moves.mu.Unlock()
+			return &admin.Error{Status: http.StatusConflict, Message: fmt.Sprintf("claiming the move in etcd: %v", err)}
+		}
 	}
 	d.moves.running = &j
 	d.moves.cutover, d.moves.abort = make(chan struct{}, 1), make(chan struct{}, 1)
@@ -228,12 +281,31 @@ func (d *daemon) runMove(plan shardmove.Plan, j *shardmove.Journal, cut, abort <
 		c := cur
 		d.moves.running = &c
 		d.moves.mu.Unlock()
+		if d.coord != nil {
+			data, _ := json.Marshal(moveRecord{Plan: plan, Journal: cur})
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 10*time.Second)
+			defer cancel()
+			return d.coord.SaveMove(ctx, data)
+		}
 		return writeJSONFile(path, moveRecord{Plan: plan, Journal: cur})
 	}
-	deps := shardmove.Deps{Dial: shardmove.Dial, Router: moveRouter{d}, Tools: shardmove.Client{TempDir: d.running.Load().StateDir}}
+	var router shardmove.Router = moveRouter{d}
+	if d.coord != nil {
+		router = &coordMoveRouter{d: d}
+	}
+	deps := shardmove.Deps{Dial: shardmove.Dial, Router: router, Tools: shardmove.Client{TempDir: d.running.Load().StateDir}}
 	var err error
 	for {
 		err = shardmove.Run(d.ctx, plan, deps, j, save)
+		if errors.Is(err, coord.ErrMoveOwned) {
+			// This instance lost its lease: another one takes the move
+			// over from the journal in etcd.
+			d.moves.mu.Lock()
+			d.moves.running = nil
+			d.moves.mu.Unlock()
+			d.log.Warn("this instance no longer owns the shard move (its etcd lease ended); another instance goes on from the journal", "schema", plan.Request.Schema)
+			return
+		}
 		if d.ctx.Err() != nil {
 			// Stopping: the journal says where the move was; the next
 			// start resumes it.
@@ -286,6 +358,13 @@ func (d *daemon) finishMove(plan shardmove.Plan, j *shardmove.Journal, err error
 		d.moves.lastErr = err.Error()
 	}
 	d.moves.mu.Unlock()
+	if d.coord != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 10*time.Second)
+		if rerr := d.coord.ReleaseMove(ctx); rerr != nil {
+			d.log.Warn("could not end this instance's ownership of the finished move in etcd; it ends with the lease", "err", rerr)
+		}
+		cancel()
+	}
 	r := plan.Request
 	kind, msg := "shard_move_done", fmt.Sprintf("%s of schema %s from %s to %s: %s", plan.Kind, r.Schema, plan.Source.Name, plan.Target.Name, j.State)
 	if err != nil {
@@ -311,6 +390,18 @@ func (d *daemon) awaitCutover(plan shardmove.Plan, j *shardmove.Journal, save fu
 		case <-abort:
 			return plan, true
 		case <-tick.C:
+			if d.coord != nil {
+				ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
+				word, err := d.coord.TakeSignal(ctx)
+				cancel()
+				switch {
+				case err != nil:
+				case word == "cutover "+plan.Request.Schema:
+					return plan, false
+				case word == "abort "+plan.Request.Schema:
+					return plan, true
+				}
+			}
 			if np, moved, err := d.followMove(plan, j, save); err != nil {
 				d.log.Warn("a waiting shard move could not follow a failover yet; it tries again", "schema", plan.Request.Schema, "err", err)
 			} else if moved {
@@ -501,11 +592,51 @@ func (d *daemon) resumeMove(ctx context.Context, rec moveRecord, res shardmove.R
 	if res.Action == shardmove.ResumeCheckMap && d.shardPlace(j.Schema) == j.To {
 		j.Flipped, j.Step = true, res.Step+1
 	}
-	if err := d.startMove(plan, j); err != nil {
+	if err := d.startMove(plan, j, d.coord != nil); err != nil {
 		d.log.Error("could not resume the shard move", "schema", j.Schema, "err", err)
 		return
 	}
 	d.journal.add(admin.Event{Kind: "shard_move_resumed", Message: fmt.Sprintf("the %s of schema %s from %s to %s goes on from its journal at step %d (%s): %s", j.Kind, j.Schema, j.From, j.To, j.Step+1, res.Action, res.Reason)})
+}
+
+// watchMoves (coordinated) takes over a move whose owner is gone: an
+// active journal in etcd without an owner key (the owner's lease ended).
+func (d *daemon) watchMoves(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		d.moves.mu.Lock()
+		busy := d.moves.running != nil
+		d.moves.mu.Unlock()
+		if busy {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		mk, err := d.coord.ReadMove(rctx)
+		cancel()
+		if err != nil || mk.Owner != "" || mk.Journal == nil {
+			continue
+		}
+		var rec moveRecord
+		if json.Unmarshal(mk.Journal, &rec) != nil || rec.Journal.Schema == "" {
+			continue
+		}
+		res := shardmove.Resume(rec.Journal)
+		if res.Action == shardmove.ResumeNothing {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = d.coord.ClaimMove(cctx, nil)
+		cancel()
+		if err != nil {
+			continue
+		}
+		d.log.Info("taking over a shard move whose owner is gone", "schema", rec.Journal.Schema, "step", rec.Journal.Step)
+		d.resumeMove(ctx, rec, res)
+	}
 }
 
 // lastFinished is when j's last step finished (or started).

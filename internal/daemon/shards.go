@@ -31,6 +31,9 @@ import (
 type shardOverlay struct {
 	Schemas map[string]string `json:"schemas,omitempty"`
 	States  map[string]string `json:"states,omitempty"`
+	// Hold is a move's hold of a schema on every instance (coordinated
+	// moves only; shardhold.go).
+	Hold *shardHoldSpec `json:"hold,omitempty"`
 }
 
 // shardRuntime is the sharded listener while one is configured.
@@ -46,6 +49,12 @@ type shardRuntime struct {
 	// count of the maps published.
 	version uint64
 	coord   bool
+
+	// holdMu guards held: this instance's part of a coordinated move's
+	// hold (shardhold.go).
+	holdMu  sync.Mutex
+	held    *localHold
+	expired string
 }
 
 // startShards starts the sharded listener when cfg has one.
@@ -74,6 +83,7 @@ func (d *daemon) startShards(ctx context.Context, cfg *config.Config) error {
 	})
 	if d.coord != nil {
 		d.wg.Go(func() { d.coord.WatchShards(ctx, sr.applyStored(d)) })
+		d.wg.Go(func() { d.watchMoves(ctx) })
 	} else {
 		d.wg.Go(func() { d.resumeMoves(ctx) })
 	}
@@ -91,12 +101,16 @@ func (sr *shardRuntime) applyStored(d *daemon) func(version int64, data []byte) 
 			return
 		}
 		sr.mu.Lock()
-		defer sr.mu.Unlock()
 		if uint64(version) < sr.version {
+			sr.mu.Unlock()
 			return
 		}
 		sr.overlay, sr.version = ov, uint64(version)
 		sr.publishLocked(true)
+		sr.mu.Unlock()
+		// After the map: a hold that ends releases its statements to
+		// where this version routes them.
+		sr.syncHold(d, ov.Hold)
 	}
 }
 
@@ -295,7 +309,7 @@ func (d *daemon) changeShards(ctx context.Context, change func(*shardOverlay)) e
 	}
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
-	next := shardOverlay{Schemas: maps.Clone(sr.overlay.Schemas), States: maps.Clone(sr.overlay.States)}
+	next := shardOverlay{Schemas: maps.Clone(sr.overlay.Schemas), States: maps.Clone(sr.overlay.States), Hold: sr.overlay.Hold}
 	change(&next)
 	if err := writeJSONFile(shardsPath(d.running.Load().StateDir), next); err != nil {
 		return fmt.Errorf("saving the shard map in state_dir: %w", err)

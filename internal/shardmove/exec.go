@@ -381,10 +381,12 @@ func (x *executor) verify(ctx context.Context) (string, error) {
 		return "", err
 	}
 	p, schema := x.plan, x.plan.Request.Schema
-	release, err := x.deps.Router.Hold(ctx, schema)
+	held := time.Now()
+	hold, err := x.deps.Router.Hold(ctx, schema)
 	if err != nil {
 		return "", fmt.Errorf("hold %s: %w", schema, err)
 	}
+	release := sync.OnceFunc(hold)
 	defer release()
 	if err := x.waitApplied(ctx, src, dst, x.deps.VerifyWait); err != nil {
 		return "", err
@@ -397,6 +399,8 @@ func (x *executor) verify(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", p.Target.Name, err)
 	}
+	release()
+	heldFor := time.Since(held).Round(time.Millisecond)
 	if diff := diffSums(st, tt); diff != "" {
 		return "", fmt.Errorf("%w: %s (the move stops before the cutover; routing is untouched, the connection keeps running for inspection)", ErrChecksum, diff)
 	}
@@ -404,7 +408,7 @@ func (x *executor) verify(ctx context.Context) (string, error) {
 	for _, s := range st {
 		rows += s.count
 	}
-	return fmt.Sprintf("%d tables, %d rows, checksums equal", len(st), rows), nil
+	return fmt.Sprintf("%d tables, %d rows, checksums equal; writes held %s for the compare", len(st), rows, heldFor), nil
 }
 
 // waitApplied waits until the target has applied the source primary's
@@ -449,13 +453,21 @@ func (x *executor) cutover(ctx context.Context) (string, error) {
 		return "", err
 	}
 	p, schema, conn := x.plan, x.plan.Request.Schema, MoveConnection(x.plan.Request.Schema)
+	// From the hold's start: with several instances, statements wait
+	// from when each one took its part, before every part is in place.
+	held := time.Now()
 	hold, err := x.deps.Router.Hold(ctx, schema)
 	if err != nil {
 		return "", fmt.Errorf("hold %s: %w", schema, err)
 	}
 	release := sync.OnceFunc(hold)
 	defer release()
-	held := time.Now()
+	// A cutover interrupted after its STOP SLAVE (the instance running it
+	// died) left the connection stopped: start it (a running one only
+	// notes 1254) so that the wait below can end.
+	if err := dst.Exec(ctx, sqlStartSlave(conn)); err != nil {
+		return "", fmt.Errorf("START SLAVE '%s': %w; routing untouched", conn, err)
+	}
 	if err := x.waitApplied(ctx, src, dst, x.deps.CutoverWait); err != nil {
 		return "", fmt.Errorf("%w; released, routing untouched", err)
 	}
