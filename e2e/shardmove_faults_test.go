@@ -188,6 +188,21 @@ func (e *shardEnv) manualMove(t *testing.T, tenant, to string) {
 	}
 }
 
+// abortMove undoes tenant's move to cluster `to` and checks the target
+// has no copy left.
+func (e *shardEnv) abortMove(t *testing.T, tenant, to string) {
+	t.Helper()
+	out, err := e.ctl(t, "shard", "abort", tenant, "--wait")
+	if err != nil || !strings.Contains(out, "aborted") {
+		t.Fatalf("shard abort %s: %v\n%s", tenant, err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if r, err := e.sb.SQL(ctx, e.clusterWriter(t, to), "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = '"+tenant+"'"); err != nil || r[0][0] != "0" {
+		t.Errorf("%s still on %s after the abort: %v %v", tenant, to, r, err)
+	}
+}
+
 // cutover gives the go-ahead and checks the move's verify and hold.
 func (e *shardEnv) cutover(t *testing.T, tenant string) {
 	t.Helper()
@@ -240,6 +255,53 @@ func TestShardMoveFaults(t *testing.T) {
 	}
 	t.Run("source failover", func(t *testing.T) { failoverDuringMove(t, "tenant2", c1, "repointed at") })
 	t.Run("target failover", func(t *testing.T) { failoverDuringMove(t, "tenant3", c2, "recreated on") })
+
+	// The copies differ at the verify: the move stops before its
+	// cutover, routing untouched, and abort drops the target's copy.
+	t.Run("checksum differs", func(t *testing.T) {
+		w := startTenantAcks(e, t, "tenant1")
+		e.manualMove(t, "tenant1", c2)
+		if _, err := e.sb.SQL(ctx, e.clusterWriter(t, c2), "UPDATE tenant1.acct SET v = 'changed on the target' WHERE id = 1"); err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.ctl(t, "shard", "cutover", "tenant1", "--wait")
+		if err == nil || !strings.Contains(out, "copies differ") {
+			t.Fatalf("cutover of copies that differ: %v\n%s", err, out)
+		}
+		errs := w.errCount()
+		w.awaitMore(t, 20, "after the failed verify, still on the source")
+		if d := w.errCount() - errs; d != 0 {
+			t.Errorf("%d client errors after the failed verify: %s", d, w.lastErr())
+		}
+		e.abortMove(t, "tenant1", c2)
+		w.requireAllOn(t, e.sb, e.clusterWriter(t, c1), "tenant1")
+	})
+
+	// mariadb-dump fails (a view over a dropped table): the partial copy
+	// is dropped, routing untouched; abort clears the failed move.
+	t.Run("dump fails", func(t *testing.T) {
+		if err := e.sb.Exec(ctx, e.clusterWriter(t, c1), "CREATE DATABASE broken", "CREATE TABLE broken.t (a INT)", "INSERT INTO broken.t VALUES (1)",
+			"CREATE TABLE broken.gone (a INT)", "CREATE VIEW broken.v AS SELECT a FROM broken.gone", "DROP TABLE broken.gone"); err != nil {
+			t.Fatal(err)
+		}
+		db := e.db(t, "")
+		Eventually(t, 15*time.Second, "schema broken found by the sharded listener", func() error {
+			_, err := db.Exec("SELECT a FROM broken.t")
+			return err
+		})
+		out, err := e.ctl(t, "shard", "move", "broken", "--to", c2, "--wait")
+		if err == nil || !strings.Contains(out, "partial copy on "+c2+" was dropped") {
+			t.Fatalf("a move whose dump fails: %v\n%s", err, out)
+		}
+		t.Logf("the failed move:\n%s", out)
+		if _, err := db.Exec("INSERT INTO broken.t VALUES (2)"); err != nil {
+			t.Errorf("a write after the failed move: %v", err)
+		}
+		if out, err := e.ctl(t, "shard", "move", "broken", "--to", c2); err == nil || !strings.Contains(out, "abort") {
+			t.Errorf("a second move of a schema whose move failed: %v\n%s", err, out)
+		}
+		e.abortMove(t, "broken", c2)
+	})
 
 	t.Run("acting Vigil killed", func(t *testing.T) {
 		w := startTenantAcks(e, t, "tenant4")
