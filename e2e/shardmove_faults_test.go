@@ -303,6 +303,38 @@ func TestShardMoveFaults(t *testing.T) {
 		e.abortMove(t, "broken", c2)
 	})
 
+	// A move with --reverse, then its rollback: the old copy kept every
+	// write made after the cutover and serves again; cleanup drops the
+	// new cluster's copy.
+	t.Run("rollback", func(t *testing.T) {
+		w := startTenantAcks(e, t, "tenant5")
+		w.awaitMore(t, 20, "before the move")
+		errs := w.errCount()
+		if out, err := e.ctl(t, "shard", "move", "tenant5", "--to", c1, "--reverse", "--wait"); err != nil || !strings.Contains(out, "vigil_back_tenant5") {
+			t.Fatalf("shard move tenant5 --reverse: %v\n%s", err, out)
+		}
+		w.awaitMore(t, 50, "on the new cluster, coming back over the reverse connection")
+		out, err := e.ctl(t, "shard", "move", "tenant5", "--rollback", "--wait")
+		if err != nil || !strings.Contains(out, "rolled_back") {
+			t.Fatalf("shard move tenant5 --rollback: %v\n%s", err, out)
+		}
+		t.Logf("vigil ctl shard move tenant5 --rollback --wait:\n%s", out)
+		requireHeldAtMost(t, strings.ReplaceAll(out, "rollback   ", "cutover    "), time.Second)
+		w.awaitMore(t, 20, "on the old cluster again")
+		if d := w.errCount() - errs; d != 0 {
+			t.Errorf("%d client errors through the move and its rollback: %s", d, w.lastErr())
+		}
+		if out, err := e.ctl(t, "shard", "cleanup", "tenant5", "--wait"); err != nil {
+			t.Fatalf("cleanup after the rollback: %v\n%s", err, out)
+		}
+		w.requireAllOn(t, e.sb, e.clusterWriter(t, c2), "tenant5")
+		bg, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if r, err := e.sb.SQL(bg, e.clusterWriter(t, c1), "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = 'tenant5'"); err != nil || r[0][0] != "0" {
+			t.Errorf("tenant5 still on %s after the cleanup of the rollback: %v %v", c1, r, err)
+		}
+	})
+
 	t.Run("acting Vigil killed", func(t *testing.T) {
 		w := startTenantAcks(e, t, "tenant4")
 		e.manualMove(t, "tenant4", c2)

@@ -199,7 +199,9 @@ type ShardMoveRequest struct {
 	// Kind is move (default); cleanup (drop the moved schema's source
 	// copy, on the operator's word); cutover (the go-ahead of a move
 	// started with ManualCutover that waits for it); abort (undo a move
-	// that has not cut over: it waits, or it failed).
+	// that has not cut over: it waits, or it failed); rollback (route a
+	// moved schema back over the reverse connection of a move made with
+	// Reverse).
 	Kind    string `json:"kind,omitempty"`
 	DryRun  bool   `json:"dry_run,omitempty"`
 	Reverse bool   `json:"reverse,omitempty"`

@@ -16,6 +16,7 @@ import (
 
 const shardUsage = `vigil ctl shard state SCHEMA online|read_only|offline
 vigil ctl shard move SCHEMA --to CLUSTER [--reverse] [--manual-cutover] [--dry-run | --wait]
+vigil ctl shard move SCHEMA --rollback [--dry-run | --wait]   (back over the --reverse connection)
 vigil ctl shard cutover SCHEMA [--wait]     (the go-ahead of a --manual-cutover move)
 vigil ctl shard abort SCHEMA [--wait]       (undo a move that has not cut over)
 vigil ctl shard cleanup SCHEMA [--dry-run | --wait]
@@ -81,14 +82,19 @@ func (c *ctlClient) shardMove(ctx context.Context, kind, schema string, args []s
 	dry := fs.Bool("dry-run", false, "show the plan, start nothing")
 	reverse := fs.Bool("reverse", false, "keep a replication connection back to the old cluster after the cutover (a rollback window)")
 	manual := fs.Bool("manual-cutover", false, "copy and catch up, then wait (following the source) for vigil ctl shard cutover")
+	rollback := fs.Bool("rollback", false, "route the schema back to its old cluster over the reverse connection of its last move (made with --reverse)")
 	wait := fs.Bool("wait", false, "follow the move until it ends (or, with --manual-cutover, until it waits for the cutover)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || (kind == "move") != (*to != "") || (kind != "move" && (*reverse || *manual)) {
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || (kind == "move" && (*to != "") == *rollback) || (kind != "move" && (*reverse || *manual || *rollback)) ||
+		(*rollback && (*reverse || *manual)) {
 		fmt.Fprintln(c.errw, shardUsage)
 		return 2
 	}
 	req := admin.ShardMoveRequest{Schema: schema, To: *to, DryRun: *dry, Reverse: *reverse, ManualCutover: *manual}
 	if kind != "move" {
 		req.Kind = kind
+	}
+	if *rollback {
+		req.Kind = "rollback"
 	}
 	status, data, err := c.do(ctx, "POST", "/api/v1/shards/move", req)
 	if err != nil {

@@ -111,11 +111,11 @@ func (d *daemon) MoveShard(ctx context.Context, r admin.ShardMoveRequest) (any, 
 		return nil, &admin.Error{Status: http.StatusConflict, Message: "moves need an account on every cluster: set shards.move_user and shards.move_password (docs/shards.md lists its privileges)"}
 	}
 	switch r.Kind {
-	case "", "move", "cleanup":
+	case "", "move", "cleanup", "rollback":
 	case "cutover", "abort":
 		return d.signalMove(r)
 	default:
-		return nil, &admin.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("kind %q: want move, cleanup, cutover or abort", r.Kind)}
+		return nil, &admin.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("kind %q: want move, cleanup, rollback, cutover or abort", r.Kind)}
 	}
 	running, last, owner := d.moveState(ctx)
 	if running != nil {
@@ -126,9 +126,9 @@ func (d *daemon) MoveShard(ctx context.Context, r admin.ShardMoveRequest) (any, 
 		return nil, &admin.Error{Status: http.StatusConflict, Message: fmt.Sprintf("a %s of schema %s is %s%s (step %d of %d): one move at a time", running.Kind, running.Schema, running.State, by, running.Step+1, len(running.Steps))}
 	}
 	var from, to string
-	if r.Kind == "cleanup" {
+	if r.Kind == "cleanup" || r.Kind == "rollback" {
 		if last == nil || last.Schema != r.Schema {
-			return nil, &admin.Error{Status: http.StatusConflict, Message: fmt.Sprintf("no finished move of schema %s to clean up", r.Schema)}
+			return nil, &admin.Error{Status: http.StatusConflict, Message: fmt.Sprintf("no finished move of schema %s to %s", r.Schema, map[string]string{"cleanup": "clean up", "rollback": "roll back"}[r.Kind])}
 		}
 		from, to = last.From, last.To
 	} else {
@@ -149,9 +149,12 @@ func (d *daemon) MoveShard(ctx context.Context, r admin.ShardMoveRequest) (any, 
 		return nil, err
 	}
 	var plan shardmove.Plan
-	if r.Kind == "cleanup" {
+	switch r.Kind {
+	case "cleanup":
 		plan, err = shardmove.DecideCleanup(*last, src, dst)
-	} else {
+	case "rollback":
+		plan, err = shardmove.DecideRollback(*last, src, dst)
+	default:
 		plan, err = shardmove.Decide(shardmove.Request{Schema: r.Schema, From: from, To: to, DryRun: r.DryRun, Reverse: r.Reverse, ManualCutover: r.ManualCutover}, src, dst, nil)
 	}
 	if err != nil {
@@ -160,7 +163,7 @@ func (d *daemon) MoveShard(ctx context.Context, r admin.ShardMoveRequest) (any, 
 	if r.DryRun {
 		return plan, nil
 	}
-	if r.Kind != "cleanup" && sr.srv.Map().Schemas[r.Schema] != from {
+	if (r.Kind == "" || r.Kind == "move") && sr.srv.Map().Schemas[r.Schema] != from {
 		// From the copy on, the schema is on both clusters: discovery
 		// alone would find it twice and refuse it (7017). The map names
 		// the source until the cutover flips it.

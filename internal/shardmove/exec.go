@@ -143,6 +143,8 @@ func Run(ctx context.Context, plan Plan, deps Deps, j *Journal, save func(Journa
 		j.State = StateCleaned
 	case KindAbort:
 		j.State = StateAborted
+	case KindRollback:
+		j.State = StateRolledBack
 	default:
 		j.State = StateDone
 	}
@@ -211,6 +213,8 @@ func (x *executor) step(ctx context.Context, k StepKind) (string, error) {
 		return x.dropSource(ctx)
 	case StepDropTarget:
 		return x.dropTarget(ctx)
+	case StepRollback:
+		return x.rollback(ctx)
 	}
 	return "", fmt.Errorf("unknown step %q", k)
 }
@@ -331,7 +335,15 @@ func (x *executor) catchUp(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("no snapshot GTID in the journal (%q): the copy did not finish", x.j.SnapshotGTID)
 	}
 	p := x.plan
-	pos, err := startConnection(ctx, dst, MoveConnection(p.Request.Schema), p.Source.Primary, p.Source.Repl, p.Source.DomainID, at, p.Request.Schema)
+	src, err := x.source()
+	if err != nil {
+		return "", err
+	}
+	master, err := binlogPos(ctx, src, p.Source.Name)
+	if err != nil {
+		return "", err
+	}
+	pos, err := startConnection(ctx, dst, MoveConnection(p.Request.Schema), p.Source.Primary, p.Source.Repl, p.Source.DomainID, at, p.Request.Schema, master)
 	if err != nil {
 		return "", err
 	}
@@ -344,7 +356,7 @@ func (x *executor) catchUp(ctx context.Context) (string, error) {
 // startConnection (re)creates connection conn on db from primary `from`
 // with the schema filter, sets gtid_slave_pos so that domain `domain`
 // starts at `at`, and starts it.
-func startConnection(ctx context.Context, db DB, conn string, from Server, repl Account, domain uint32, at topology.GTIDPos, schema string) (topology.GTIDPos, error) {
+func startConnection(ctx context.Context, db DB, conn string, from Server, repl Account, domain uint32, at topology.GTIDPos, schema string, masterBinlog topology.GTIDPos) (topology.GTIDPos, error) {
 	if err := stopIfExists(ctx, db, conn); err != nil {
 		return nil, err
 	}
@@ -362,15 +374,57 @@ func startConnection(ctx context.Context, db DB, conn string, from Server, repl 
 	if err != nil {
 		return nil, err
 	}
+	pos, lowered := meetMaster(pos, masterBinlog, domain)
 	// gtid_slave_pos is global: every connection of the server must be
 	// stopped to set it (error 1198 names the running one).
-	if err := db.Exec(ctx, sqlSetSlavePos(pos)); err != nil {
+	if err := setSlavePos(ctx, db, pos, lowered); err != nil {
 		return nil, fmt.Errorf("set gtid_slave_pos %s: %w", pos, err)
 	}
 	if err := db.Exec(ctx, sqlStartSlave(conn)); err != nil {
 		return nil, fmt.Errorf("START SLAVE '%s': %w", conn, err)
 	}
 	return pos, nil
+}
+
+// setSlavePos sets gtid_slave_pos; relax: an entry is below the server's
+// binary log (meetMaster), so gtid_strict_mode, if on, is turned off for
+// the SET alone and on again (it is global only).
+func setSlavePos(ctx context.Context, db DB, pos topology.GTIDPos, relax bool) error {
+	if !relax {
+		return db.Exec(ctx, sqlSetSlavePos(pos))
+	}
+	rows, err := db.Query(ctx, sqlStrictMode)
+	if err != nil {
+		return fmt.Errorf("read gtid_strict_mode: %w", err)
+	}
+	strict, err := cell(rows, 0)
+	if err != nil {
+		return err
+	}
+	if strict != "1" {
+		return db.Exec(ctx, sqlSetSlavePos(pos))
+	}
+	if err := db.Exec(ctx, "SET GLOBAL gtid_strict_mode = 0"); err != nil {
+		return fmt.Errorf("turn gtid_strict_mode off for the SET: %w", err)
+	}
+	err = db.Exec(ctx, sqlSetSlavePos(pos))
+	if rerr := db.Exec(context.WithoutCancel(ctx), "SET GLOBAL gtid_strict_mode = 1"); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("gtid_strict_mode could not be turned on again (SET GLOBAL gtid_strict_mode = 1 by hand): %w", rerr))
+	}
+	return err
+}
+
+// binlogPos is a server's @@gtid_binlog_pos.
+func binlogPos(ctx context.Context, db DB, name string) (topology.GTIDPos, error) {
+	rows, err := db.Query(ctx, sqlBinlogPos)
+	if err != nil {
+		return nil, fmt.Errorf("read %s's gtid_binlog_pos: %w", name, err)
+	}
+	raw, err := cell(rows, 0)
+	if err != nil {
+		return nil, err
+	}
+	return topology.ParseGTIDPos(raw)
 }
 
 // verify compares every table while the schema's writes are held and the
@@ -414,91 +468,133 @@ func (x *executor) verify(ctx context.Context) (string, error) {
 // waitApplied waits until the target has applied the source primary's
 // binary log in the source's domain.
 func (x *executor) waitApplied(ctx context.Context, src, dst DB, timeout time.Duration) error {
-	rows, err := src.Query(ctx, sqlBinlogPos)
-	if err != nil {
-		return fmt.Errorf("read %s's gtid_binlog_pos: %w", x.plan.Source.Name, err)
-	}
-	raw, err := cell(rows, 0)
-	if err != nil {
-		return err
-	}
-	bp, err := topology.ParseGTIDPos(raw)
+	return waitApplied(ctx, src, x.plan.Source, dst, x.plan.Target.Name, timeout)
+}
+
+// waitApplied waits until `to` has applied what `from`'s primary wrote
+// in from's domain.
+func waitApplied(ctx context.Context, src DB, from Cluster, dst DB, to string, timeout time.Duration) error {
+	bp, err := binlogPos(ctx, src, from.Name)
 	if err != nil {
 		return err
 	}
-	want := onlyDomain(bp, x.plan.Source.DomainID)
+	want := onlyDomain(bp, from.DomainID)
 	if len(want) == 0 {
 		return nil
 	}
-	rows, err = dst.Query(ctx, sqlWait(want, timeout))
+	rows, err := dst.Query(ctx, sqlWait(want, timeout))
 	if err != nil {
-		return fmt.Errorf("MASTER_GTID_WAIT on %s: %w", x.plan.Target.Name, err)
+		return fmt.Errorf("MASTER_GTID_WAIT on %s: %w", to, err)
 	}
 	v, err := cell(rows, 0)
 	if err != nil {
 		return err
 	}
 	if v != "0" {
-		return fmt.Errorf("%w: %s did not apply %s within %s", ErrCutoverTimeout, x.plan.Target.Name, want, timeout)
+		return fmt.Errorf("%w: %s did not apply %s within %s", ErrCutoverTimeout, to, want, timeout)
 	}
 	return nil
 }
 
-// cutover: hold, wait (bounded), stop the connection, flip, release. On a
-// timeout or a failed flip the connection runs again and the map is as it
-// was.
+// switchover is a cutover in either direction: the connection conn on
+// follower copies leader's writes to the schema; route the schema from
+// leader's cluster to follower's.
+type switchover struct {
+	conn             string
+	leader, follower DB
+	from             Cluster // the leader's cluster (its domain is waited on)
+	to               string  // the follower's cluster
+	// beforeFlip runs once the connection stopped (the cutover records
+	// the target's position there).
+	beforeFlip func() error
+}
+
+// switchTraffic holds the schema, makes sure the connection runs (one
+// interrupted after its STOP SLAVE by a dead instance was left stopped; a
+// running one only notes 1254), waits (bounded) until the follower applied
+// the leader's writes, stops the connection, flips, releases and removes
+// the connection. Until the flip, a failure leaves the connection running
+// and routing untouched. held counts from the hold's start: with several
+// instances statements wait from when each one took its part.
+func (x *executor) switchTraffic(ctx context.Context, sw switchover) (held time.Duration, left string, err error) {
+	schema := x.plan.Request.Schema
+	t0 := time.Now()
+	hold, err := x.deps.Router.Hold(ctx, schema)
+	if err != nil {
+		return 0, "", fmt.Errorf("hold %s: %w", schema, err)
+	}
+	release := sync.OnceFunc(hold)
+	defer release()
+	if err := sw.follower.Exec(ctx, sqlStartSlave(sw.conn)); err != nil {
+		return 0, "", fmt.Errorf("START SLAVE '%s' on %s: %w; routing untouched", sw.conn, sw.to, err)
+	}
+	if err := waitApplied(ctx, sw.leader, sw.from, sw.follower, sw.to, x.deps.CutoverWait); err != nil {
+		return 0, "", fmt.Errorf("%w; released, routing untouched", err)
+	}
+	if err := sw.follower.Exec(ctx, sqlStopSlave(sw.conn)); err != nil {
+		return 0, "", fmt.Errorf("STOP SLAVE '%s': %w; routing untouched", sw.conn, err)
+	}
+	if sw.beforeFlip != nil {
+		err = sw.beforeFlip()
+	}
+	if err == nil {
+		err = x.deps.Router.Flip(ctx, schema, sw.to)
+	}
+	if err != nil {
+		if serr := sw.follower.Exec(context.WithoutCancel(ctx), sqlStartSlave(sw.conn)); serr != nil {
+			err = errors.Join(err, fmt.Errorf("START SLAVE '%s' again: %w", sw.conn, serr))
+		}
+		return 0, "", fmt.Errorf("flip %s to %s: %w; routing untouched", schema, sw.to, err)
+	}
+	held = time.Since(t0).Round(time.Millisecond)
+	release()
+	// The stopped connection has done its work. Removed now, it does not
+	// block the next move between the same two primaries: MariaDB allows
+	// one connection per source server (error 1934).
+	if err := removeConnection(context.WithoutCancel(ctx), sw.follower, sw.conn); err != nil {
+		left = fmt.Sprintf("; '%s' stays, stopped (%v): cleanup removes it", sw.conn, err)
+	}
+	return held, left, nil
+}
+
+// rollback routes a moved schema back to its old cluster over the
+// reverse connection.
+func (x *executor) rollback(ctx context.Context) (string, error) {
+	src, dst, err := x.both()
+	if err != nil {
+		return "", err
+	}
+	p := x.plan
+	held, left, err := x.switchTraffic(ctx, switchover{conn: BackConnection(p.Request.Schema), leader: dst, follower: src, from: p.Target, to: p.Source.Name})
+	if err != nil {
+		return "", err
+	}
+	x.j.Flipped = false
+	return fmt.Sprintf("%s -> %s; writes held %s; the copy on %s no longer serves%s", p.Request.Schema, p.Source.Name, held, p.Target.Name, left), nil
+}
+
+// cutover routes the schema to the target over the move connection; the
+// target's position when the connection stopped is where the reverse
+// connection starts.
 func (x *executor) cutover(ctx context.Context) (string, error) {
 	src, dst, err := x.both()
 	if err != nil {
 		return "", err
 	}
-	p, schema, conn := x.plan, x.plan.Request.Schema, MoveConnection(x.plan.Request.Schema)
-	// From the hold's start: with several instances, statements wait
-	// from when each one took its part, before every part is in place.
-	held := time.Now()
-	hold, err := x.deps.Router.Hold(ctx, schema)
-	if err != nil {
-		return "", fmt.Errorf("hold %s: %w", schema, err)
-	}
-	release := sync.OnceFunc(hold)
-	defer release()
-	// A cutover interrupted after its STOP SLAVE (the instance running it
-	// died) left the connection stopped: start it (a running one only
-	// notes 1254) so that the wait below can end.
-	if err := dst.Exec(ctx, sqlStartSlave(conn)); err != nil {
-		return "", fmt.Errorf("START SLAVE '%s': %w; routing untouched", conn, err)
-	}
-	if err := x.waitApplied(ctx, src, dst, x.deps.CutoverWait); err != nil {
-		return "", fmt.Errorf("%w; released, routing untouched", err)
-	}
-	if err := dst.Exec(ctx, sqlStopSlave(conn)); err != nil {
-		return "", fmt.Errorf("STOP SLAVE '%s': %w; routing untouched", conn, err)
-	}
-	rows, err := dst.Query(ctx, sqlBinlogPos)
-	if err == nil {
-		x.j.CutoverGTID, err = cell(rows, 0)
-	}
-	if err == nil {
-		err = x.deps.Router.Flip(ctx, schema, p.Target.Name)
-	}
-	if err != nil {
-		if serr := dst.Exec(context.WithoutCancel(ctx), sqlStartSlave(conn)); serr != nil {
-			err = errors.Join(err, fmt.Errorf("START SLAVE '%s' again: %w", conn, serr))
+	p := x.plan
+	record := func() error {
+		rows, err := dst.Query(ctx, sqlBinlogPos)
+		if err == nil {
+			x.j.CutoverGTID, err = cell(rows, 0)
 		}
-		return "", fmt.Errorf("flip %s to %s: %w; routing untouched", schema, p.Target.Name, err)
+		return err
+	}
+	held, left, err := x.switchTraffic(ctx, switchover{conn: MoveConnection(p.Request.Schema), leader: src, follower: dst, from: p.Source, to: p.Target.Name, beforeFlip: record})
+	if err != nil {
+		return "", err
 	}
 	x.j.Flipped = true
-	heldFor := time.Since(held).Round(time.Millisecond)
-	release()
-	// The stopped connection has done its work (the reverse one starts
-	// from CutoverGTID). Removed now, it does not block the next move
-	// between the same two primaries: MariaDB allows one connection per
-	// source server (error 1934).
-	left := ""
-	if err := removeConnection(context.WithoutCancel(ctx), dst, conn); err != nil {
-		left = fmt.Sprintf("; '%s' stays, stopped (%v): cleanup removes it", conn, err)
-	}
-	return fmt.Sprintf("%s -> %s; writes held %s; target at %s%s", schema, p.Target.Name, heldFor, x.j.CutoverGTID, left), nil
+	return fmt.Sprintf("%s -> %s; writes held %s; target at %s%s", p.Request.Schema, p.Target.Name, held, x.j.CutoverGTID, left), nil
 }
 
 // reverse starts the connection from the target back to the source at
@@ -518,7 +614,15 @@ func (x *executor) reverse(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("the target's position at cutover %q has no GTID of its domain %d", x.j.CutoverGTID, p.Target.DomainID)
 	}
 	conn := BackConnection(p.Request.Schema)
-	pos, err := startConnection(ctx, src, conn, p.Target.Primary, p.Target.Repl, p.Target.DomainID, at, p.Request.Schema)
+	dst, err := x.target()
+	if err != nil {
+		return "", err
+	}
+	master, err := binlogPos(ctx, dst, p.Target.Name)
+	if err != nil {
+		return "", err
+	}
+	pos, err := startConnection(ctx, src, conn, p.Target.Primary, p.Target.Repl, p.Target.DomainID, at, p.Request.Schema, master)
 	if err != nil {
 		return "", err
 	}

@@ -73,6 +73,8 @@ func (f *fakeServer) Query(_ context.Context, q string) ([][]string, error) {
 		return one(f.slavePos, f.binlogPos), nil
 	case q == sqlBinlogPos:
 		return one(f.binlogPos), nil
+	case q == sqlStrictMode:
+		return one("1"), nil
 	case strings.HasPrefix(q, "SELECT MASTER_GTID_WAIT("):
 		v := "0"
 		if len(f.waits) > 0 {
@@ -453,5 +455,73 @@ func TestRunCopyDropsStalePartialCopy(t *testing.T) {
 	k := slices.IndexFunc(x.dst.log, func(q string) bool { return strings.HasPrefix(q, "CHANGE MASTER") })
 	if i < 0 || k < i {
 		t.Errorf("the stale copy was not dropped before the move went on: %q", x.dst.log)
+	}
+}
+
+// A move with the reverse connection is rolled back: the old copy
+// catches up over it, the map routes back, the connection goes; cleanup
+// then drops the new cluster's copy.
+func TestRunRollback(t *testing.T) {
+	x := newFixture(t)
+	sc, dc := x.plan.Source, x.plan.Target
+	var j Journal
+	if err := x.run(&j); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecideRollback(j, sc, dc); err == nil || !strings.Contains(err.Error(), "without --reverse") {
+		t.Fatalf("rollback of a move without --reverse: %v", err)
+	}
+	j.Reverse = true
+	p, err := DecideRollback(j, sc, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.plan = p
+	var rj Journal
+	if err := x.run(&rj); err != nil || rj.State != StateRolledBack || rj.Flipped {
+		t.Fatalf("rollback: %v %+v", err, rj)
+	}
+	if !slices.Equal(x.router.flips, []string{"shop_1->west", "shop_1->east"}) {
+		t.Errorf("flips %v", x.router.flips)
+	}
+	for _, want := range []string{"SELECT MASTER_GTID_WAIT('1-3-14', 5.000)", "STOP SLAVE 'vigil_back_shop_1'"} {
+		if !x.src.ran(want) {
+			t.Errorf("the old copy never ran %s: %q", want, x.src.log)
+		}
+	}
+	if _, err := DecideRollback(rj, sc, dc); err == nil {
+		t.Error("a rollback of a rollback")
+	}
+	cp, err := DecideCleanup(rj, sc, dc)
+	if err != nil || len(cp.Steps) != 1 || cp.Steps[0].Name != StepDropTarget {
+		t.Fatalf("cleanup after a rollback: %v %+v", err, cp)
+	}
+	x.plan = cp
+	var cj Journal
+	if err := x.run(&cj); err != nil || cj.State != StateCleaned || x.dst.schemas["shop_1"] {
+		t.Fatalf("cleanup: %v %+v, target schemas %v", err, cj, x.dst.schemas)
+	}
+}
+
+// A move back: the source's binary log holds a sparse copy of the
+// target's own domain (an earlier move the other way), behind the
+// target's position. The target's entry of that domain is lowered to the
+// source's, with gtid_strict_mode off for the SET alone, else MariaDB
+// refuses the connection (1236).
+func TestRunMoveBackLowersOwnDomain(t *testing.T) {
+	x := newFixture(t)
+	x.src.binlogPos = "0-1-50,1-3-9,7-9-3"
+	var j Journal
+	if err := x.run(&j); err != nil || j.State != StateDone {
+		t.Fatalf("%v %+v", err, j)
+	}
+	if x.dst.slavePos != "0-1-13,1-3-9" {
+		t.Errorf("gtid_slave_pos %q, want the target's own domain at the source's 1-3-9", x.dst.slavePos)
+	}
+	i := slices.Index(x.dst.log, "SET GLOBAL gtid_strict_mode = 0")
+	k := slices.IndexFunc(x.dst.log, func(q string) bool { return strings.HasPrefix(q, "SET GLOBAL gtid_slave_pos") })
+	m := slices.Index(x.dst.log, "SET GLOBAL gtid_strict_mode = 1")
+	if i < 0 || k < i || m < k {
+		t.Errorf("strict mode not relaxed around the SET: %q", x.dst.log)
 	}
 }

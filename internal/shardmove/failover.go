@@ -59,13 +59,22 @@ func RecreateOnTarget(ctx context.Context, dial Dialer, j Journal, newTarget, so
 	if err != nil {
 		return nil, err
 	}
+	sdb, err := dial(source.Addr(), source.User, source.Password)
+	if err != nil {
+		return nil, err
+	}
+	defer sdb.Close()
+	master, err := binlogPos(ctx, sdb, source.Addr())
+	if err != nil {
+		return nil, err
+	}
 	db, err := dial(newTarget.Addr(), newTarget.User, newTarget.Password)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
 	conn := MoveConnection(j.Schema)
-	pos, err := startConnection(ctx, db, conn, source, repl, sourceDomain, at, j.Schema)
+	pos, err := startConnection(ctx, db, conn, source, repl, sourceDomain, at, j.Schema, master)
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,10 @@ const (
 	// StateAborted: the target's copy is dropped; the move never
 	// happened.
 	StateAborted State = "aborted"
+	// StateRolledBack: the map routes the schema back to its old cluster
+	// (over the reverse connection); the new cluster's copy stays until
+	// cleanup.
+	StateRolledBack State = "rolled_back"
 )
 
 // StepResult is what one run of a step did. A result with a zero Finished

@@ -112,6 +112,10 @@ const (
 	// target's copy (abort of a move that has not cut over: the copy
 	// never served).
 	StepDropTarget StepKind = "drop_target"
+	// StepRollback routes a moved schema back over the reverse
+	// connection: hold, wait until the old copy applied the new
+	// cluster's writes, stop and remove the connection, flip back.
+	StepRollback StepKind = "rollback"
 )
 
 // Step is one step of a plan: what the executor runs and what --dry-run
@@ -128,6 +132,8 @@ const (
 	KindMove    PlanKind = "move"
 	KindCleanup PlanKind = "cleanup"
 	KindAbort   PlanKind = "abort"
+	// KindRollback routes a moved schema back to its old cluster.
+	KindRollback PlanKind = "rollback"
 )
 
 // Plan is a move (or its cleanup, or its abort) as an ordered list of
@@ -143,7 +149,11 @@ type Plan struct {
 // String is the plan as --dry-run prints it.
 func (p Plan) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s of schema %s from %s to %s\n", p.Kind, p.Request.Schema, p.Source.Name, p.Target.Name)
+	if p.Kind == KindRollback {
+		fmt.Fprintf(&b, "rollback of schema %s: back to %s from %s, where its move took it\n", p.Request.Schema, p.Source.Name, p.Target.Name)
+	} else {
+		fmt.Fprintf(&b, "%s of schema %s from %s to %s\n", p.Kind, p.Request.Schema, p.Source.Name, p.Target.Name)
+	}
 	for i, s := range p.Steps {
 		fmt.Fprintf(&b, "%d. %s: %s\n", i+1, s.Name, s.Detail)
 	}
@@ -230,6 +240,13 @@ func Decide(req Request, src, dst Cluster, running *Journal) (Plan, error) {
 // word: it removes the move's connections and drops the old copy on the
 // source. It is never run by itself.
 func DecideCleanup(j Journal, src, dst Cluster) (Plan, error) {
+	if j.Kind == KindRollback && j.State == StateRolledBack {
+		// After a rollback the new cluster's copy is the stale one.
+		req := Request{Schema: j.Schema, From: j.From, To: j.To}
+		steps := []Step{{StepDropTarget, fmt.Sprintf("RESET SLAVE '%s' ALL if left, DROP DATABASE %s on %s (%s): the copy that no longer serves after the rollback",
+			MoveConnection(j.Schema), quoteIdent(j.Schema), dst.Name, dst.Primary.Addr())}}
+		return Plan{Kind: KindCleanup, Request: req, Source: src, Target: dst, Steps: steps}, nil
+	}
 	if j.State != StateDone {
 		return Plan{}, fmt.Errorf("cleanup of %s: the move is %s, not done; only a move that has cut over leaves a copy to drop", j.Schema, j.State)
 	}
@@ -255,6 +272,24 @@ func DecideAbort(j Journal, src, dst Cluster) (Plan, error) {
 	steps := []Step{{StepDropTarget, fmt.Sprintf("STOP SLAVE '%s', RESET SLAVE '%s' ALL, DROP DATABASE IF EXISTS %s on %s (it never served)",
 		MoveConnection(j.Schema), MoveConnection(j.Schema), quoteIdent(j.Schema), dst.Primary.Addr())}}
 	return Plan{Kind: KindAbort, Request: req, Source: src, Target: dst, Steps: steps}, nil
+}
+
+// DecideRollback is the plan that routes a moved schema back to its old
+// cluster (Vitess's ReverseTraffic): only after a move that cut over with
+// Reverse and was not cleaned up, whose reverse connection has kept the
+// old copy up to date.
+func DecideRollback(j Journal, src, dst Cluster) (Plan, error) {
+	switch {
+	case j.Kind != KindMove || j.State != StateDone || !j.Flipped:
+		return Plan{}, fmt.Errorf("rollback of %s: the last move is a %s that is %s; only a finished move can be rolled back", j.Schema, j.Kind, j.State)
+	case !j.Reverse:
+		return Plan{}, fmt.Errorf("rollback of %s: the move ran without --reverse, so the copy on %s did not get the writes made on %s since; move it back instead (vigil ctl shard move %s --to %s)",
+			j.Schema, j.From, j.To, j.Schema, j.From)
+	}
+	req := Request{Schema: j.Schema, From: j.From, To: j.To, Reverse: true}
+	steps := []Step{{StepRollback, fmt.Sprintf("hold statements on %s on every Vigil; wait (bounded) until %s (%s) applied %s's gtid_binlog_pos through '%s'; STOP SLAVE and RESET SLAVE ALL '%s'; map %s -> %s; release",
+		j.Schema, src.Name, src.Primary.Addr(), dst.Primary.Addr(), BackConnection(j.Schema), BackConnection(j.Schema), j.Schema, src.Name)}}
+	return Plan{Kind: KindRollback, Request: req, Source: src, Target: dst, Steps: steps}, nil
 }
 
 func checkSchemaName(s string) error {

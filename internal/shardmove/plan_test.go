@@ -230,3 +230,24 @@ func TestTailBuffer(t *testing.T) {
 		t.Errorf("tail %q", got)
 	}
 }
+
+func TestMeetMaster(t *testing.T) {
+	p := topology.MustParseGTIDPos
+	cases := []struct {
+		pos, master string
+		want        string
+		lowered     bool
+	}{
+		{pos: "0-1-13,1-3-14", master: "0-1-50", want: "0-1-13,1-3-14"},
+		{pos: "0-1-13,1-3-14", master: "0-1-50,1-3-9", want: "0-1-13,1-3-9", lowered: true},
+		{pos: "0-1-13,1-3-14", master: "0-1-50,1-3-20", want: "0-1-13,1-3-14"},
+		// The connection's own domain is never touched.
+		{pos: "0-1-60,1-3-14", master: "0-1-50", want: "0-1-60,1-3-14"},
+	}
+	for _, c := range cases {
+		got, lowered := meetMaster(p(c.pos), p(c.master), 0)
+		if got.String() != c.want || lowered != c.lowered {
+			t.Errorf("meetMaster(%s, %s) = %s %v, want %s %v", c.pos, c.master, got, lowered, c.want, c.lowered)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package shardmove
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,6 +67,8 @@ const sqlGTIDPositions = "SELECT @@GLOBAL.gtid_slave_pos, @@GLOBAL.gtid_binlog_p
 
 const sqlBinlogPos = "SELECT @@GLOBAL.gtid_binlog_pos"
 
+const sqlStrictMode = "SELECT @@GLOBAL.gtid_strict_mode"
+
 func sqlSetSlavePos(pos topology.GTIDPos) string {
 	return "SET GLOBAL gtid_slave_pos = " + quoteString(pos.String())
 }
@@ -112,6 +115,32 @@ func startPos(slave, binlog topology.GTIDPos, domain uint32, at topology.GTIDPos
 		return out, nil
 	}
 	return setDomain(out, g), nil
+}
+
+// meetMaster lowers every domain of pos but the connection's own
+// (`domain`) that the master's binary log holds less of, to the master's
+// last GTID of that domain. MariaDB validates a connecting replica's whole
+// gtid_slave_pos against the master's binary log, domains outside
+// DO_DOMAIN_IDS included (MDEV-28213), and refuses one it is ahead in
+// (1236 "connecting slave requested to start from GTID ..., which is not
+// in the master's binlog"). That is the case of a move back: the earlier
+// move left a sparse copy of this server's own domain in the master's
+// binary log, behind this server's position. The connection ignores
+// those domains anyway; the lowered entries only tell the master where to
+// start looking. lowered says whether any entry went below what the server
+// holds (gtid_strict_mode refuses that, error 1947, unless relaxed for the
+// SET).
+func meetMaster(pos, masterBinlog topology.GTIDPos, domain uint32) (out topology.GTIDPos, lowered bool) {
+	out = slices.Clone(pos)
+	for i, g := range out {
+		if g.Domain == domain {
+			continue
+		}
+		if m, ok := gtidOf(masterBinlog, g.Domain); ok && m.Seq < g.Seq {
+			out[i], lowered = m, true
+		}
+	}
+	return out, lowered
 }
 
 // gtidOf is the GTID of one domain of a position.
