@@ -176,6 +176,45 @@ func TestShards(t *testing.T) {
 			t.Errorf("after ROLLBACK another cluster's tenant: %d rows, %v", n, err)
 		}
 	}()
+	// A transaction begun with no default schema runs on the cluster of
+	// the first schema it names (here the second cluster, on a fresh
+	// connection whose previous statement went nowhere): the BEGIN waits
+	// for it. Through database/sql's BeginTx (START TRANSACTION) and SQL.
+	func() {
+		bg := context.Background()
+		noSchema := e.db(t, "")
+		tx, err := noSchema.BeginTx(bg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec("INSERT INTO tenant6.acct (k, v) VALUES (-2, 'begun without a schema')"); err != nil {
+			t.Errorf("the first statement of a transaction begun with no default schema, on another cluster: %v", err)
+		}
+		if _, err := tx.Exec("UPDATE tenant1.acct SET v = 'x' WHERE k = -2"); mysqlCode(err) != 7016 {
+			t.Errorf("a second cluster in that transaction: got %v, want 7016", err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Errorf("rollback: %v", err)
+		}
+		var n int
+		if err := noSchema.QueryRowContext(bg, "SELECT COUNT(*) FROM tenant6.acct WHERE k = -2").Scan(&n); err != nil || n != 0 {
+			t.Errorf("after ROLLBACK: %d rows, %v", n, err)
+		}
+		conn, err := noSchema.Conn(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		mustExec(t, conn, "BEGIN")
+		mustExec(t, conn, "COMMIT") // a transaction that named nothing
+		mustExec(t, conn, "BEGIN")
+		mustExec(t, conn, "INSERT INTO tenant7.acct (k, v) VALUES (-3, 'committed')")
+		mustExec(t, conn, "COMMIT")
+		if err := conn.QueryRowContext(bg, "SELECT COUNT(*) FROM tenant7.acct WHERE k = -3").Scan(&n); err != nil || n != 1 {
+			t.Errorf("after COMMIT: %d rows, %v", n, err)
+		}
+		acked[7].Add(1)
+	}()
 	rows, err := probe.Query("SHOW DATABASES")
 	if err != nil {
 		t.Fatalf("SHOW DATABASES: %v", err)

@@ -303,6 +303,9 @@ type shardSession struct {
 	// sqlStmts: where each PREPAREd statement (by lower-case name) was
 	// prepared: EXECUTE and DEALLOCATE run there.
 	sqlStmts map[string]shardPrepared
+	// pendingBegin: a BEGIN the client had its OK for, waiting for the
+	// statement that names the transaction's cluster (deferredBegin).
+	pendingBegin []byte
 	// trxSchemas: the schemas the open transaction used (counted in the
 	// server's hold, which waits for such transactions to end).
 	trxSchemas []string
@@ -488,6 +491,9 @@ func (sh *shardSession) dispatch(ctx context.Context, pkt []byte) error {
 		if info.First == sqlscan.KwPrepare || info.First == sqlscan.KwExecute || info.First == sqlscan.KwDeallocate {
 			return sh.sqlPrepared(ctx, pkt, cq.Text, info, st)
 		}
+		if done, err := sh.deferredBegin(info, st, pkt); done {
+			return err
+		}
 		sh.prescan = info
 		err := sh.route(ctx, pkt, st)
 		sh.prescan = sqlscan.Info{}
@@ -512,6 +518,7 @@ func (sh *shardSession) dispatch(ctx context.Context, pkt []byte) error {
 		// statements and state with them) and the login's part answers.
 		sh.closeParts(sh.home)
 		clear(sh.sqlStmts)
+		sh.pendingBegin = nil
 		sh.home.result.err = 0
 		prev := sh.schema
 		err := sh.runOn(ctx, sh.home, pkt, nil)
@@ -730,6 +737,12 @@ func (sh *shardSession) pass(ctx context.Context, pkt []byte, decide func() shar
 			}
 			continue
 		}
+		if sh.pendingBegin != nil && len(d.schemas) > 0 {
+			if done, err := sh.beginOn(ctx, p, d.cluster); done {
+				sh.srv.hold.exit(g)
+				return err
+			}
+		}
 		err := sh.runOn(ctx, p, pkt, d.schemas)
 		sh.noteTrx(d.schemas)
 		sh.srv.hold.exit(g)
@@ -749,6 +762,66 @@ func (sh *shardSession) countRefusal(code uint16) {
 	case mysqlproto.ERVigilShardOffline:
 		st.Offline.Add(1)
 	}
+}
+
+// deferredBegin handles BEGIN / START TRANSACTION with no default schema
+// and no open transaction: the cluster is not known until a statement
+// names a schema, so the BEGIN waits (the client gets its OK, in a
+// transaction) and runs, right before that statement, on its cluster
+// (beginOn). COMMIT or ROLLBACK of a transaction that never named a
+// schema ends it here. done: pkt was answered.
+func (sh *shardSession) deferredBegin(info sqlscan.Info, st shardStmt, pkt []byte) (done bool, _ error) {
+	begin := (st.class == sqlscan.ClassBegin || st.class == sqlscan.ClassBeginReadOnly) && info.Flags&sqlscan.FlagXA == 0 && len(st.refs) == 0
+	switch {
+	case begin && sh.trxCluster() == "" && (sh.schema == "" || systemSchema(sh.schema)):
+		// A BEGIN while one waits commits nothing: there is nothing.
+		sh.pendingBegin = append(sh.pendingBegin[:0], pkt...)
+		status := sh.home.bind.status() | mysqlproto.ServerStatusInTrans
+		if st.class == sqlscan.ClassBeginReadOnly {
+			status |= mysqlproto.ServerStatusInTransReadonly
+		}
+		return true, sh.writeOK(status)
+	case sh.pendingBegin != nil && (st.class == sqlscan.ClassCommit || st.class == sqlscan.ClassRollback) && len(st.refs) == 0 && info.Flags&sqlscan.FlagRelease == 0:
+		status := sh.home.bind.status()
+		if info.Flags&sqlscan.FlagChain != 0 {
+			status |= mysqlproto.ServerStatusInTrans // AND CHAIN: the next one waits too
+		} else {
+			sh.pendingBegin = nil
+		}
+		return true, sh.writeOK(status)
+	}
+	return false, nil
+}
+
+// writeOK answers the client's command with OK and status.
+func (sh *shardSession) writeOK(status uint16) error {
+	sh.client.Seq = 1
+	if err := sh.client.WritePacket(mysqlproto.AppendOK(nil, 0, 0, status, 0)); err != nil {
+		return errClient{err}
+	}
+	return nil
+}
+
+// beginOn runs the waiting BEGIN on part p, before the statement that
+// named the transaction's first schema; its answer is dropped (the client
+// had its OK). done: the BEGIN failed and the statement was answered
+// with an error instead of running outside the transaction.
+func (sh *shardSession) beginOn(ctx context.Context, p *Session, cluster string) (done bool, _ error) {
+	pkt := sh.pendingBegin
+	sh.pendingBegin = nil
+	if err := sh.client.Flush(); err != nil {
+		return true, errClient{err}
+	}
+	err := sh.runOn(ctx, p, pkt, nil)
+	sh.client.Discard()
+	if err != nil {
+		return true, err
+	}
+	if !p.bind.inTrx {
+		return true, p.sendError(mysqlproto.NewError(mysqlproto.ERVigilShardCrossCluster, mysqlproto.SSVigilUnsupported,
+			"Vigil: the transaction's BEGIN could not start on cluster %s; the statement did not run (roll back and retry)", cluster))
+	}
+	return false, nil
 }
 
 // trxCluster is the cluster of the session's open transaction, "" for

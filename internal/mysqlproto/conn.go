@@ -547,6 +547,9 @@ func (c *Conn) WriteFrame(f []byte) error {
 // Pending is the number of bytes queued and not yet sent.
 func (c *Conn) Pending() int { return len(c.wbuf) }
 
+// Discard drops what is queued and not sent.
+func (c *Conn) Discard() { c.wbuf = c.wbuf[:0] }
+
 // Flush sends what is queued.
 func (c *Conn) Flush() error {
 	if len(c.wbuf) == 0 {
