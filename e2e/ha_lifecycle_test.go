@@ -16,7 +16,7 @@ import (
 
 // TestHAActingDiesMidRebuild: two Vigils on etcd, agents on every node.
 // The acting instance rebuilds node3 (which holds a marker table of its
-// own) and dies:
+// own; asked of the other instance, which forwards the request) and dies:
 //   - streaming: killed -9 by the test while the backup streams (rate
 //     limited). The other instance resolves the journaled rebuild: node3
 //     stays out of routing on both, its datadir intact (the marker is still
@@ -55,8 +55,17 @@ func haDiesMidRebuild(t *testing.T, when string) {
 	if when == "streaming" {
 		args = append(args, "--rate", "1MiB")
 	}
-	if out, err := e.ctl(ai, args...); err != nil {
-		t.Fatalf("rebuild: %v\n%s", err, out)
+	// Asked of the instance that does not act, the rebuild is forwarded
+	// to the one that does (streaming); asked of the acting one, it runs
+	// there (after-swap).
+	via := ai
+	if when == "streaming" {
+		via = si
+	}
+	if out, err := e.ctl(via, args...); err != nil {
+		t.Fatalf("rebuild through %s: %v\n%s", e.m.Vigils[via].Name, err, out)
+	} else {
+		t.Logf("vigil ctl %s through %s:\n%s", strings.Join(args, " "), e.m.Vigils[via].Name, out)
 	}
 	// node3 is fenced in the writer record: no instance routes to it.
 	Eventually(t, 20*time.Second, "node3 fenced in the writer record", func() error {

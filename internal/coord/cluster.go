@@ -78,8 +78,11 @@ type Op struct {
 type Forwarded struct {
 	ID      string            `json:"id"`
 	From    string            `json:"from"`
-	Kind    string            `json:"kind"` // "request" or "ack"
+	Kind    string            `json:"kind"` // "request", "ack" or "lifecycle"
 	Request *failover.Request `json:"request,omitempty"`
+	// Lifecycle is a clone, rebuild or replacement request (the admin
+	// API's body) for the acting instance.
+	Lifecycle json.RawMessage `json:"lifecycle,omitempty"`
 }
 
 type forwardResult struct {

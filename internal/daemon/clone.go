@@ -84,6 +84,11 @@ func agentClient(a config.Agents, addr string) (*agent.Client, error) {
 // A configured spare that is not a member yet is added first (as a
 // replacement adds it), then cloned.
 func (d *daemon) Clone(ctx context.Context, r admin.CloneRequest) (any, error) {
+	if rt, err := d.cluster(r.Cluster); err == nil && rt.shared != nil && !rt.exec.Acting() {
+		// Lifecycle operations run on the acting instance: it has the
+		// journal, the fences and the agents' work.
+		return d.forwardLifecycle(ctx, rt, r)
+	}
 	if rt, err := d.cluster(r.Cluster); err == nil && (r.Kind == "" || r.Kind == lifecycle.KindClone) {
 		if sp, ok := rt.spare(r.Target); ok {
 			if r.DryRun {

@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"reflect"
 	"strings"
@@ -108,7 +110,7 @@ func (d *daemon) coordinate(rt *clusterRuntime, cfg *config.Config) {
 	var cl *coord.Cluster
 	cl = d.coord.Cluster(rt.name, coord.Callbacks{
 		Apply: rt.exec.ApplyShared,
-		Serve: rt.exec.Serve,
+		Serve: d.serveForwarded(rt),
 		WriteDeadline: func(until time.Time) {
 			why := cl.State().Writes
 			if !until.IsZero() {
@@ -132,6 +134,47 @@ func (d *daemon) coordinate(rt *clusterRuntime, cfg *config.Config) {
 	rt.shared = cl
 	rt.exec.SetShared(cl)
 	rt.fe.SetWriteDeadline(time.Time{}, refuseReads, "this instance has not joined the other Vigil instances through etcd yet")
+}
+
+// serveForwarded runs a request another instance forwarded to this one,
+// the acting instance: lifecycle requests here, the rest in the executor.
+func (d *daemon) serveForwarded(rt *clusterRuntime) func(ctx context.Context, f coord.Forwarded) (json.RawMessage, bool, error) {
+	return func(ctx context.Context, f coord.Forwarded) (json.RawMessage, bool, error) {
+		if f.Kind != "lifecycle" {
+			return rt.exec.Serve(ctx, f)
+		}
+		var r admin.CloneRequest
+		if err := json.Unmarshal(f.Lifecycle, &r); err != nil {
+			return nil, false, fmt.Errorf("forwarded lifecycle request: %w", err)
+		}
+		// The operation outlives the forwarding: it runs under the
+		// daemon's context, as one asked of this instance does.
+		res, err := d.Clone(d.ctx, r)
+		b, _ := json.Marshal(res)
+		var ae *admin.Error
+		return b, errors.As(err, &ae) && ae.Status == http.StatusConflict, err
+	}
+}
+
+// forwardLifecycle sends a lifecycle request to the instance acting for
+// rt's cluster and returns its answer.
+func (d *daemon) forwardLifecycle(ctx context.Context, rt *clusterRuntime, r admin.CloneRequest) (any, error) {
+	body, _ := json.Marshal(r)
+	fctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	out, err := rt.shared.Forward(fctx, coord.Forwarded{Kind: "lifecycle", Lifecycle: body})
+	var re *coord.RemoteError
+	switch {
+	case errors.As(err, &re):
+		status := http.StatusBadGateway
+		if re.Refused {
+			status = http.StatusConflict
+		}
+		return nil, &admin.Error{Status: status, Message: fmt.Sprintf("%s (answered by the acting instance %s)", re.Msg, re.By)}
+	case err != nil:
+		return nil, &admin.Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("forwarding to the instance acting for cluster %s (%s): %v", rt.name, orUnknown(rt.leader()), err)}
+	}
+	return json.RawMessage(out), nil
 }
 
 // runCoordination starts a cluster's coordination (with runCluster).
