@@ -529,6 +529,21 @@ func TestShardsHA(t *testing.T) {
 	requireHeldAtMost(t, out, time.Second)
 	w.awaitMore(t, 20, "on the target after the cutover")
 	w.requireAllOn(t, e.sb, dst.Nodes[0], "hamove2")
+
+	// A waiting move aborted: the target's copy goes, the journal in etcd
+	// says aborted, and the schema can move again.
+	if out, err := e.ctl(1, "shard", "move", "hatenant1", "--to", dst.Name, "--manual-cutover", "--wait"); err != nil {
+		t.Fatalf("shard move hatenant1 --manual-cutover: %v\n%s", err, out)
+	}
+	if out, err := e.ctl(1, "shard", "abort", "hatenant1", "--wait"); err != nil || !strings.Contains(out, "aborted") {
+		t.Fatalf("shard abort hatenant1: %v\n%s", err, out)
+	}
+	if r := e.sql(dst.Nodes[0], "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = 'hatenant1'"); r[0][0] != "0" {
+		t.Errorf("hatenant1 still on %s after the abort", dst.Name)
+	}
+	if out, err := e.ctl(1, "shard", "move", "hatenant1", "--to", dst.Name, "--dry-run"); err != nil {
+		t.Errorf("a move after the abort: %v\n%s", err, out)
+	}
 }
 
 // requireHeldAtMost checks the cutover's "writes held" in a move's output.

@@ -92,9 +92,10 @@ func (d *daemon) moveState(ctx context.Context) (running, last *shardmove.Journa
 		return nil, last, ""
 	}
 	j := rec.Journal
-	if j.Active() {
+	if j.State == shardmove.StateRunning || j.State == shardmove.StateWaiting {
 		return &j, last, mk.Owner
 	}
+	// Finished, or failed (aborted from any instance).
 	return nil, &j, mk.Owner
 }
 
