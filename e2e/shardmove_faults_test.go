@@ -234,6 +234,18 @@ func TestShardMoveFaults(t *testing.T) {
 	c1, c2 := e.clusters[0], e.clusters[1]
 	ctx := context.Background()
 
+	// killVigil kills Vigil with kill -9 (its children with it) and starts
+	// it again, owned by the whole test (a subtest's cleanup would stop
+	// it when the subtest ends).
+	whole := t
+	killVigil := func(t *testing.T) {
+		if err := syscall.Kill(-e.v.pid(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-e.v.exited
+		e.v = startVigil(whole, filepath.Join(e.sb.Dir(), "vigil-e2e.yaml"), e.addr)
+	}
+
 	// A failover of cluster `of` while tenant's move to c2 waits for its
 	// cutover; the move's note of the follow says want.
 	failoverDuringMove := func(t *testing.T, tenant, of, want string) {
@@ -335,16 +347,78 @@ func TestShardMoveFaults(t *testing.T) {
 		}
 	})
 
+	// Vigil killed with kill -9 (its mariadb-dump and mariadb with it)
+	// while the copy streams: the restarted Vigil finds the copy in
+	// progress in its journal, drops the partial copy and copies again,
+	// then finishes the move.
+	t.Run("Vigil killed mid-copy", func(t *testing.T) {
+		src := e.clusterWriter(t, c2)
+		if err := e.sb.Exec(ctx, src, "CREATE TABLE tenant8.bulk (id INT PRIMARY KEY, pad VARCHAR(200) NOT NULL)",
+			"INSERT INTO tenant8.bulk SELECT seq, REPEAT('p', 200) FROM tenant8.seq_1_to_200000"); err != nil {
+			t.Fatal(err)
+		}
+		w := startTenantAcks(e, t, "tenant8")
+		w.awaitMore(t, 20, "before the move")
+		if out, err := e.ctl(t, "shard", "move", "tenant8", "--to", c1); err != nil {
+			t.Fatalf("shard move tenant8: %v\n%s", err, out)
+		}
+		Eventually(t, 30*time.Second, "the copy streaming", func() error {
+			j := e.runningMove(t)
+			if j == nil || j.Step != 1 || len(j.Results) < 2 || !j.Results[1].Finished.IsZero() {
+				return fmt.Errorf("running %+v", j)
+			}
+			return nil
+		})
+		killVigil(t)
+		var last *shardmove.Journal
+		Eventually(t, 90*time.Second, "the restarted Vigil finishes the move", func() error {
+			out, err := e.ctl(t, "--json", "shard", "moves")
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			var v struct {
+				Running *shardmove.Journal `json:"running"`
+				Last    *shardmove.Journal `json:"last"`
+			}
+			if err := json.Unmarshal([]byte(out), &v); err != nil {
+				return err
+			}
+			if v.Running != nil || v.Last == nil || v.Last.Schema != "tenant8" {
+				return fmt.Errorf("running %+v", v.Running)
+			}
+			last = v.Last
+			return nil
+		})
+		if last.State != shardmove.StateDone {
+			t.Fatalf("the resumed move ended %s: %s", last.State, last.Error)
+		}
+		copies := 0
+		for _, r := range last.Results {
+			if r.Name == shardmove.StepCopy {
+				copies++
+			}
+			t.Logf("  %-10s %s %s", r.Name, r.Detail, r.Error)
+		}
+		if copies != 2 {
+			t.Errorf("the journal shows %d copies, want the interrupted one and the one after the restart", copies)
+		}
+		w.awaitMore(t, 20, "on the target after the move")
+		dst := e.clusterWriter(t, c1)
+		w.requireAllOn(t, e.sb, dst, "tenant8")
+		bg, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		a, err1 := e.sb.SQL(bg, src, "CHECKSUM TABLE tenant8.bulk")
+		b, err2 := e.sb.SQL(bg, dst, "CHECKSUM TABLE tenant8.bulk")
+		if err1 != nil || err2 != nil || a[0][1] != b[0][1] {
+			t.Errorf("tenant8.bulk checksums: source %v %v, target %v %v", a, err1, b, err2)
+		}
+	})
+
 	t.Run("acting Vigil killed", func(t *testing.T) {
 		w := startTenantAcks(e, t, "tenant4")
 		e.manualMove(t, "tenant4", c2)
 		w.awaitMore(t, 20, "while the move follows")
-		pid := e.v.pid()
-		if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		<-e.v.exited
-		e.v = startVigil(t, filepath.Join(e.sb.Dir(), "vigil-e2e.yaml"), e.addr)
+		killVigil(t)
 		Eventually(t, 30*time.Second, "the restarted Vigil resumes the waiting move", func() error {
 			if j := e.runningMove(t); j == nil || j.Schema != "tenant4" || j.State != shardmove.StateWaiting {
 				return fmt.Errorf("running %+v", j)
