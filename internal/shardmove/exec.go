@@ -429,12 +429,17 @@ func binlogPos(ctx context.Context, db DB, name string) (topology.GTIDPos, error
 
 // verify compares every table while the schema's writes are held and the
 // target has applied everything the source wrote.
-func (x *executor) verify(ctx context.Context) (string, error) {
+func (x *executor) verify(ctx context.Context) (detail string, err error) {
 	src, dst, err := x.both()
 	if err != nil {
 		return "", err
 	}
-	p, schema := x.plan, x.plan.Request.Schema
+	p, schema, conn := x.plan, x.plan.Request.Schema, MoveConnection(x.plan.Request.Schema)
+	// Writes are held only until both sides are at the same point: the
+	// target caught up and its connection stopped (it is frozen for the
+	// schema), the source in a consistent snapshot (CHECKSUM TABLE reads
+	// InnoDB rows in the transaction's read view). The compare, which
+	// takes as long as reading the schema, runs after the release.
 	held := time.Now()
 	hold, err := x.deps.Router.Hold(ctx, schema)
 	if err != nil {
@@ -445,6 +450,22 @@ func (x *executor) verify(ctx context.Context) (string, error) {
 	if err := x.waitApplied(ctx, src, dst, x.deps.VerifyWait); err != nil {
 		return "", err
 	}
+	if err := dst.Exec(ctx, sqlStopSlave(conn)); err != nil {
+		return "", fmt.Errorf("STOP SLAVE '%s' for the compare: %w", conn, err)
+	}
+	defer func() {
+		// The target follows the source again, whatever the compare found.
+		if serr := dst.Exec(context.WithoutCancel(ctx), sqlStartSlave(conn)); serr != nil && err == nil {
+			err = fmt.Errorf("START SLAVE '%s' after the compare: %w", conn, serr)
+		}
+	}()
+	if err := src.Exec(ctx, sqlSnapshot); err != nil {
+		return "", fmt.Errorf("%s: %s: %w", p.Source.Name, sqlSnapshot, err)
+	}
+	defer func() { _ = src.Exec(context.WithoutCancel(ctx), "COMMIT") }()
+	release()
+	heldFor := time.Since(held).Round(time.Millisecond)
+	t0 := time.Now()
 	st, err := tableSums(ctx, src, schema)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", p.Source.Name, err)
@@ -453,8 +474,6 @@ func (x *executor) verify(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", p.Target.Name, err)
 	}
-	release()
-	heldFor := time.Since(held).Round(time.Millisecond)
 	if diff := diffSums(st, tt); diff != "" {
 		return "", fmt.Errorf("%w: %s (the move stops before the cutover; routing is untouched, the connection keeps running for inspection)", ErrChecksum, diff)
 	}
@@ -462,7 +481,8 @@ func (x *executor) verify(ctx context.Context) (string, error) {
 	for _, s := range st {
 		rows += s.count
 	}
-	return fmt.Sprintf("%d tables, %d rows, checksums equal; writes held %s for the compare", len(st), rows, heldFor), nil
+	return fmt.Sprintf("%d tables, %d rows, checksums equal (compared in %s); writes held %s to line the copies up",
+		len(st), rows, time.Since(t0).Round(time.Millisecond), heldFor), nil
 }
 
 // waitApplied waits until the target has applied the source primary's

@@ -284,8 +284,14 @@ func TestRunChecksumDiffers(t *testing.T) {
 	if j.State != StateFailed || j.Steps[j.Step] != StepVerify || j.Flipped {
 		t.Fatalf("journal %+v", j)
 	}
-	if x.router.holds != 1 || x.router.releases != 1 || len(x.router.flips) != 0 || x.dst.ran("STOP SLAVE") {
+	// The connection stopped for the compare runs again (for inspection).
+	if x.router.holds != 1 || x.router.releases != 1 || len(x.router.flips) != 0 || x.dst.log[len(x.dst.log)-1] != "START SLAVE 'vigil_move_shop_1'" {
 		t.Errorf("router %+v; target log %q", x.router, x.dst.log)
+	}
+	// The source compared inside its consistent snapshot.
+	i, k := slices.Index(x.src.log, sqlSnapshot), slices.Index(x.src.log, "CHECKSUM TABLE `shop_1`.`a`")
+	if i < 0 || k < i || x.src.log[len(x.src.log)-1] != "COMMIT" {
+		t.Errorf("source log %q", x.src.log)
 	}
 }
 
@@ -309,7 +315,10 @@ func TestRunCutoverTimeout(t *testing.T) {
 	if j.State != StateFailed || j.Steps[j.Step] != StepCutover || j.Flipped {
 		t.Fatalf("journal %+v", j)
 	}
-	if x.router.holds != 2 || x.router.releases != 2 || len(x.router.flips) != 0 || x.dst.ran("STOP SLAVE") {
+	// The verify stopped the connection for its compare and started it
+	// again; the cutover, which timed out, never stopped it.
+	cut := slices.Index(x.dst.log, "SELECT MASTER_GTID_WAIT('0-1-50', 5.000)")
+	if x.router.holds != 2 || x.router.releases != 2 || len(x.router.flips) != 0 || cut < 0 || slices.ContainsFunc(x.dst.log[cut:], func(q string) bool { return strings.HasPrefix(q, "STOP SLAVE") }) {
 		t.Errorf("router %+v; target log %q", x.router, x.dst.log)
 	}
 	if r := Resume(j); r.Action != ResumeNothing || !r.CanAbort {

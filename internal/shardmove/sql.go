@@ -69,6 +69,9 @@ const sqlBinlogPos = "SELECT @@GLOBAL.gtid_binlog_pos"
 
 const sqlStrictMode = "SELECT @@GLOBAL.gtid_strict_mode"
 
+// sqlSnapshot starts the source's read view for the compare.
+const sqlSnapshot = "START TRANSACTION WITH CONSISTENT SNAPSHOT"
+
 func sqlSetSlavePos(pos topology.GTIDPos) string {
 	return "SET GLOBAL gtid_slave_pos = " + quoteString(pos.String())
 }
