@@ -315,9 +315,10 @@ func TestShardMoveFaults(t *testing.T) {
 		e.abortMove(t, "broken", c2)
 	})
 
-	// A move with --reverse, then its rollback: the old copy kept every
-	// write made after the cutover and serves again; cleanup drops the
-	// new cluster's copy.
+	// A move with --reverse, a failover of the old cluster (its reverse
+	// connection is recreated on the new primary), then the rollback: the
+	// old copy kept every write made after the cutover and serves again;
+	// cleanup drops the new cluster's copy.
 	t.Run("rollback", func(t *testing.T) {
 		w := startTenantAcks(e, t, "tenant5")
 		w.awaitMore(t, 20, "before the move")
@@ -326,6 +327,33 @@ func TestShardMoveFaults(t *testing.T) {
 			t.Fatalf("shard move tenant5 --reverse: %v\n%s", err, out)
 		}
 		w.awaitMore(t, 50, "on the new cluster, coming back over the reverse connection")
+		// The old cluster, which holds the reverse connection, fails over:
+		// the connection is recreated on its new primary.
+		// c2 failed over minutes ago (target failover): anti-flapping
+		// blocks an automatic one, so the operator fails it over.
+		old := e.clusterWriter(t, c2)
+		mustRun(t, "kill "+old, e.sb.Kill(ctx, old))
+		Eventually(t, 30*time.Second, "a manual failover of "+c2, func() error {
+			out, err := e.ctl(t, "--cluster", c2, "failover")
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		})
+		nw := e.awaitNewWriter(t, c2, old)
+		Eventually(t, 30*time.Second, "the reverse connection following the failover", func() error {
+			out, err := e.ctl(t, "--json", "shard", "moves")
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			var v struct{ Last *shardmove.Journal }
+			if err := json.Unmarshal([]byte(out), &v); err != nil || v.Last == nil || len(v.Last.Follows) == 0 {
+				return fmt.Errorf("last %+v (%v)", v.Last, err)
+			}
+			t.Logf("%s failed over %s -> %s; %s", c2, old, nw, v.Last.Follows[0])
+			return nil
+		})
+		w.awaitMore(t, 50, "on the new cluster after the old one failed over")
 		out, err := e.ctl(t, "shard", "move", "tenant5", "--rollback", "--wait")
 		if err != nil || !strings.Contains(out, "rolled_back") {
 			t.Fatalf("shard move tenant5 --rollback: %v\n%s", err, out)

@@ -375,6 +375,70 @@ func (d *daemon) finishMove(plan shardmove.Plan, j *shardmove.Journal, err error
 		kind, msg = "shard_move_failed", fmt.Sprintf("%s of schema %s from %s to %s stopped: %v (routing: %s)", plan.Kind, r.Schema, plan.Source.Name, plan.Target.Name, err, d.shardPlace(r.Schema))
 	}
 	d.journal.add(admin.Event{Kind: kind, Message: msg})
+	if err == nil && plan.Kind == shardmove.KindMove && j.State == shardmove.StateDone && j.Reverse {
+		d.wg.Go(func() { d.watchReverse(plan, done) })
+	}
+}
+
+// watchReverse keeps the reverse connection of the last move (made with
+// --reverse) following failovers of either cluster until the move is
+// rolled back or cleaned up (or another move ends): the rollback window
+// survives a failover. Recreated on the source's new primary, or pointed
+// at the target's new primary.
+func (d *daemon) watchReverse(plan shardmove.Plan, j shardmove.Journal) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		d.moves.mu.Lock()
+		last, running := d.moves.last, d.moves.running
+		d.moves.mu.Unlock()
+		if running != nil || last == nil || last.Schema != j.Schema || last.Kind != shardmove.KindMove || last.State != shardmove.StateDone {
+			return
+		}
+		sw, tw := d.writerAddr(plan.Source.Name), d.writerAddr(plan.Target.Name)
+		if sw == "" || tw == "" || (sw == plan.Source.Primary.Addr() && tw == plan.Target.Primary.Addr()) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
+		np, err := d.refreshPlan(ctx, plan)
+		what := ""
+		if err == nil {
+			if np.Source.Primary.Addr() != plan.Source.Primary.Addr() {
+				var pos any
+				pos, err = shardmove.RecreateBack(ctx, shardmove.Dial, j, np.Source.Primary, np.Target.Primary, np.Target.Repl, np.Target.DomainID)
+				what = fmt.Sprintf("'%s' recreated on %s from %s (gtid_slave_pos %v)", shardmove.BackConnection(j.Schema), np.Source.Primary.Addr(), np.Target.Primary.Addr(), pos)
+			} else {
+				err = shardmove.FollowTargetBack(ctx, shardmove.Dial, j, np.Source.Primary, np.Target.Primary, np.Target.Repl, np.Target.DomainID)
+				what = fmt.Sprintf("'%s' on %s repointed at %s by GTID", shardmove.BackConnection(j.Schema), np.Source.Primary.Addr(), np.Target.Primary.Addr())
+			}
+		}
+		cancel()
+		if err != nil {
+			d.log.Warn("the reverse connection of a moved schema could not follow a failover yet; it tries again", "schema", j.Schema, "err", err)
+			continue
+		}
+		note := fmt.Sprintf("after the cutover, %s primary %s -> %s, %s primary %s -> %s: %s", plan.Source.Name, plan.Source.Primary.Addr(), np.Source.Primary.Addr(),
+			plan.Target.Name, plan.Target.Primary.Addr(), np.Target.Primary.Addr(), what)
+		plan = np
+		j.Follows = append(j.Follows, note)
+		d.moves.mu.Lock()
+		if d.moves.last != nil && d.moves.last.Schema == j.Schema && d.moves.last.State == shardmove.StateDone {
+			c := j
+			d.moves.last = &c
+		}
+		d.moves.mu.Unlock()
+		if d.coord == nil {
+			if err := writeJSONFile(movePath(d.running.Load().StateDir, j.Schema), moveRecord{Plan: plan, Journal: j}); err != nil {
+				d.log.Warn("could not save the moved schema's journal", "schema", j.Schema, "err", err)
+			}
+		}
+		d.journal.add(admin.Event{Kind: "shard_move_follow", Message: fmt.Sprintf("the reverse connection of %s follows a failover: %s", j.Schema, note)})
+	}
 }
 
 // awaitCutover waits for the operator's cutover or abort of a waiting
@@ -567,6 +631,9 @@ func (d *daemon) resumeMoves(ctx context.Context) {
 			d.moves.last, d.moves.lastErr = &j, j.Error
 		}
 		d.moves.mu.Unlock()
+		if j := last.Journal; j.Kind == shardmove.KindMove && j.State == shardmove.StateDone && j.Reverse {
+			d.wg.Go(func() { d.watchReverse(last.Plan, j) })
+		}
 	}
 }
 

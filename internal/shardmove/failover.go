@@ -80,3 +80,70 @@ func RecreateOnTarget(ctx context.Context, dial Dialer, j Journal, newTarget, so
 	}
 	return pos, waitRunning(ctx, db, conn, defaultStartWait)
 }
+
+// The reverse connection (a move made with Request.Reverse, after its
+// cutover) lives on the source cluster's primary and replicates from the
+// target's. A failover of either cluster moves one of its ends, as for
+// the move connection before the cutover.
+
+// FollowTargetBack points the reverse connection on the source's primary
+// at the target cluster's new primary (by GTID, as FollowSource).
+func FollowTargetBack(ctx context.Context, dial Dialer, j Journal, source, newTarget Server, repl Account, targetDomain uint32) error {
+	if !j.Reverse || !j.Flipped || j.State != StateDone {
+		return fmt.Errorf("move of %s is %s (reverse %v): no reverse connection to repoint", j.Schema, j.State, j.Reverse)
+	}
+	db, err := dial(source.Addr(), source.User, source.Password)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	conn := BackConnection(j.Schema)
+	if err := stopIfExists(ctx, db, conn); err != nil {
+		return err
+	}
+	if err := db.Exec(ctx, sqlChangeMaster(conn, newTarget, repl, targetDomain)); err != nil {
+		return fmt.Errorf("CHANGE MASTER '%s' to %s: %w", conn, newTarget.Addr(), err)
+	}
+	if err := db.Exec(ctx, sqlStartSlave(conn)); err != nil {
+		return fmt.Errorf("START SLAVE '%s': %w", conn, err)
+	}
+	return waitRunning(ctx, db, conn, defaultStartWait)
+}
+
+// RecreateBack creates the reverse connection on the source cluster's
+// new primary: from the target's position at the cutover, raised to what
+// the new primary's binary log already has of the target's domain (the
+// old primary applied it with log_slave_updates), as RecreateOnTarget.
+func RecreateBack(ctx context.Context, dial Dialer, j Journal, newSource, target Server, repl Account, targetDomain uint32) (topology.GTIDPos, error) {
+	if !j.Reverse || !j.Flipped || j.State != StateDone {
+		return nil, fmt.Errorf("move of %s is %s (reverse %v): no reverse connection to recreate", j.Schema, j.State, j.Reverse)
+	}
+	cut, err := topology.ParseGTIDPos(j.CutoverGTID)
+	if err != nil {
+		return nil, err
+	}
+	at := onlyDomain(cut, targetDomain)
+	if len(at) == 0 {
+		return nil, fmt.Errorf("the target's position at the cutover %q has no GTID of its domain %d", j.CutoverGTID, targetDomain)
+	}
+	tdb, err := dial(target.Addr(), target.User, target.Password)
+	if err != nil {
+		return nil, err
+	}
+	defer tdb.Close()
+	master, err := binlogPos(ctx, tdb, target.Addr())
+	if err != nil {
+		return nil, err
+	}
+	db, err := dial(newSource.Addr(), newSource.User, newSource.Password)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	conn := BackConnection(j.Schema)
+	pos, err := startConnection(ctx, db, conn, target, repl, targetDomain, at, j.Schema, master)
+	if err != nil {
+		return nil, err
+	}
+	return pos, waitRunning(ctx, db, conn, defaultStartWait)
+}
