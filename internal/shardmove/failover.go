@@ -21,22 +21,7 @@ func FollowSource(ctx context.Context, dial Dialer, j Journal, target, newSource
 	if j.Flipped || !j.Active() || j.SnapshotGTID == "" {
 		return fmt.Errorf("move of %s is %s (flipped %v): no move connection to repoint", j.Schema, j.State, j.Flipped)
 	}
-	db, err := dial(target.Addr(), target.User, target.Password)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	conn := MoveConnection(j.Schema)
-	if err := stopIfExists(ctx, db, conn); err != nil {
-		return err
-	}
-	if err := db.Exec(ctx, sqlChangeMaster(conn, newSource, repl, sourceDomain)); err != nil {
-		return fmt.Errorf("CHANGE MASTER '%s' to %s: %w", conn, newSource.Addr(), err)
-	}
-	if err := db.Exec(ctx, sqlStartSlave(conn)); err != nil {
-		return fmt.Errorf("START SLAVE '%s': %w", conn, err)
-	}
-	return waitRunning(ctx, db, conn, defaultStartWait)
+	return repoint(ctx, dial, target, MoveConnection(j.Schema), newSource, repl, sourceDomain)
 }
 
 // RecreateOnTarget creates the move connection on the target cluster's
@@ -59,26 +44,7 @@ func RecreateOnTarget(ctx context.Context, dial Dialer, j Journal, newTarget, so
 	if err != nil {
 		return nil, err
 	}
-	sdb, err := dial(source.Addr(), source.User, source.Password)
-	if err != nil {
-		return nil, err
-	}
-	defer sdb.Close()
-	master, err := binlogPos(ctx, sdb, source.Addr())
-	if err != nil {
-		return nil, err
-	}
-	db, err := dial(newTarget.Addr(), newTarget.User, newTarget.Password)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	conn := MoveConnection(j.Schema)
-	pos, err := startConnection(ctx, db, conn, source, repl, sourceDomain, at, j.Schema, master)
-	if err != nil {
-		return nil, err
-	}
-	return pos, waitRunning(ctx, db, conn, defaultStartWait)
+	return recreate(ctx, dial, newTarget, MoveConnection(j.Schema), source, repl, sourceDomain, at, j.Schema)
 }
 
 // The reverse connection (a move made with Request.Reverse, after its
@@ -89,25 +55,10 @@ func RecreateOnTarget(ctx context.Context, dial Dialer, j Journal, newTarget, so
 // FollowTargetBack points the reverse connection on the source's primary
 // at the target cluster's new primary (by GTID, as FollowSource).
 func FollowTargetBack(ctx context.Context, dial Dialer, j Journal, source, newTarget Server, repl Account, targetDomain uint32) error {
-	if !j.Reverse || !j.Flipped || j.State != StateDone {
-		return fmt.Errorf("move of %s is %s (reverse %v): no reverse connection to repoint", j.Schema, j.State, j.Reverse)
-	}
-	db, err := dial(source.Addr(), source.User, source.Password)
-	if err != nil {
+	if err := reverseLive(j); err != nil {
 		return err
 	}
-	defer db.Close()
-	conn := BackConnection(j.Schema)
-	if err := stopIfExists(ctx, db, conn); err != nil {
-		return err
-	}
-	if err := db.Exec(ctx, sqlChangeMaster(conn, newTarget, repl, targetDomain)); err != nil {
-		return fmt.Errorf("CHANGE MASTER '%s' to %s: %w", conn, newTarget.Addr(), err)
-	}
-	if err := db.Exec(ctx, sqlStartSlave(conn)); err != nil {
-		return fmt.Errorf("START SLAVE '%s': %w", conn, err)
-	}
-	return waitRunning(ctx, db, conn, defaultStartWait)
+	return repoint(ctx, dial, source, BackConnection(j.Schema), newTarget, repl, targetDomain)
 }
 
 // RecreateBack creates the reverse connection on the source cluster's
@@ -115,8 +66,8 @@ func FollowTargetBack(ctx context.Context, dial Dialer, j Journal, source, newTa
 // the new primary's binary log already has of the target's domain (the
 // old primary applied it with log_slave_updates), as RecreateOnTarget.
 func RecreateBack(ctx context.Context, dial Dialer, j Journal, newSource, target Server, repl Account, targetDomain uint32) (topology.GTIDPos, error) {
-	if !j.Reverse || !j.Flipped || j.State != StateDone {
-		return nil, fmt.Errorf("move of %s is %s (reverse %v): no reverse connection to recreate", j.Schema, j.State, j.Reverse)
+	if err := reverseLive(j); err != nil {
+		return nil, err
 	}
 	cut, err := topology.ParseGTIDPos(j.CutoverGTID)
 	if err != nil {
@@ -126,22 +77,53 @@ func RecreateBack(ctx context.Context, dial Dialer, j Journal, newSource, target
 	if len(at) == 0 {
 		return nil, fmt.Errorf("the target's position at the cutover %q has no GTID of its domain %d", j.CutoverGTID, targetDomain)
 	}
-	tdb, err := dial(target.Addr(), target.User, target.Password)
+	return recreate(ctx, dial, newSource, BackConnection(j.Schema), target, repl, targetDomain, at, j.Schema)
+}
+
+func reverseLive(j Journal) error {
+	if !j.Reverse || !j.Flipped || j.State != StateDone {
+		return fmt.Errorf("move of %s is %s (reverse %v): no reverse connection", j.Schema, j.State, j.Reverse)
+	}
+	return nil
+}
+
+// repoint points connection conn on server `on` at master, by GTID.
+func repoint(ctx context.Context, dial Dialer, on Server, conn string, master Server, repl Account, domain uint32) error {
+	db, err := dial(on.Addr(), on.User, on.Password)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := stopIfExists(ctx, db, conn); err != nil {
+		return err
+	}
+	if err := db.Exec(ctx, sqlChangeMaster(conn, master, repl, domain)); err != nil {
+		return fmt.Errorf("CHANGE MASTER '%s' to %s: %w", conn, master.Addr(), err)
+	}
+	if err := db.Exec(ctx, sqlStartSlave(conn)); err != nil {
+		return fmt.Errorf("START SLAVE '%s': %w", conn, err)
+	}
+	return waitRunning(ctx, db, conn, defaultStartWait)
+}
+
+// recreate creates connection conn on server `on` from master, filtered
+// to schema, starting at `at` in master's domain (startConnection).
+func recreate(ctx context.Context, dial Dialer, on Server, conn string, master Server, repl Account, domain uint32, at topology.GTIDPos, schema string) (topology.GTIDPos, error) {
+	mdb, err := dial(master.Addr(), master.User, master.Password)
 	if err != nil {
 		return nil, err
 	}
-	defer tdb.Close()
-	master, err := binlogPos(ctx, tdb, target.Addr())
+	defer mdb.Close()
+	mpos, err := binlogPos(ctx, mdb, master.Addr())
 	if err != nil {
 		return nil, err
 	}
-	db, err := dial(newSource.Addr(), newSource.User, newSource.Password)
+	db, err := dial(on.Addr(), on.User, on.Password)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	conn := BackConnection(j.Schema)
-	pos, err := startConnection(ctx, db, conn, target, repl, targetDomain, at, j.Schema, master)
+	pos, err := startConnection(ctx, db, conn, master, repl, domain, at, schema, mpos)
 	if err != nil {
 		return nil, err
 	}
