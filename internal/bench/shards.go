@@ -35,12 +35,16 @@ type ShardsOptions struct {
 	Seconds   int
 	Reps      int
 	TableSize int
-	OutDir    string
-	Keep      bool
-	VigilBin  string
-	Progress  io.Writer
-	Logger    *slog.Logger
-	Version   string
+	// MoveMB is the size of the tenant moved under load (0: no move
+	// half); Moves how many times a small tenant moves for the holds.
+	MoveMB   int
+	Moves    int
+	OutDir   string
+	Keep     bool
+	VigilBin string
+	Progress io.Writer
+	Logger   *slog.Logger
+	Version  string
 }
 
 // ShardsRun is one measured sysbench run.
@@ -62,7 +66,9 @@ type ShardsResults struct {
 	Seconds int              `json:"seconds"`
 	Runs    []ShardsRun      `json:"runs"`
 	Ratio   map[string]*Stat `json:"qps_ratio"`
-	Notes   []string         `json:"notes,omitempty"`
+	// Moves is the move half (absent with --move-mb 0).
+	Moves *ShardMoveResults `json:"moves,omitempty"`
+	Notes []string          `json:"notes,omitempty"`
 }
 
 type shardsEnv struct {
@@ -195,6 +201,9 @@ func (e *shardsEnv) run(ctx context.Context) error {
 			order[0], order[1] = order[1], order[0]
 		}
 	}
+	if e.o.MoveMB > 0 {
+		return e.runMoves(ctx)
+	}
 	return nil
 }
 
@@ -262,7 +271,18 @@ func WriteShardsText(w io.Writer, r *ShardsResults) {
 		fmt.Fprintf(w, "  %-18s cluster %s qps, shards %s qps, ratio %.3f (%.3f–%.3f, %d reps)\n", w2,
 			statText(NewStat(c)), statText(NewStat(sh)), s.Median, s.Min, s.Max, s.N)
 	}
-	fmt.Fprintln(w, "  online moves (move throughput, cutover hold, other tenants' qps during a move): not built yet (docs/shards.md)")
+	if m := r.Moves; m != nil && m.MoveSeconds > 0 {
+		fmt.Fprintf(w, "online move of a %.0f MB tenant under load (a writer on it, point selects on another tenant):\n", m.SizeMB)
+		fmt.Fprintf(w, "  dump+load alone %.1f s (%.1f MB/s); the move %.1f s (copy %.1f s): %.1f MB/s = %.2f of the dump+load\n",
+			m.DumpLoadSeconds, m.DumpLoadMBps, m.MoveSeconds, m.CopySeconds, m.MoveMBps, m.Ratio)
+		fmt.Fprintf(w, "  writes held %.0f ms at the verify, %.0f ms at the cutover; the writer: %d acknowledged, %d errors, %d missing on the target\n",
+			m.VerifyHeldMs, m.CutoverHeldMs, m.WriterAcked, m.WriterErrors, m.WriterMissing)
+		fmt.Fprintf(w, "  the other tenant's qps: %s before, %s during the move (per second, median (min–max))\n", statText(m.OtherQPSBefore), statText(m.OtherQPSDuring))
+		if m.HoldStat != nil {
+			fmt.Fprintf(w, "  cutover hold over %d moves of a small tenant written without pause: median %.0f ms, max %.0f ms; its writer %d errors, %d missing\n",
+				m.HoldStat.N, m.HoldStat.Median, m.HoldStat.Max, m.SmallErrors, m.SmallMissing)
+		}
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
@@ -280,15 +300,22 @@ const shardsUsage = `vigil-bench shards — the sharded listener (issue 28) meas
 Usage:
   vigil-bench shards [--threads 32] [--seconds 20] [--reps 3]
                      [--workloads oltp_point_select,oltp_read_only]
-                     [--table-size 10000] [--out bench/out] [--keep]
+                     [--table-size 10000] [--move-mb 1024] [--moves 5]
+                     [--out bench/out] [--keep]
 
 Brings up two 2-node replication clusters behind one Vigil with a
 sharded listener (vigil sandbox up --clusters 2), puts sysbench's tables
 in a tenant schema on the second cluster, and runs each workload --reps
 times through that cluster's own listener and through the sharded
 listener, alternating which goes first. Prints the qps of each and the
-ratio (sharded / cluster) as median and min–max, and writes
-OUT/shards-<timestamp>/results.json. Needs root, sysbench and mariadbd.
+ratio (sharded / cluster) as median and min–max. Then (unless --move-mb
+0) it moves a tenant of --move-mb MB from the first cluster to the
+second while a writer writes it and 4 threads read the other tenant, all
+through the sharded listener: the move's MB/s against mariadb-dump |
+mariadb alone, its holds, the other tenant's qps before and during the
+move, and every acknowledged write checked on the target; and it moves a
+small tenant, written without pause, --moves times for the cutover
+holds. Writes OUT/shards-<timestamp>/results.json. Needs root, sysbench and mariadbd.
 See docs/benchmarks.md.
 
 Flags:
@@ -303,14 +330,16 @@ func ShardsCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	reps := fs.Int("reps", 3, "runs per workload and target")
 	workloads := fs.String("workloads", "oltp_point_select,oltp_read_only", "comma-separated sysbench workloads")
 	tableSize := fs.Int("table-size", 10000, "rows per sysbench table (4 tables)")
+	moveMB := fs.Int("move-mb", 1024, "size of the tenant moved under load, MB (0: no moves)")
+	moves := fs.Int("moves", 5, "moves of a small tenant for the cutover holds")
 	out := fs.String("out", "bench/out", "directory for the timestamped results")
 	keep := fs.Bool("keep", false, "leave the sandbox running")
 	vigilBin := fs.String("vigil-binary", "", "the vigil program (default: the vigil beside vigil-bench, else on PATH)")
 	if code, done := parseCommandFlags(fs, shardsUsage, args, stderr); done {
 		return code
 	}
-	if *threads < 1 || *seconds < 1 || *reps < 1 || *tableSize < 1 {
-		fmt.Fprintln(stderr, "vigil-bench shards: --threads, --seconds, --reps and --table-size must be at least 1")
+	if *threads < 1 || *seconds < 1 || *reps < 1 || *tableSize < 1 || *moveMB < 0 || *moves < 1 {
+		fmt.Fprintln(stderr, "vigil-bench shards: --threads, --seconds, --reps, --table-size and --moves must be at least 1, --move-mb at least 0")
 		return 2
 	}
 	if os.Geteuid() != 0 {
@@ -325,7 +354,7 @@ func ShardsCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	t0 := time.Now()
 	res, dir, err := RunShards(ctx, ShardsOptions{Workloads: strings.Split(*workloads, ","), Threads: *threads, Seconds: *seconds,
-		Reps: *reps, TableSize: *tableSize, OutDir: *out, Keep: *keep, VigilBin: exe, Version: vigilVersion(ctx, exe),
+		Reps: *reps, TableSize: *tableSize, MoveMB: *moveMB, Moves: *moves, OutDir: *out, Keep: *keep, VigilBin: exe, Version: vigilVersion(ctx, exe),
 		Progress: stderr, Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if res != nil {
 		fmt.Fprintln(stdout)
