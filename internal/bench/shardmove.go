@@ -259,6 +259,21 @@ func (e *shardsEnv) waitReplicas(ctx context.Context, c sandbox.Cluster) error {
 	return nil
 }
 
+// waitTenant waits until the sharded listener finds tenant (its next look
+// at the clusters).
+func (e *shardsEnv) waitTenant(ctx context.Context, tenant string) error {
+	app := e.sb.Accounts().App
+	return waitFor(ctx, time.Minute, tenant+" found by the sharded listener", func() error {
+		db, err := sql.Open("mysql", sandbox.TCPDSN(e.cfg.Shards.Listen, app.User, app.Password, tenant))
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		_, err = db.ExecContext(ctx, "SELECT COUNT(*) FROM w")
+		return err
+	})
+}
+
 // runMoves is the move half: the big tenant, then the small one's holds.
 func (e *shardsEnv) runMoves(ctx context.Context) error {
 	o := e.o
@@ -325,15 +340,7 @@ func (e *shardsEnv) runMoves(ctx context.Context) error {
 
 	// The move under load: the other tenant read through the sharded
 	// listener, the moved one written through it.
-	if err := waitFor(ctx, time.Minute, bigTenant+" found by the sharded listener", func() error {
-		db, err := sql.Open("mysql", sandbox.TCPDSN(e.cfg.Shards.Listen, app.User, app.Password, bigTenant))
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		_, err = db.ExecContext(ctx, "SELECT COUNT(*) FROM w")
-		return err
-	}); err != nil {
+	if err := e.waitTenant(ctx, bigTenant); err != nil {
 		return err
 	}
 	meter, err := startQPSMeter(e.cfg.Shards.Listen, app.User, app.Password, 4, o.TableSize)
@@ -402,15 +409,7 @@ func (e *shardsEnv) smallMoves(ctx context.Context, api adminAPI, src, dst sandb
 	if err := e.waitReplicas(ctx, src); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, time.Minute, smallTenant+" found by the sharded listener", func() error {
-		db, err := sql.Open("mysql", sandbox.TCPDSN(e.cfg.Shards.Listen, app.User, app.Password, smallTenant))
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		_, err = db.ExecContext(ctx, "SELECT COUNT(*) FROM w")
-		return err
-	}); err != nil {
+	if err := e.waitTenant(ctx, smallTenant); err != nil {
 		return err
 	}
 	w, err := startKeyWriter(e.cfg.Shards.Listen, app.User, app.Password, smallTenant)
