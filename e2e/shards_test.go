@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/vigil-db/vigil/internal/admin"
 	"github.com/vigil-db/vigil/internal/sandbox"
 	"github.com/vigil-db/vigil/internal/shardmove"
@@ -311,6 +313,27 @@ func TestShards(t *testing.T) {
 	if err := probe.QueryRow("SELECT COUNT(*) FROM tenant4.acct").Scan(&n); err != nil {
 		t.Errorf("tenant4 after the cleanup: %v", err)
 	}
+
+	// The dashboard's Shards panel: tenant4 on the second cluster, the
+	// last move (its cleanup) drawn with its steps.
+	t.Run("dashboard", func(t *testing.T) {
+		chrome := findChromium(t)
+		b := newBrowser(t, chrome)
+		url := "http://" + e.admin + "/ui/"
+		if err := b.run(30*time.Second, chromedp.Navigate(url), chromedp.WaitVisible("#login-form", chromedp.ByQuery)); err != nil {
+			t.Fatalf("open %s: %v", url, err)
+		}
+		if err := b.run(15*time.Second, chromedp.SendKeys("#token-input", adminToken(e.admin), chromedp.ByQuery),
+			chromedp.Click("#login-submit", chromedp.ByQuery), chromedp.WaitNotVisible("#login", chromedp.ByQuery)); err != nil {
+			t.Fatalf("sign in: %v", err)
+		}
+		b.waitJS(t, 20*time.Second, "the Shards panel with tenant4 on "+e.clusters[1]+" and the last move drawn", fmt.Sprintf(
+			`!document.querySelector('#shards').hidden &&
+			 !!document.querySelector('#shard-schemas tr[data-schema="tenant4"][data-cluster="%s"]') &&
+			 !!document.querySelector('#shard-move .move[data-schema="tenant4"][data-state="cleaned"]') &&
+			 document.querySelectorAll('#shard-move .move-step[data-state="done"]').length === 2 &&
+			 document.querySelectorAll('#shard-clusters tr.shard-cluster').length === 2`, e.clusters[1]))
+	})
 
 	// Shard states.
 	if out, err := e.ctl(t, "shard", "state", "tenant3", "read_only"); err != nil {

@@ -304,6 +304,21 @@ func (s *Server) routes() {
 			}
 			return nil
 		},
+		Shards: func() any {
+			sh, ok := s.ctl.(Sharder)
+			if !ok {
+				return nil
+			}
+			v := sh.Shards()
+			if v == nil {
+				return nil
+			}
+			out := map[string]any{"listener": v}
+			if m, ok := s.ctl.(Mover); ok {
+				out["moves"] = m.Moves()
+			}
+			return out
+		},
 	}, webui.Options{Auth: s.auth})))
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, webui.Prefix, http.StatusFound) })
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })

@@ -440,6 +440,7 @@ func (x *executor) verify(ctx context.Context) (detail string, err error) {
 	// schema), the source in a consistent snapshot (CHECKSUM TABLE reads
 	// InnoDB rows in the transaction's read view). The compare, which
 	// takes as long as reading the schema, runs after the release.
+	x.catchUpFirst(ctx, src, p.Source, dst, p.Target.Name)
 	held := time.Now()
 	hold, err := x.deps.Router.Hold(ctx, schema)
 	if err != nil {
@@ -483,6 +484,15 @@ func (x *executor) verify(ctx context.Context) (detail string, err error) {
 	}
 	return fmt.Sprintf("%d tables, %d rows, checksums equal (compared in %s); writes held %s to line the copies up",
 		len(st), rows, time.Since(t0).Round(time.Millisecond), heldFor), nil
+}
+
+// catchUpFirst waits, without holding anything, until the follower has
+// applied what the leader wrote so far (at most VerifyWait): what a hold
+// then waits for is only what was written meanwhile, not a copy's worth of
+// catch-up (or a connection's reconnect after the compare). Best effort:
+// the wait under the hold is the one that counts.
+func (x *executor) catchUpFirst(ctx context.Context, leader DB, from Cluster, follower DB, to string) {
+	_ = waitApplied(ctx, leader, from, follower, to, x.deps.VerifyWait)
 }
 
 // waitApplied waits until the target has applied the source primary's
@@ -538,6 +548,8 @@ type switchover struct {
 // instances statements wait from when each one took its part.
 func (x *executor) switchTraffic(ctx context.Context, sw switchover) (held time.Duration, left string, err error) {
 	schema := x.plan.Request.Schema
+	_ = sw.follower.Exec(ctx, sqlStartSlave(sw.conn)) // checked again under the hold
+	x.catchUpFirst(ctx, sw.leader, sw.from, sw.follower, sw.to)
 	t0 := time.Now()
 	hold, err := x.deps.Router.Hold(ctx, schema)
 	if err != nil {

@@ -306,7 +306,7 @@ func TestRunCountDiffers(t *testing.T) {
 
 func TestRunCutoverTimeout(t *testing.T) {
 	x := newFixture(t)
-	x.dst.waits = []string{"0", "-1"} // verify catches up, the cutover does not
+	x.dst.waits = []string{"0", "0", "0", "-1"} // verify catches up (before and under its hold), the cutover before its hold only
 	var j Journal
 	err := x.run(&j)
 	if !errors.Is(err, ErrCutoverTimeout) || !strings.Contains(err.Error(), "routing untouched") {

@@ -20,6 +20,9 @@ type Snapshot struct {
 	// Clones: the running and the last finished clones (absent when this
 	// Vigil does not clone).
 	Clones any `json:"clones,omitempty"`
+	// Shards: the sharded listener and its moves (absent when none is
+	// configured).
+	Shards any `json:"shards,omitempty"`
 	// DigestsError says why there are no digests (statistics disabled).
 	DigestsError string `json:"digests_error,omitempty"`
 }
@@ -114,6 +117,11 @@ func (h *streamHandler) snapshot() Snapshot {
 	if h.src.Clones != nil {
 		if v := h.src.Clones(); !isNil(v) {
 			s.Clones = v
+		}
+	}
+	if h.src.Shards != nil {
+		if v := h.src.Shards(); !isNil(v) {
+			s.Shards = v
 		}
 	}
 	if h.src.Digests != nil {

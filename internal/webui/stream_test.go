@@ -280,8 +280,9 @@ func get(t *testing.T, url string) (int, string, string) {
 }
 
 // The optional parts reach the page when there is something to show:
-// the coordination among Vigil instances (absent for a single Vigil) and
-// the clones (absent when this Vigil does not clone).
+// the coordination among Vigil instances (absent for a single Vigil), the
+// clones (absent when this Vigil does not clone) and the sharded listener
+// with its moves (absent when none is configured).
 func TestStreamOptionalParts(t *testing.T) {
 	servers := func() any { return []server{} }
 	for _, tc := range []struct {
@@ -298,6 +299,11 @@ func TestStreamOptionalParts(t *testing.T) {
 			return map[string]any{"running": []map[string]any{{"id": 1, "target": "db3", "phase": "streaming", "bytes": 10, "total_bytes": 40}}, "finished": []any{}}
 		}}, `"clones":{"finished":[],"running":[{"bytes":10,"id":1,"phase":"streaming","target":"db3","total_bytes":40}]}`, false},
 		{"no cloner", webui.Source{Servers: servers, Clones: func() any { return nil }}, `"clones"`, true},
+		{"shards", webui.Source{Servers: servers, Shards: func() any {
+			return map[string]any{"listener": map[string]any{"version": 3, "schemas": []map[string]any{{"name": "tenant1", "cluster": "east"}}},
+				"moves": map[string]any{"last": map[string]any{"kind": "move", "schema": "tenant1", "state": "done"}}}
+		}}, `"shards":{"listener":{"schemas":[{"cluster":"east","name":"tenant1"}],"version":3},"moves":{"last":{"kind":"move","schema":"tenant1","state":"done"}}}`, false},
+		{"no sharded listener", webui.Source{Servers: servers, Shards: func() any { return nil }}, `"shards"`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(webui.Handler(tc.src, webui.Options{}))

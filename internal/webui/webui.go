@@ -50,6 +50,10 @@ type Source struct {
 	// of lifecycle.Progress (nil or a nil value: this Vigil does not
 	// clone, and the page hides the panel).
 	Clones func() any
+	// Shards is the sharded listener: {"listener": GET /api/v1/shards,
+	// "moves": GET /api/v1/shards/move} (nil or a nil value: none is
+	// configured, and the page hides the panel).
+	Shards func() any
 }
 
 // Options tune the dashboard. The zero value is usable.

@@ -241,6 +241,7 @@ function render(snap) {
   renderDigests(snap.digests || [], snap.digests_error, snap.time);
   renderCoordination(snap.coordination);
   renderClones(snap.clones);
+  renderShards(snap.shards);
 }
 
 // renderCoordination shows this instance's lease, the other instances
@@ -322,6 +323,68 @@ function renderClones(c) {
     }
   }
   $('#clone-list tbody').replaceChildren(...rows);
+}
+
+// ---- shards
+
+// renderShards shows the sharded listener (GET /api/v1/shards) and the
+// running or last move (GET /api/v1/shards/move). sh is absent when no
+// sharded listener is configured.
+function renderShards(sh) {
+  const box = $('#shards');
+  box.hidden = !(sh && sh.listener);
+  if (box.hidden) return;
+  const l = sh.listener;
+  setText($('#shards-listener'), `listening on ${l.listen || '?'} · map version ${l.version ?? '?'} · ${l.sessions ?? 0} sessions`);
+  const stmts = l.statements || {};
+  $('#shard-clusters tbody').replaceChildren(...(l.clusters || []).map((c) =>
+    el('tr', { class: 'shard-cluster', 'data-cluster': c.name },
+      el('td', null, c.name), el('td', null, c.writer || '—'), el('td', { class: 'num' }, String(stmts[c.name] || 0)))));
+  $('#shard-schemas tbody').replaceChildren(...(l.schemas || []).map((s) => {
+    const conflict = (s.conflict || []).length > 0;
+    return el('tr', { class: 'shard-schema', 'data-schema': s.name, 'data-cluster': conflict ? '' : (s.cluster || ''), 'data-state': s.state },
+      el('td', null, s.name),
+      el('td', conflict ? { class: 'error' } : null, conflict ? 'CONFLICT: ' + s.conflict.join(', ') : (s.cluster || '—')),
+      el('td', null, el('span', { class: 'shard-state', 'data-state': s.state }, s.state)),
+      el('td', { class: 'muted' }, s.source || ''));
+  }));
+  const refused = Object.entries(l.refused || {}).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`);
+  setText($('#shard-refused'), refused.length ? 'refused: ' + refused.join(', ') : '');
+  renderMove(sh.moves || {});
+}
+
+// renderMove draws the running move, else the last one: its steps with
+// their results, the failovers it followed, and what it waits for.
+function renderMove(m) {
+  const box = $('#shard-move');
+  const j = m.running || m.last;
+  if (!j) {
+    box.replaceChildren(el('p', { class: 'muted' }, 'No move yet.'));
+    return;
+  }
+  const running = !!m.running;
+  const head = `${running ? 'Running' : 'Last'}: ${j.kind} of ${j.schema} ${j.from} → ${j.to}`;
+  const owner = m.owner ? ` (instance ${m.owner})` : '';
+  const items = [];
+  (j.steps || []).forEach((name, i) => {
+    let r = null;
+    for (const x of j.results || []) if (x.name === name) r = x; // the newest run of the step
+    let state = 'pending';
+    if (r && r.error) state = 'failed';
+    else if (r && r.finished) state = 'done';
+    else if (r) state = 'running';
+    if (j.state === 'waiting' && i === j.step) state = 'waiting';
+    const text = state === 'waiting' ? `waiting for the cutover: vigil ctl shard cutover ${j.schema}` : (r ? (r.error || r.detail || '') : '');
+    items.push(el('li', { class: 'move-step', 'data-step': name, 'data-state': state },
+      el('b', null, name), ' ', el('span', { class: 'phase', 'data-phase': state }, state), text ? ' — ' + text : ''));
+  });
+  const follows = (j.follows || []).map((f) => el('li', { class: 'move-follow' }, 'followed a failover: ' + f));
+  box.replaceChildren(
+    el('p', { class: 'move', 'data-schema': j.schema, 'data-state': j.state, 'data-kind': j.kind },
+      el('b', null, head), owner, ' · ', el('span', { class: 'phase', 'data-phase': j.state }, j.state)),
+    el('ol', { class: 'move-steps' }, ...items),
+    ...(follows.length ? [el('ul', null, ...follows)] : []),
+    ...((m.error && !running) ? [el('p', { class: 'error' }, m.error)] : []));
 }
 
 function groupBy(list, key) {
