@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/vigil-db/vigil/internal/topology"
 )
 
@@ -391,7 +393,15 @@ func startConnection(ctx context.Context, db DB, conn string, from Server, repl 
 // the SET alone and on again (it is global only).
 func setSlavePos(ctx context.Context, db DB, pos topology.GTIDPos, relax bool) error {
 	if !relax {
-		return db.Exec(ctx, sqlSetSlavePos(pos))
+		err := db.Exec(ctx, sqlSetSlavePos(pos))
+		if !isGTIDConflict(err) {
+			return err
+		}
+		// The server committed a transaction of its own domain between
+		// the read of its binary log position and the SET (a primary
+		// under write load): its own domain's entry is now below its
+		// binary log, which is harmless (the binary log wins for its
+		// own domain) but refused by gtid_strict_mode.
 	}
 	rows, err := db.Query(ctx, sqlStrictMode)
 	if err != nil {
@@ -412,6 +422,13 @@ func setSlavePos(ctx context.Context, db DB, pos topology.GTIDPos, relax bool) e
 		err = errors.Join(err, fmt.Errorf("gtid_strict_mode could not be turned on again (SET GLOBAL gtid_strict_mode = 1 by hand): %w", rerr))
 	}
 	return err
+}
+
+// isGTIDConflict: MariaDB refused a gtid_slave_pos older than the binary
+// log (1947) or without a domain it holds (1948) under gtid_strict_mode.
+func isGTIDConflict(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1947 || me.Number == 1948)
 }
 
 // binlogPos is a server's @@gtid_binlog_pos.
