@@ -26,7 +26,7 @@ import (
 //     handshake and audit it; the clone fails in checking and node3 is
 //     never taken out of routing;
 //   - node3's disk is a small tmpfs: Vigil's preflight refuses (too
-//     little space for the donor's datadir), and a restore driven
+//     little space for a copy of the donor's datadir), and a restore driven
 //     straight at node3's agent without an expected size runs out of
 //     space mid-stream: 507 no_space naming the file system, nothing
 //     swapped, node3 up on its data;
@@ -223,11 +223,16 @@ func (e *cloneEnv) diskFull(t *testing.T, datadir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Room for three quarters of the stream: less than the donor's
-	// datadir (the preflight's measure) and than the stream itself, with
-	// what node3 writes as it starts (about 11 MiB here) taken from it.
-	free := min(stream.n, donor.DatadirBytes) * 3 / 4
-	t.Logf("node2's backup stream is %d MiB, its datadir %d MiB", stream.n>>20, donor.DatadirBytes>>20)
+	// Room for three quarters of the stream: less than a copy of the
+	// donor's datadir (the preflight's measure: the datadir without its
+	// binary and relay logs) and than the stream itself, with what node3
+	// writes as it starts (about 11 MiB here) taken from it.
+	if donor.CopyBytes <= 0 || donor.CopyBytes > donor.DatadirBytes || donor.StreamBytes > donor.CopyBytes {
+		t.Fatalf("node2's agent: copy %d, stream %d, datadir %d bytes", donor.CopyBytes, donor.StreamBytes, donor.DatadirBytes)
+	}
+	free := min(stream.n, donor.CopyBytes) * 3 / 4
+	t.Logf("node2's backup stream is %d MiB (estimated %d MiB), a copy of its datadir %d MiB, its datadir %d MiB",
+		stream.n>>20, donor.StreamBytes>>20, donor.CopyBytes>>20, donor.DatadirBytes>>20)
 	e.onTmpfs(t, "node3", datadir, free)
 	Eventually(t, 60*time.Second, "node3 ONLINE on the tmpfs", func() error {
 		if s := e.server(t, "node3"); s.State != "ONLINE" {
@@ -236,7 +241,7 @@ func (e *cloneEnv) diskFull(t *testing.T, datadir string) {
 		return nil
 	})
 	st, err := a3.Status(e.ctx)
-	if err != nil || !st.Answering || st.FreeBytes >= donor.DatadirBytes {
+	if err != nil || !st.Answering || st.FreeBytes >= donor.CopyBytes {
 		t.Fatalf("node3's agent: %+v %v (donor datadir %d bytes, stream %d)", st, err, donor.DatadirBytes, stream.n)
 	}
 

@@ -339,7 +339,8 @@ func metric(t *testing.T, env *clusterEnv, series string) float64 {
 // TestCloneDonorKilled: the donor's server is killed while its backup
 // streams (throttled to make room for it). The clone fails with an event
 // that says what to do; the target stays OFFLINE_HARD with its own data
-// and server untouched, and another clone is accepted afterwards.
+// and server untouched, also across a restart of Vigil, and another
+// clone is accepted afterwards.
 func TestCloneDonorKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e")
@@ -372,6 +373,16 @@ func TestCloneDonorKilled(t *testing.T) {
 	if m := metric(t, e.clusterEnv, `vigil_clone_failures_total{cluster="sandbox"}`); m != 1 {
 		t.Errorf("vigil_clone_failures_total = %v", m)
 	}
+	// A restarted Vigil keeps node3 out of routing (the state dir's
+	// lifecycle-<cluster>-out.json) and says why.
+	e.v.stop()
+	e.v = startVigil(t, e.cfgPath, e.addr)
+	Eventually(t, 15*time.Second, "node3 OFFLINE_HARD after a restart", func() error {
+		if s := e.server(t, "node3"); s.State != "OFFLINE_HARD" || !strings.Contains(s.Reason, "its clone failed") {
+			return fmt.Errorf("node3 is %s (%s)", s.State, s.Reason)
+		}
+		return nil
+	})
 	// The clone slot is free again: with node2 down, node1 (the writer)
 	// is the only donor left, used only when named.
 	out, err := e.ctl(t, "clone", "node3", "--from", "node1", "--wait")

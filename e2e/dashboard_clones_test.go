@@ -57,7 +57,7 @@ func (c *clonesController) Clones() any {
 			Phase: lifecycle.PhaseStreaming, Bytes: n, TotalBytes: 100 << 20, RateBytes: 50 << 20, ETASeconds: 95, Started: started, Running: true}}},
 		"finished": []progress{{Progress: lifecycle.Progress{ID: 1, Cluster: "main", Target: "db2", Donor: "db1", Phase: lifecycle.PhaseFailed,
 			Bytes: 0, TotalBytes: 100 << 20, ETASeconds: -1, Started: started, Finished: &finished,
-			Error: "target db2 has too little disk space: 9.9 MiB free beside its datadir, the donor's datadir is 87.9 MiB"}}},
+			Error: "target db2 has too little disk space: 9.9 MiB free beside its datadir, a copy of the donor's datadir needs 87.9 MiB"}}},
 	}
 }
 

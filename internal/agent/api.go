@@ -32,6 +32,14 @@ type Status struct {
 	DatadirBytes int64  `json:"datadir_bytes"`
 	FreeBytes    int64  `json:"free_bytes"`
 	TotalBytes   int64  `json:"total_bytes"`
+	// CopyBytes is the room a restored copy of this datadir needs: the
+	// datadir without its binary and relay logs and its temporary
+	// tablespace, which a restored server starts empty. StreamBytes is
+	// about what a backup of it streams: CopyBytes without the InnoDB
+	// redo log too (a backup carries only what is logged while it runs).
+	// Both 0 from an agent that does not know them.
+	CopyBytes   int64 `json:"copy_bytes,omitempty"`
+	StreamBytes int64 `json:"stream_bytes,omitempty"`
 	// MariadbBackup and Mbstream are the tools' paths, "" when missing.
 	MariadbBackup string `json:"mariadb_backup,omitempty"`
 	Mbstream      string `json:"mbstream,omitempty"`

@@ -68,3 +68,30 @@ func TestRemoveInterrupted(t *testing.T) {
 		t.Errorf("the prepared copy of a half-done swap was deleted: %v", err)
 	}
 }
+
+// The room a restored copy needs leaves out the binary and relay logs and
+// the temporary tablespace; the stream leaves out the redo log too; files
+// in schema directories are always counted, whatever their names.
+func TestDatadirSizes(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]int{
+		"ibdata1": 100, "ib_logfile0": 1000, "ibtmp1": 50, "aria_log.00000001": 7, "aria_log_control": 1,
+		"mysql-bin.000001": 400, "mysql-bin.000002": 300, "mysql-bin.index": 20,
+		"host-relay-bin.000003": 200, "host-relay-bin.index": 20, "mysql.pid": 5,
+		"db/t.ibd": 60, "db/t.frm": 2, "db/odd.000001": 3,
+	}
+	for name, n := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, make([]byte, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := datadirSizes(dir)
+	want := datadirSize{all: 2168, copy: 1000 + 100 + 7 + 1 + 5 + 60 + 2 + 3, stream: 100 + 7 + 1 + 5 + 60 + 2 + 3}
+	if got != want {
+		t.Fatalf("datadirSizes = %+v, want %+v", got, want)
+	}
+}

@@ -114,7 +114,8 @@ func (s *Server) status(ctx context.Context) Status {
 	if st.Version == "" {
 		st.Version = s.binaryVersion(ctx)
 	}
-	st.DatadirBytes = dirSize(s.cfg.Datadir)
+	sz := datadirSizes(s.cfg.Datadir)
+	st.DatadirBytes, st.CopyBytes, st.StreamBytes = sz.all, sz.copy, sz.stream
 	var sfs syscall.Statfs_t
 	if err := syscall.Statfs(filepath.Dir(s.cfg.Datadir), &sfs); err == nil {
 		st.FreeBytes = int64(sfs.Bavail) * int64(sfs.Bsize)
@@ -143,20 +144,69 @@ func (s *Server) binaryVersion(ctx context.Context) string {
 	return strings.TrimSpace(string(out))
 }
 
-func dirSize(dir string) int64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+// datadirSize is a datadir's size, the room a restored copy of it needs and
+// about what a backup of it streams (Status.CopyBytes, StreamBytes).
+type datadirSize struct{ all, copy, stream int64 }
+
+// datadirSizes walks dir. Only files directly in it can be binary or
+// relay logs (name.NNNNNN and their .index), the redo log (ib_logfile*)
+// or the temporary tablespace (ibtmp*); tables live in the schemas'
+// directories.
+func datadirSizes(dir string) datadirSize {
+	var sz datadirSize
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
 		if err != nil {
 			return nil
 		}
-		if d.Type().IsRegular() {
-			if info, err := d.Info(); err == nil {
-				n += info.Size()
-			}
+		n := info.Size()
+		sz.all += n
+		kind := ""
+		if filepath.Dir(path) == filepath.Clean(dir) {
+			kind = topLevelKind(d.Name())
+		}
+		switch kind {
+		case "log", "tmp":
+		case "redo":
+			sz.copy += n
+		default:
+			sz.copy += n
+			sz.stream += n
 		}
 		return nil
 	})
-	return n
+	return sz
+}
+
+// topLevelKind sorts a file directly in the datadir: "log" for binary and
+// relay logs and their indexes, "redo" for the InnoDB redo log, "tmp" for
+// the temporary tablespace, "" for the rest.
+func topLevelKind(name string) string {
+	switch {
+	case strings.HasPrefix(name, "ib_logfile"):
+		return "redo"
+	case strings.HasPrefix(name, "ibtmp"):
+		return "tmp"
+	case strings.HasSuffix(name, ".index"):
+		return "log"
+	case strings.HasPrefix(name, "aria_log."):
+		return "" // Aria's log, numbered too, is backed up
+	}
+	base, num, ok := cutLast(name, '.')
+	if !ok || base == "" || len(num) < 6 || strings.Trim(num, "0123456789") != "" {
+		return ""
+	}
+	return "log"
+}
+
+func cutLast(s string, sep byte) (before, after string, ok bool) {
+	if i := strings.LastIndexByte(s, sep); i >= 0 {
+		return s[:i], s[i+1:], true
+	}
+	return s, "", false
 }
 
 // tailBuffer keeps the last max bytes written to it: a program's stderr

@@ -15,9 +15,11 @@ import (
 	"github.com/vigil-db/vigil/internal/backend"
 	"github.com/vigil-db/vigil/internal/config"
 	"github.com/vigil-db/vigil/internal/executor"
+	"github.com/vigil-db/vigil/internal/failover"
 	"github.com/vigil-db/vigil/internal/flavor"
 	"github.com/vigil-db/vigil/internal/lifecycle"
 	"github.com/vigil-db/vigil/internal/mysqlproto"
+	"github.com/vigil-db/vigil/internal/topology"
 )
 
 // The daemon clones servers through their agents (docs/lifecycle.md).
@@ -336,6 +338,7 @@ func (rt *clusterRuntime) donorInput(target string) cloneInput {
 			_, waiting := rt.activity(i)
 			in.Load[s.Name] = waiting
 		}
+		in.Errant = errantReplicas(rt.mon.Observations(), snap.WriterServer())
 	}
 	return in
 }
@@ -380,4 +383,29 @@ func (s sqlRunner) Run(ctx context.Context, addr string, stmts ...string) ([]str
 		}
 	}
 	return cols, rows, nil
+}
+
+// errantReplicas names the members whose latest check held transactions
+// the writer's latest check lacks (failover.ErrantOf), nil without a
+// writer.
+func errantReplicas(obs []topology.Health, writer *topology.Server) map[string]string {
+	if writer == nil {
+		return nil
+	}
+	var w *topology.Observation
+	for _, o := range obs {
+		if o.Name == writer.Name {
+			w = o.Last
+		}
+	}
+	out := map[string]string{}
+	for _, o := range obs {
+		if o.Name == writer.Name {
+			continue
+		}
+		if x, _ := failover.ErrantOf(o.Last, w); x != "" {
+			out[o.Name] = x
+		}
+	}
+	return out
 }

@@ -164,6 +164,7 @@ func (d *daemon) newCluster(parent context.Context, cfg *config.Config, cc confi
 func (d *daemon) runCluster(rt *clusterRuntime) {
 	ctx := rt.ctx
 	evs, unsub := rt.mon.Subscribe(256)
+	d.restoreKeptOut(rt)
 	rt.wg.Go(func() { _ = rt.mon.Run(ctx) })
 	rt.wg.Go(func() { _ = rt.exec.Run(ctx) })
 	rt.runCoordination()

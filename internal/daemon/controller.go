@@ -171,6 +171,7 @@ func (d *daemon) SetServerState(ctx context.Context, cluster, server, state stri
 	if err := rt.setServerState(server, state); err != nil {
 		return err
 	}
+	d.setKeptOut(rt, server, "") // the operator decided
 	if snap := rt.topo.Load(); state == "ONLINE" && snap != nil {
 		if i := snap.Index(server); i >= 0 && snap.Servers[i].Standby {
 			return d.setStandby(cluster, server, false)

@@ -19,6 +19,7 @@ import (
 	"github.com/vigil-db/vigil/internal/executor"
 	"github.com/vigil-db/vigil/internal/failover"
 	"github.com/vigil-db/vigil/internal/lifecycle"
+	"github.com/vigil-db/vigil/internal/topology"
 )
 
 // Self-healing and the lifecycle journal (docs/lifecycle.md). One
@@ -42,6 +43,9 @@ type healer struct {
 	mu        sync.Mutex
 	downSince map[string]time.Time
 	backoff   map[string]time.Time
+	// errant counts, per replica, the checks in a row that found
+	// transactions the writer lacks (confirmErrant).
+	errant map[string]errantSeen
 	// resolved: this instance resolved the journal since it last began
 	// to act.
 	resolved bool
@@ -59,7 +63,7 @@ func (d *daemon) healerOf(cluster string) *healer {
 	}
 	h := d.healers[cluster]
 	if h == nil {
-		h = &healer{downSince: map[string]time.Time{}, backoff: map[string]time.Time{}}
+		h = &healer{downSince: map[string]time.Time{}, backoff: map[string]time.Time{}, errant: map[string]errantSeen{}}
 		d.healers[cluster] = h
 	}
 	return h
@@ -136,6 +140,7 @@ func (d *daemon) heal(ctx context.Context, rt *clusterRuntime) {
 	d.journal.add(admin.Event{Cluster: rt.name, Server: a.Target, Kind: "self_healing", Message: "self-healing: " + a.Reason})
 	switch a.Kind {
 	case lifecycle.KindRebuild:
+		h.forgetErrant(a.Target)
 		if _, err := d.startLifecycle(ctx, admin.CloneRequest{Cluster: rt.name, Target: a.Target, Kind: lifecycle.KindRebuild, Rate: int64(lc.Rate)}, ""); err != nil {
 			h.failed(a.Target, time.Now())
 			d.journal.add(admin.Event{Cluster: rt.name, Server: a.Target, Kind: "self_healing_failed",
@@ -219,7 +224,29 @@ func (d *daemon) healInput(ctx context.Context, rt *clusterRuntime, h *healer, n
 	for _, s := range snap.Live().Servers {
 		fenced[s.Name] = s.Fenced || s.Conflict
 	}
-	for _, o := range rt.mon.Observations() {
+	obs := rt.mon.Observations()
+	var wobs, freshW *topology.Observation
+	for _, o := range obs {
+		if o.Name == writer {
+			wobs = o.Last
+		}
+	}
+	// writerAfter is a check of the writer that began after replica's
+	// ended, so that their positions compare (failover.ErrantOf): the
+	// monitor's latest when it did, else one fresh check, taken once per
+	// turn after every replica check read above had ended. The probes'
+	// phases drift slowly, so waiting for the latest checks to fall in
+	// order could take minutes.
+	writerAfter := func(replica *topology.Observation) *topology.Observation {
+		if _, ok := failover.ErrantOf(replica, wobs); ok || writer == "" {
+			return wobs
+		}
+		if freshW == nil {
+			freshW = rt.mon.CheckFresh(ctx, writer)[writer]
+		}
+		return freshW
+	}
+	for _, o := range obs {
 		last := o.Last
 		if o.Name == writer || !members[o.Name] || last == nil || !last.OK || !in.Agents[o.Name] {
 			continue
@@ -230,6 +257,9 @@ func (d *daemon) healInput(ctx context.Context, rt *clusterRuntime, h *healer, n
 			continue
 		}
 		if !fenced[o.Name] && rs != nil && rs.Running() && rs.LastIOErrno == 0 && rs.LastSQLErrno == 0 {
+			if x := h.confirmErrant(o.Name, last, writerAfter(last)); x != "" {
+				in.Diverged[o.Name] = fmt.Sprintf("it replicates, but two checks in a row found transactions %s lacks: %s", writer, x)
+			}
 			continue
 		}
 		res, err := rt.exec.Request(ctx, failover.Request{Kind: failover.RequestRejoin, To: o.Name, DryRun: true})
@@ -239,6 +269,48 @@ func (d *daemon) healInput(ctx context.Context, rt *clusterRuntime, h *healer, n
 		}
 	}
 	return in
+}
+
+// errantSeen is how many checks of a replica in a row, the latest at
+// at, found transactions the writer lacks.
+type errantSeen struct {
+	n  int
+	at time.Time
+}
+
+// confirmErrant returns what a cleanly replicating replica holds that the
+// writer lacks when its latest check, comparable with the writer's
+// (failover.ErrantOf), found it and so did the comparable check before;
+// "" otherwise. Nothing is decided on a check already counted or one
+// that cannot be compared (the count is kept); a comparable check that
+// finds nothing starts it again, and so does a rebuild of the replica
+// (forgetErrant).
+func (h *healer) confirmErrant(name string, replica, writer *topology.Observation) string {
+	x, ok := failover.ErrantOf(replica, writer)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := h.errant[name]
+	switch {
+	case !ok || replica.Time.Equal(seen.at):
+		return ""
+	case x == "":
+		delete(h.errant, name)
+		return ""
+	}
+	seen = errantSeen{n: seen.n + 1, at: replica.Time}
+	h.errant[name] = seen
+	if seen.n < 2 {
+		return ""
+	}
+	return x
+}
+
+// forgetErrant starts target's count again: it is about to be
+// overwritten.
+func (h *healer) forgetErrant(target string) {
+	h.mu.Lock()
+	delete(h.errant, target)
+	h.mu.Unlock()
 }
 
 // replace clones the spare a.Spare in as a member and, once it
@@ -317,13 +389,82 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // journalPath is the state dir's copy of a cluster's lifecycle journal
 // (the only one without coordination).
 func (d *daemon) journalPath(cluster string) string {
+	return d.lifecycleFile(cluster, ".json")
+}
+
+// lifecycleFile is the state dir's file lifecycle-<cluster><suffix>.
+func (d *daemon) lifecycleFile(cluster, suffix string) string {
 	safe := strings.Map(func(r rune) rune {
 		if r == '/' || r == '\\' || r == 0 {
 			return '_'
 		}
 		return r
 	}, cluster)
-	return filepath.Join(d.base.StateDir, "lifecycle-"+safe+".json")
+	return filepath.Join(d.base.StateDir, "lifecycle-"+safe+suffix)
+}
+
+// Members a lifecycle operation left out of routing (it failed, or was
+// interrupted, after the target left routing) stay out until an operator
+// sets their state or a later clone or rebuild of them succeeds. The
+// acting instance keeps them in memory (the monitor's OFFLINE_HARD
+// override) and, with several instances, in the writer record's fenced
+// list; keptOut is their copy in the state dir
+// (lifecycle-<cluster>-out.json, name → why), read when the cluster
+// starts, so that a restarted single Vigil does not route a half-rebuilt
+// member again.
+var keptOutMu sync.Mutex
+
+func (d *daemon) keptOut(cluster string) map[string]string {
+	out := map[string]string{}
+	if d.base.StateDir == "" {
+		return out
+	}
+	raw, err := os.ReadFile(d.lifecycleFile(cluster, "-out.json"))
+	if err == nil {
+		_ = json.Unmarshal(raw, &out)
+	}
+	return out
+}
+
+// setKeptOut adds (why != "") or removes (why == "") server.
+func (d *daemon) setKeptOut(rt *clusterRuntime, server, why string) {
+	if d.base.StateDir == "" || server == "" {
+		return
+	}
+	keptOutMu.Lock()
+	defer keptOutMu.Unlock()
+	m := d.keptOut(rt.name)
+	if _, ok := m[server]; !ok && why == "" {
+		return
+	}
+	if why == "" {
+		delete(m, server)
+	} else {
+		m[server] = why
+	}
+	path := d.lifecycleFile(rt.name, "-out.json")
+	var err error
+	if len(m) == 0 {
+		err = os.Remove(path)
+	} else {
+		raw, _ := json.Marshal(m)
+		err = os.WriteFile(path, raw, 0o640)
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		rt.log.Warn("could not keep the members a lifecycle operation left out of routing in the state dir; after a restart they may be routed again: set them OFFLINE_HARD by hand (vigil ctl set-state)", "server", server, "err", err)
+	}
+}
+
+// restoreKeptOut applies the state dir's kept-out members before the
+// cluster's monitor runs its first check.
+func (d *daemon) restoreKeptOut(rt *clusterRuntime) {
+	for server, why := range d.keptOut(rt.name) {
+		if err := rt.exec.Routing().SetAdminState(server, topology.OfflineHard, why); err != nil {
+			rt.log.Warn("a member a lifecycle operation left out of routing is no longer in the cluster", "server", server, "err", err)
+			continue
+		}
+		rt.log.Info("kept out of routing after a restart: "+why, "server", server, "event", "lifecycle_kept_out")
+	}
 }
 
 // saveJournal journals a lifecycle operation's progress: in the state dir
@@ -331,6 +472,12 @@ func (d *daemon) journalPath(cluster string) string {
 func (rt *clusterRuntime) saveJournal(d *daemon, j lifecycle.Journal) {
 	j.Instance = d.instanceName(rt)
 	done := j.Phase == lifecycle.PhaseDone || j.Phase == lifecycle.PhaseFailed
+	switch {
+	case j.Phase == lifecycle.PhaseFailed && j.OutOfRouting:
+		d.setKeptOut(rt, j.Target, fmt.Sprintf("its %s failed at %s (vigil ctl events --kind %s_failed)", j.Kind, time.Now().UTC().Format(time.RFC3339), j.Kind))
+	case j.Phase == lifecycle.PhaseDone:
+		d.setKeptOut(rt, j.Target, "")
+	}
 	path := d.journalPath(rt.name)
 	raw, _ := json.Marshal(j)
 	if done {
@@ -458,10 +605,11 @@ func (d *daemon) resolveJournal(ctx context.Context, rt *clusterRuntime, h *heal
 			if j.Replaces != "" {
 				d.retire(ctx, rt, j.Replaces, j.Target)
 			}
+			d.setKeptOut(rt, j.Target, "")
 			d.endJournal(rt)
 			return
 		}
-		_ = rt.exec.Exclude(ctx, j.Target, "interrupted "+j.Kind)
+		d.keepOut(ctx, rt, j)
 		event(j.Kind+"_interrupted", fmt.Sprintf("the %s of %s, interrupted while %s when %s stopped acting, could not be completed by %s: %v. %s runs the copied datadir (its previous one is kept at %s) and stays out of routing (OFFLINE_HARD); run vigil ctl %s %s again",
 			j.Kind, j.Target, j.Phase, who, me, err, j.Target, orUnknown(j.OldDatadir), rebuildVerb(j.Kind), j.Target))
 		d.endJournal(rt)
@@ -469,7 +617,7 @@ func (d *daemon) resolveJournal(ctx context.Context, rt *clusterRuntime, h *heal
 	}
 	// Before the swap: the agent abandons a restore whose stream ends,
 	// and swaps only after a complete, prepared copy.
-	_ = rt.exec.Exclude(ctx, j.Target, "interrupted "+j.Kind)
+	d.keepOut(ctx, rt, j)
 	state := "its agent could not be asked (no agent client); the agent swaps only after a complete, prepared copy, so its datadir is the one it had"
 	if target != nil {
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -496,6 +644,13 @@ func (d *daemon) resolveJournal(ctx context.Context, rt *clusterRuntime, h *heal
 	event(j.Kind+"_interrupted", fmt.Sprintf("the %s of %s was interrupted while %s when %s stopped acting; %s; %s stays out of routing (OFFLINE_HARD). Resolved by %s: %s",
 		j.Kind, j.Target, j.Phase, who, state, j.Target, me, next))
 	d.endJournal(rt)
+}
+
+// keepOut takes the target of an interrupted operation out of routing,
+// here and in the state dir.
+func (d *daemon) keepOut(ctx context.Context, rt *clusterRuntime, j *lifecycle.Journal) {
+	_ = rt.exec.Exclude(ctx, j.Target, "interrupted "+j.Kind)
+	d.setKeptOut(rt, j.Target, fmt.Sprintf("its %s was interrupted while %s (vigil ctl events --kind %s_interrupted)", j.Kind, j.Phase, j.Kind))
 }
 
 func rebuildVerb(kind string) string {

@@ -201,7 +201,12 @@ func (d *daemon) AddServer(_ context.Context, cluster string, s admin.ServerSpec
 // RemoveServer implements admin.MembershipController: the server is
 // drained (bounded by failover.drain_timeout) and leaves the running
 // cluster; the writer cannot be removed.
-func (d *daemon) RemoveServer(_ context.Context, cluster, server string) error {
+func (d *daemon) RemoveServer(_ context.Context, cluster, server string) (err error) {
+	defer func() {
+		if rt, cerr := d.cluster(cluster); err == nil && cerr == nil {
+			d.setKeptOut(rt, server, "") // gone: a server added later under its name starts afresh
+		}
+	}()
 	return d.change(cluster, fmt.Sprintf("server %s removed by an operator", server), "", func(_ *clusterRuntime, cc config.Cluster, co *clusterOverlay) error {
 		if !hasServer(cc, server) {
 			return fmt.Errorf("cluster %s has no server named %s", cc.Name, server)

@@ -289,6 +289,22 @@ func exceptServer(state []topology.GTID, sid uint32) []topology.GTID {
 	return slices.DeleteFunc(slices.Clone(state), func(g topology.GTID) bool { return g.Server == sid })
 }
 
+// ErrantOf lists the transactions a replica's latest check saw applied
+// that the primary's latest check did not have ("" when none). The two
+// are comparable (ok) only when both answered and the replica's check
+// ended before the primary's began: a check reads its position somewhere
+// inside it, so with overlapping checks, or checks whose starts alone are
+// ordered, the replica may have been read after the primary, whose
+// position under write load is then simply older. Self-healing uses it
+// to find a replica that replicates cleanly yet holds transactions of its
+// own; a switchover to exclude such a candidate.
+func ErrantOf(replica, primary *topology.Observation) (extra string, ok bool) {
+	if replica == nil || primary == nil || !replica.OK || !primary.OK || replica.Time.Add(replica.Took).After(primary.Time) {
+		return "", false
+	}
+	return appliedPos(replica).extra(appliedPos(primary)), true
+}
+
 // Extra lists the transactions of the GTID position have (MariaDB
 // gtid_current_pos, MySQL gtid_executed) that other lacks, "" when none:
 // the executor's no-errant-transactions check, with the engine's rules

@@ -3,6 +3,7 @@ package failover
 import (
 	"strings"
 	"testing"
+	"time"
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 
@@ -174,5 +175,40 @@ func TestBinlogStateExtraRange(t *testing.T) {
 	got := binlogStateExtra(list("0-2-50"), list("0-2-48,0-3-60"))
 	if got != "0-2-49..50 (the other's last of server 2 is 0-2-48)" {
 		t.Errorf("%q", got)
+	}
+}
+
+// ErrantOf finds what a replica holds that the primary lacks, and
+// compares only checks that cannot have read the replica after the
+// primary.
+func TestErrantOf(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	obs := func(pos string, start, took time.Duration) *topology.Observation {
+		return &topology.Observation{OK: true, Time: t0.Add(start), Took: took,
+			GTID: topology.GTIDState{Current: topology.MustParseGTIDPos(pos)}}
+	}
+	primary := obs("0-1-100", 10*time.Millisecond, 2*time.Millisecond)
+	for _, tc := range []struct {
+		name    string
+		replica *topology.Observation
+		primary *topology.Observation
+		extra   string
+		ok      bool
+	}{
+		{"behind: nothing errant", obs("0-1-90", 0, time.Millisecond), primary, "", true},
+		{"own write in the primary's domain", obs("0-2-101", 0, time.Millisecond), primary, "0-2-101", true},
+		{"a domain the primary never had", obs("0-1-100,7-2-3", 0, time.Millisecond), primary, "domain 7 up to 7-2-3", true},
+		{"same sequence, another server", obs("0-2-100", 0, time.Millisecond), primary, "0-2-100 (the other has 0-1-100)", true},
+		{"replica's check ended after the primary's began", obs("0-1-103", 0, 11*time.Millisecond), primary, "", false},
+		{"replica checked after the primary", obs("0-1-103", 20*time.Millisecond, time.Millisecond), primary, "", false},
+		{"primary did not answer", obs("0-2-101", 0, time.Millisecond), &topology.Observation{Time: t0.Add(time.Second)}, "", false},
+		{"no replica check yet", nil, primary, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			extra, ok := ErrantOf(tc.replica, tc.primary)
+			if ok != tc.ok || !strings.Contains(extra, tc.extra) || (tc.extra == "") != (extra == "") {
+				t.Fatalf("ErrantOf = %q, %v; want %q, %v", extra, ok, tc.extra, tc.ok)
+			}
+		})
 	}
 }

@@ -77,11 +77,8 @@ func (v *view) excludeSwitchover(i, old int, f ServerFacts) (Exclusion, string) 
 // Otherwise "" and the plan's VerifyNoErrant step checks again once p is
 // read-only.
 func (v *view) errant(i, p int) string {
-	oi, op := v.obs(i), v.obs(p)
-	if oi == nil || op == nil || !op.OK || oi.Time.Add(oi.Took).After(op.Time) {
-		return ""
-	}
-	return appliedPos(oi).extra(appliedPos(op))
+	x, _ := ErrantOf(v.obs(i), v.obs(p))
+	return x
 }
 
 func (v *view) switchoverPlan(c int) *Plan {

@@ -143,6 +143,9 @@ type Journal struct {
 	OldDatadir string    `json:"old_datadir,omitempty"`
 	Started    time.Time `json:"started"`
 	Instance   string    `json:"instance,omitempty"`
+	// OutOfRouting: the target left routing for this operation (so a
+	// failure keeps it out).
+	OutOfRouting bool `json:"out_of_routing,omitempty"`
 }
 
 func (d *Deps) defaults() {
@@ -226,7 +229,7 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 		if err := d.Routing.Exclude(ctx, p.Target, fmt.Sprintf("being %s from %s", pastTense(kind), p.Donor)); err != nil {
 			return fmt.Errorf("taking %s out of routing: %w", p.Target, err)
 		}
-		fenced = true
+		fenced, jr.OutOfRouting = true, true
 		return nil
 	}
 
@@ -262,11 +265,11 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 		return fail(fmt.Errorf("target %s is under a salvage hold (its transactions are not salvaged yet)", p.Target))
 	case tst.Busy != "":
 		return fail(fmt.Errorf("target %s's agent is busy (%s)", p.Target, tst.Busy))
-	case tst.FreeBytes > 0 && st.DatadirBytes > tst.FreeBytes:
-		return fail(fmt.Errorf("target %s has too little disk space: %s free beside its datadir, the donor's datadir is %s (%d > %d bytes; the old datadir is kept until the clone replicates, so the copy needs room beside it): free space on %s's file system first",
-			p.Target, mib(tst.FreeBytes), mib(st.DatadirBytes), st.DatadirBytes, tst.FreeBytes, p.Target))
+	case tst.FreeBytes > 0 && copyBytes(st) > tst.FreeBytes:
+		return fail(fmt.Errorf("target %s has too little disk space: %s free beside its datadir, a copy of the donor's datadir needs %s (%d > %d bytes: its datadir without binary and relay logs; the old datadir is kept until the clone replicates, so the copy needs room beside it): free space on %s's file system first",
+			p.Target, mib(tst.FreeBytes), mib(copyBytes(st)), copyBytes(st), tst.FreeBytes, p.Target))
 	}
-	t.set(func(pr *Progress) { pr.TotalBytes = st.DatadirBytes })
+	t.set(func(pr *Progress) { pr.TotalBytes = streamBytes(st) })
 
 	if !fenced {
 		if err := fence(); err != nil {
@@ -277,7 +280,7 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 		gerund(kind), p.Target, p.Donor, p.DonorReason, replacing(p), p.Target, salvaged))
 	log.Info(kind+" started", "reason", p.DonorReason, "rate_limit", p.Rate)
 
-	total, failed := st.DatadirBytes, map[string]bool{}
+	total, failed := streamBytes(st), map[string]bool{}
 	var res agent.RestoreResult
 	for restarts := 0; ; restarts++ {
 		t.phase(PhaseStreaming)
@@ -305,7 +308,7 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 		d.Event(kind+"_donor_changed", fmt.Sprintf("the stream from %s failed (%v); the %s of %s restarts from %s (%s); %s stays out of routing",
 			p.Donor, err, kind, p.Target, nd.Name, nd.Reason, p.Target))
 		log.Warn(kind+" restarts from another donor", "failed", p.Donor, "next", nd.Name, "err", err)
-		p.Donor, p.DonorReason, p.DonorAgent, d.Donor, total = nd.Name, nd.Reason, nd.AgentAddr, nd.Agent, nst.DatadirBytes
+		p.Donor, p.DonorReason, p.DonorAgent, d.Donor, total = nd.Name, nd.Reason, nd.AgentAddr, nd.Agent, streamBytes(nst)
 		if d.switchDonor != nil {
 			d.switchDonor(nd.Name, nd.AgentAddr)
 		}
@@ -555,4 +558,22 @@ func PlanSteps(p Plan, writer string) []string {
 		fmt.Sprintf("%s: wait until both replication threads of %s run without error", PhaseVerifying, p.Target),
 		fmt.Sprintf("%s: give %s back to routing on every instance (routed once its checks pass); delete the old datadir", PhaseRouting, p.Target),
 	)
+}
+
+// copyBytes is the room a copy of the donor's datadir needs on the
+// target; an agent that does not say gives its whole datadir.
+func copyBytes(st agent.Status) int64 {
+	if st.CopyBytes > 0 {
+		return st.CopyBytes
+	}
+	return st.DatadirBytes
+}
+
+// streamBytes is about what the donor's backup streams (the progress's
+// total and ETA).
+func streamBytes(st agent.Status) int64 {
+	if st.StreamBytes > 0 {
+		return st.StreamBytes
+	}
+	return st.DatadirBytes
 }

@@ -24,12 +24,13 @@ type fakeAgent struct {
 	block      chan struct{} // Backup waits for it when set
 	writable   bool
 	free       int64 // FreeBytes in the status (0: unknown)
+	copyBytes  int64 // CopyBytes in the status (0: unknown)
 	received   bytes.Buffer
 	cleaned    bool
 }
 
 func (a *fakeAgent) Status(context.Context) (agent.Status, error) {
-	return agent.Status{Running: true, Answering: true, ReadOnly: !a.writable, DatadirBytes: int64(len(a.backup)), FreeBytes: a.free}, nil
+	return agent.Status{Running: true, Answering: true, ReadOnly: !a.writable, DatadirBytes: int64(len(a.backup)), FreeBytes: a.free, CopyBytes: a.copyBytes}, nil
 }
 
 func (a *fakeAgent) Backup(ctx context.Context, w io.Writer, _ agent.BackupOptions) (int64, error) {
@@ -229,12 +230,19 @@ func TestClonePreflight(t *testing.T) {
 	}
 }
 
-// A target without room for the donor's datadir is refused before it
-// leaves routing, with both sizes in the message.
+// A target without room for a copy of the donor's datadir is refused
+// before it leaves routing, with both sizes in the message. The copy is
+// the datadir without what a restored server starts empty (binary and
+// relay logs: the agent's CopyBytes): a donor whose datadir is mostly
+// binary logs fits.
 func TestClonePreflightNoSpace(t *testing.T) {
-	p, d, rt, ev := setup(&fakeAgent{backup: make([]byte, 3<<20)}, &fakeAgent{free: 1 << 20}, &fakeSQL{})
+	p, d, _, _ := setup(&fakeAgent{backup: make([]byte, 3<<20), copyBytes: 512 << 10}, &fakeAgent{free: 1 << 20}, &fakeSQL{})
+	if pr := runOne(t, p, d); pr.Bytes == 0 || strings.Contains(pr.Error, "disk space") {
+		t.Fatalf("a copy of 0.5 MiB into 1 MiB free did not stream: %+v", pr)
+	}
+	p, d, rt, ev := setup(&fakeAgent{backup: make([]byte, 3<<20), copyBytes: 2 << 20}, &fakeAgent{free: 1 << 20}, &fakeSQL{})
 	pr := runOne(t, p, d)
-	want := "target n3 has too little disk space: 1.0 MiB free beside its datadir, the donor's datadir is 3.0 MiB"
+	want := "target n3 has too little disk space: 1.0 MiB free beside its datadir, a copy of the donor's datadir needs 2.0 MiB"
 	if pr.Phase != PhaseFailed || !strings.Contains(pr.Error, want) {
 		t.Fatalf("progress: %+v, want an error with %q", pr, want)
 	}

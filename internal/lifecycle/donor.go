@@ -32,6 +32,10 @@ type DonorInput struct {
 	MaxLag float64
 	// Busy names servers that already serve as a donor or are a target.
 	Busy map[string]bool
+	// Errant names replicas whose latest check held transactions the
+	// writer lacks (name → which): they never serve, since the copy
+	// would carry those transactions to the target.
+	Errant map[string]string
 	// Rebuild: the target is a member to overwrite in place, which may be
 	// a fenced old primary (its role still shows primary); only the
 	// writer itself is refused.
@@ -93,6 +97,8 @@ func ChooseDonor(in DonorInput) (DonorChoice, error) {
 			return refuse("donor %s has no agent: set clusters[].servers[].agent for it", in.From)
 		case in.Busy[in.From]:
 			return refuse("donor %s already serves a clone; wait for it to finish (vigil ctl clones)", in.From)
+		case in.Errant[in.From] != "":
+			return refuse("donor %s holds transactions the writer lacks (%s): its copy would carry them to %s; name another donor, or rebuild %s first", in.From, in.Errant[in.From], in.Target, in.From)
 		}
 		s := snap.Servers[di]
 		if s.State == topology.OfflineHard && !s.Readable && !s.Writable {
@@ -123,6 +129,8 @@ func ChooseDonor(in DonorInput) (DonorChoice, error) {
 			why = "serves another clone"
 		case s.Fenced:
 			why = "fenced"
+		case in.Errant[s.Name] != "":
+			why = "holds transactions the writer lacks (" + in.Errant[s.Name] + ")"
 		case s.Role == topology.RolePrimary:
 			why = "a primary"
 		case s.State != topology.Online && !(s.Standby && s.State == topology.OfflineSoft):

@@ -56,6 +56,8 @@ func TestChooseDonor(t *testing.T) {
 		{"fenced replica does not serve", DonorInput{Snapshot: fenced, Target: "n3", Agents: agents}, "n4", ""},
 		{"standby serves", DonorInput{Snapshot: standby, Target: "n4", Agents: agents, Load: map[string]int64{"n3": 5}}, "n2", ""},
 		{"replica without agent does not serve", DonorInput{Snapshot: snap(0, 0, 0), Target: "n4", Agents: all("n1", "n3", "n4")}, "n3", ""},
+		{"errant replica does not serve", DonorInput{Snapshot: snap(0, 0, 0), Target: "n4", Agents: agents, Errant: map[string]string{"n2": "0-2-9"}}, "n3", ""},
+		{"named errant donor", DonorInput{Snapshot: snap(0, 0, 0), Target: "n4", From: "n2", Agents: agents, Errant: map[string]string{"n2": "0-2-9"}}, "", "donor n2 holds transactions the writer lacks (0-2-9)"},
 		{"busy donor does not serve", DonorInput{Snapshot: snap(0, 0, 0), Target: "n4", Agents: agents, Busy: all("n2")}, "n3", ""},
 		{"writer only when nothing else can", DonorInput{Snapshot: snap(0, -1), Target: "n2", Agents: agents}, "n1", ""},
 		{"named donor", DonorInput{Snapshot: snap(0, 0, 5), Target: "n2", From: "n4", Agents: agents}, "n4", ""},
