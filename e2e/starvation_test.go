@@ -41,14 +41,15 @@ import (
 // its clients.
 //
 // VIGIL_STARVATION_DURATION sets how long the load runs once the load
-// average reached 20 (default 90s; `make soak-starvation` runs 10m);
+// average reached 20 (default 60s, three SIGSTOPs of a replica; `make
+// soak-starvation` runs 10m);
 // VIGIL_STARVATION_HOGS the number of hog processes (default 40) and
 // VIGIL_STARVATION_HOG their rhythm, "SPIN,PAUSE" (default 10ms,1ms).
 func TestMonitorUnderCPUStarvation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e")
 	}
-	dur := 90 * time.Second
+	dur := 60 * time.Second
 	if v := os.Getenv("VIGIL_STARVATION_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {

@@ -10,11 +10,14 @@ import (
 	"time"
 )
 
+// sysbenchTime is each sysbench run's length in seconds: long enough for
+// ~100,000 statements per workload through every routing path on 2
+// cores (12 s), short enough for CI; VIGIL_E2E_SYSBENCH_TIME overrides it.
 func sysbenchTime() string {
 	if v := os.Getenv("VIGIL_E2E_SYSBENCH_TIME"); v != "" {
 		return v
 	}
-	return "30"
+	return "12"
 }
 
 func sysbench(t *testing.T, addr string, args ...string) string {
