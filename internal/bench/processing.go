@@ -105,8 +105,9 @@ func writeConfig(cfg *config.Config, path string) error {
 }
 
 // DropKeys removes the lines of a rendered configuration that set one of
-// keys (comma-separated, without their section). Marshal writes every
-// default, and an older build — measured against this one with
+// keys (comma-separated, without their section), with the block a
+// dropped key opens (the lines indented deeper below it). Marshal writes
+// every default, and an older build — measured against this one with
 // --vigil-binary, VIGIL_BENCH_DROP_KEYS naming the keys it does not know
 // — rejects unknown keys.
 func DropKeys(data []byte, keys string) []byte {
@@ -115,11 +116,20 @@ func DropKeys(data []byte, keys string) []byte {
 	}
 	drop := strings.Split(keys, ",")
 	var out []string
+	block := -1 // the indentation of the dropped key whose block is being skipped
 	for _, line := range strings.Split(string(data), "\n") {
-		k, _, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if !slices.Contains(drop, k) {
-			out = append(out, line)
+		trimmed := strings.TrimSpace(line)
+		indent := len(line) - len(strings.TrimLeft(line, " "))
+		if block >= 0 && (trimmed == "" || indent > block || strings.HasPrefix(trimmed, "- ") && indent == block) {
+			continue
 		}
+		block = -1
+		k, _, _ := strings.Cut(trimmed, ":")
+		if slices.Contains(drop, k) {
+			block = indent
+			continue
+		}
+		out = append(out, line)
 	}
 	return []byte(strings.Join(out, "\n"))
 }
