@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -159,4 +160,38 @@ func TestSemiSyncFallbackDetected(t *testing.T) {
 	if s := env.server(t, p); s.SemiSyncAsyncSince != nil {
 		t.Errorf("server view still shows the fallback: %v", s.SemiSyncAsyncSince)
 	}
+	semiSyncReplicaStall(t, env, db, replicas[0])
+}
+
+// semiSyncReplicaStall: a replica gets a former primary's semi-sync
+// settings (master on, wait_no_slave on), as one rebuilt and repointed by
+// hand keeps them: its applier's commits would each wait an hour for an
+// acknowledgement. Vigil finds it from its checks, gives it a replica's
+// settings, and it applies what the primary commits (it did not before:
+// in CI a failover then waited 30 s in vain for such a replica).
+func semiSyncReplicaStall(t *testing.T, env *clusterEnv, db *sql.DB, r string) {
+	ctx := context.Background()
+	mustExec(t, db, "CREATE TABLE IF NOT EXISTS vigil_test.stall (n INT PRIMARY KEY)")
+	if _, err := env.sb.SQL(ctx, r, "SET GLOBAL rpl_semi_sync_master_enabled = ON, GLOBAL rpl_semi_sync_master_wait_no_slave = ON, GLOBAL rpl_semi_sync_master_timeout = 3600000"); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	for i := 1; i <= 20; i++ {
+		mustExec(t, db, fmt.Sprintf("INSERT INTO vigil_test.stall VALUES (%d)", i))
+	}
+	Eventually(t, 20*time.Second, r+" applies the rows and its semi-sync master side is off", func() error {
+		rows, err := env.sb.SQL(ctx, r, "SELECT COUNT(*), @@rpl_semi_sync_master_enabled FROM vigil_test.stall")
+		if err != nil {
+			return err
+		}
+		if got := rows[0][0] + " " + rows[0][1]; got != "20 0" {
+			return fmt.Errorf("rows, master_enabled on %s: %s", r, got)
+		}
+		return nil
+	})
+	ev := env.events(t)
+	if !strings.Contains(ev, "role_settings") || !strings.Contains(ev, "rpl_semi_sync_master_enabled=OFF") {
+		t.Errorf("no role_settings event for %s:\n%s", r, ev)
+	}
+	t.Logf("%s applied again %s after it got a primary's semi-sync settings", r, time.Since(t0).Round(time.Millisecond))
 }

@@ -152,6 +152,9 @@ type Executor struct {
 	// started: each server's start time by its last answered check
 	// (check time - Uptime).
 	started map[string]time.Time
+	// stallTold: replicas whose stalling semi-sync settings were reported
+	// (tellStall), until they change.
+	stallTold map[string]bool
 	// rejoinSalvaged: per server, the binlog position whose salvage file
 	// a refused rejoin wrote.
 	rejoinSalvaged map[string]string
@@ -192,7 +195,7 @@ func New(opts Options, mon Monitor, router Router, log *slog.Logger, onEvent fun
 	}
 	e := &Executor{mon: liveMonitor{mon}, router: router, log: log, onEv: onEvent, clock: realClock{}, history: hist,
 		facts: map[string]failover.ServerFacts{}, kick: make(chan struct{}, 1), j: j, salvaged: map[int64]*salvageState{},
-		noTxBase: map[string]int64{}, roSetAt: map[string]time.Time{}, fencedAt: map[string]time.Time{}, started: map[string]time.Time{}, rejoinSalvaged: map[string]string{}, hb: map[string]*hbSample{}}
+		noTxBase: map[string]int64{}, roSetAt: map[string]time.Time{}, fencedAt: map[string]time.Time{}, started: map[string]time.Time{}, stallTold: map[string]bool{}, rejoinSalvaged: map[string]string{}, hb: map[string]*hbSample{}}
 	e.opts.Store(&opts)
 	e.routes = routing.New(routingServers(opts.Servers), mon, router)
 	e.client = opts.Client

@@ -249,10 +249,21 @@ func (e *Executor) enforceRoles(ctx context.Context) {
 		// conflict: it gets its role's settings too.
 		writableReplica := i >= 0 && i != snap.Writer && snap.Writer >= 0 && !o.ReadOnly && o.Replica != nil &&
 			snap.Servers[i].Role == topology.RoleReplica && !snap.Servers[i].Fenced
+		// A replica whose own commits wait for semi-sync acknowledgements
+		// (master side on with wait_no_slave: a former primary made a
+		// replica by hand) applies nothing for rpl_semi_sync_master_timeout
+		// per transaction: it gets its role's settings too.
+		stalled := i >= 0 && i != snap.Writer && snap.Writer >= 0 && o.Replica != nil &&
+			snap.Servers[i].Role == topology.RoleReplica && !snap.Servers[i].Fenced &&
+			o.Binlog.SemiSync != nil && parseSemiSyncSettings(o.Binlog.SemiSync).CommitsWait()
 		// (Not again for a check that predates Vigil's last correction.)
 		writableReplica = writableReplica && o.Time.After(e.roSetAt[h.Name])
-		if seen && started.Sub(prev) > 1500*time.Millisecond || writableReplica {
+		stalled = stalled && o.Time.After(e.roSetAt[h.Name])
+		if seen && started.Sub(prev) > 1500*time.Millisecond || writableReplica || stalled {
 			restarted = append(restarted, o)
+		}
+		if !stalled {
+			delete(e.stallTold, h.Name)
 		}
 	}
 	e.mu.Unlock()
@@ -270,6 +281,9 @@ func (e *Executor) enforceRoles(ctx context.Context) {
 			ss, _ = failover.ReplicaRoleSettings(in, o.Server, o)
 		}
 		if len(ss) == 0 {
+			if o.Binlog.SemiSync != nil && parseSemiSyncSettings(o.Binlog.SemiSync).CommitsWait() {
+				e.tellStall(o.Server)
+			}
 			continue
 		}
 		q := make([]string, 0, len(ss)+2)
@@ -294,6 +308,19 @@ func (e *Executor) enforceRoles(ctx context.Context) {
 			parts = append(parts, s.Name+"="+s.Value)
 		}
 		e.event(o.Server, "role_settings", fmt.Sprintf("%s restarted, or reports settings of another role (a my.cnf that does not match its role); Vigil set %s (make its my.cnf agree to avoid this)", o.Server, strings.Join(parts, ", ")))
+	}
+}
+
+// tellStall says once (until it ends) that a replica's own commits wait
+// for semi-sync acknowledgements while Vigil does not manage semi-sync
+// (failover.semi_sync.manage: off), so the operator must fix it.
+func (e *Executor) tellStall(server string) {
+	e.mu.Lock()
+	told := e.stallTold[server]
+	e.stallTold[server] = true
+	e.mu.Unlock()
+	if !told {
+		e.event(server, "semi_sync_replica_stall", fmt.Sprintf("%s is a replica with rpl_semi_sync_master_enabled=ON and rpl_semi_sync_master_wait_no_slave=ON: every transaction its applier commits waits for an acknowledgement no replica sends (up to rpl_semi_sync_master_timeout), so it falls behind. Vigil does not manage semi-sync here (failover.semi_sync.manage: off): run SET GLOBAL rpl_semi_sync_master_enabled = OFF on %s", server, server))
 	}
 }
 

@@ -307,6 +307,9 @@ func (v *view) failoverPlan(c int, auto bool) *Plan {
 	}
 
 	if relayPending(co) {
+		if st, ok := v.unstallStep(c); ok {
+			add(st)
+		}
 		add(Step{Kind: WaitRelayApplied, Server: newName, Position: pc.String(), Timeout: v.opts.ApplyTimeout,
 			Detail: fmt.Sprintf("wait until %s has applied its relay log up to %s (%s, at most apply_timeout %s); on timeout abort: never promote over an unapplied relay log",
 				newName, orNone(pc.String()), waitFunc(flavor.OfObservation(co)), v.opts.ApplyTimeout)})

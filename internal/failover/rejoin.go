@@ -49,14 +49,21 @@ func (v *view) rejoin(node string) Decision {
 	pl := &Plan{Kind: KindRejoin, Cluster: v.snap.Cluster, Flavor: flavor.OfObservation(po), OldPrimary: node, NewPrimary: v.name(p), Term: v.snap.Term}
 	unfence := Step{Kind: Unfence, Server: node,
 		Detail: fmt.Sprintf("let the monitor route %s again as a replica (readable once it has caught up)", node)}
-	if v.replicatesFrom(n, p) && no.Replica.Running() && no.Replica.LastIOErrno == 0 && no.Replica.LastSQLErrno == 0 {
-		// Already replicating from the primary without error: in strict
-		// GTID mode the primary accepted its position, so it is compatible.
-		pl.Steps = []Step{
-			{Kind: VerifyReplicating, Server: node, Source: v.name(p), Timeout: v.opts.ApplyTimeout,
-				Detail: fmt.Sprintf("%s already replicates from %s: check both threads still run without error", node, v.name(p))},
-			unfence,
+	// A server rebuilt and repointed by hand (or by a script) may already
+	// replicate from the primary. In strict GTID mode the primary then
+	// accepted its position, so it is compatible; it only needs checking
+	// — unless it kept another role's settings (a former primary's
+	// read_only=OFF, or semi-sync master with wait_no_slave, which stalls
+	// its applier): then it takes the whole way below, which sets them.
+	if v.replicatesFrom(n, p) && no.Replica.Running() && no.Replica.LastIOErrno == 0 && no.Replica.LastSQLErrno == 0 &&
+		no.ReadOnly && !v.semiSyncRoleDiffers(n) {
+		if v.fenced(n) {
+			pl.Steps = append(pl.Steps, killPreFenceStep(node))
 		}
+		pl.Steps = append(pl.Steps,
+			Step{Kind: VerifyReplicating, Server: node, Source: v.name(p), Timeout: v.opts.ApplyTimeout,
+				Detail: fmt.Sprintf("%s already replicates from %s: check both threads still run without error", node, v.name(p))},
+			unfence)
 		d.Situation, d.Plan = Rejoin, pl
 		d.Reason = fmt.Sprintf("%s already replicates from %s without error; it returns to routing", node, v.name(p))
 		return d
@@ -84,8 +91,7 @@ func (v *view) rejoin(node string) Decision {
 	// start from gtid_current_pos on MariaDB.
 	formerPrimary := no.Replica == nil || !no.ReadOnly
 	if v.fenced(n) {
-		pl.Steps = append(pl.Steps, Step{Kind: KillPreFence, Server: node,
-			Detail: fmt.Sprintf("kill the connections Vigil had open on %s when it was fenced (unless it restarted since): nothing still in flight on them may run", node)})
+		pl.Steps = append(pl.Steps, killPreFenceStep(node))
 	}
 	rs := v.repointSteps(n, p, formerPrimary)
 	if rs[0].Kind == SetSemiSync {
@@ -106,4 +112,11 @@ func (v *view) rejoin(node string) Decision {
 	d.Reason = fmt.Sprintf("%s (%s) holds nothing the primary %s (%s) lacks: it becomes a replica of %s",
 		node, orNone(np.String()), v.name(p), orNone(pp.String()), v.name(p))
 	return d
+}
+
+// killPreFenceStep kills the connections Vigil had open on a fenced
+// server when it was fenced.
+func killPreFenceStep(node string) Step {
+	return Step{Kind: KillPreFence, Server: node,
+		Detail: fmt.Sprintf("kill the connections Vigil had open on %s when it was fenced (unless it restarted since): nothing still in flight on them may run", node)}
 }

@@ -180,6 +180,43 @@ func (v *view) semiSyncReplicaStep(i int) (Step, bool) {
 		Detail: settingsSQL(ss) + ": a replica acknowledges its source's commits and waits for none of its own (takes effect when its IO thread starts)"}, true
 }
 
+// CommitsWait reports whether a server with these settings makes every
+// commit wait for a semi-sync acknowledgement even when no replica is
+// connected: the source side on with wait_no_slave (wait_no_replica).
+// On a replica that includes its applier's commits, so its replication
+// stalls for rpl_semi_sync_master_timeout per transaction (seen: a
+// rebuilt former primary that was made a replica by hand kept its
+// primary settings, and a failover then waited 30 s for it in vain).
+func (s SemiSyncSettings) CommitsWait() bool { return s.Known && s.SourceEnabled && s.WaitNoReplica }
+
+// semiSyncRoleDiffers reports whether replica i has other semi-sync
+// settings than a managed replica's: the source side on, or the replica
+// side off.
+func (v *view) semiSyncRoleDiffers(i int) bool {
+	f, ok := v.facts(i)
+	if !ok || !f.SemiSync.Known {
+		return false
+	}
+	_, managed := v.semiSyncReplicaStep(i)
+	return managed && (f.SemiSync.SourceEnabled || !f.SemiSync.ReplicaEnabled)
+}
+
+// unstallStep turns the source side of semi-sync off on replica i, the
+// chosen candidate, when its own commits wait for acknowledgements
+// (CommitsWait): its applier then applies the relay log the failover
+// waits for. The primary's settings follow in the plan. ok is false when
+// i's commits do not wait, or semi-sync is not managed.
+func (v *view) unstallStep(i int) (Step, bool) {
+	f, ok := v.facts(i)
+	if !ok || !f.SemiSync.CommitsWait() || !v.semiSyncInUse() {
+		return Step{}, false
+	}
+	src, _ := v.semiSyncNames(i)
+	ss := []Setting{{src + "_enabled", "OFF"}}
+	return Step{Kind: SetSemiSync, Server: v.name(i), Settings: ss,
+		Detail: settingsSQL(ss) + ": its own commits, its applier's too, wait for semi-sync acknowledgements no replica sends (wait_no_slave=ON), so it would not apply its relay log; the primary's settings follow below"}, true
+}
+
 // ReplicaRoleSettings are the settings that give server (a replica of the
 // current primary) its role settings back after a restart: read_only and,
 // when managed, the replica side of semi-sync. ok is false when it needs
@@ -196,7 +233,7 @@ func ReplicaRoleSettings(in Input, server string, o *topology.Observation) ([]Se
 	}
 	var ss []Setting
 	if f, ok := v.facts(i); ok && f.SemiSync.Known {
-		if st, ok := v.semiSyncReplicaStep(i); ok && (f.SemiSync.SourceEnabled || !f.SemiSync.ReplicaEnabled) {
+		if st, ok := v.semiSyncReplicaStep(i); ok && v.semiSyncRoleDiffers(i) {
 			ss = append(ss, st.Settings...)
 		}
 	}

@@ -163,3 +163,67 @@ func TestGuardFenced(t *testing.T) {
 		t.Errorf("not fenced: %v", s)
 	}
 }
+
+// A replica that replicates already (rebuilt and repointed by hand) but
+// kept a former primary's semi-sync settings — master on with
+// wait_no_slave, so its applier's commits wait for acknowledgements no
+// replica sends — is not rejoined by a mere check: it gets the replica's
+// settings (seen in CI: the next failover then waited 30 s for it in
+// vain). With a replica's settings the check suffices.
+func TestRejoinReplicatingWithPrimarySettings(t *testing.T) {
+	d := decide(t, semi+"fenced node3\nserver node3 semisync=on,on,on,3600000\nrequest rejoin to=node3")
+	k := steps(d)
+	if d.Plan == nil || !slices.Contains(k, SetSemiSync) || !slices.Contains(k, Repoint) || k[0] != KillPreFence {
+		t.Fatalf("rejoin of a replica with a primary's semi-sync settings: %v\n%s", k, d)
+	}
+	if !strings.Contains(d.String(), "set-semi-sync node3: SET GLOBAL rpl_semi_sync_master_enabled = OFF; SET GLOBAL rpl_semi_sync_slave_enabled = ON") {
+		t.Errorf("rejoin without the replica's settings:\n%s", d)
+	}
+	d = decide(t, semi+"fenced node3\nserver node3 ro=no semisync=off,on,off,3000\nrequest rejoin to=node3")
+	if k := steps(d); !slices.Contains(k, SetReadOnly) {
+		t.Errorf("rejoin of a writable replica does not set read_only: %v", k)
+	}
+	d = decide(t, semi+"fenced node3\nserver node3 semisync=off,on,off,3000\nrequest rejoin to=node3")
+	if k := steps(d); !slices.Equal(k, []StepKind{KillPreFence, VerifyReplicating, Unfence}) {
+		t.Errorf("rejoin of a replica with its role's settings: %v", k)
+	}
+}
+
+// The candidate of a failover whose own commits wait for semi-sync
+// acknowledgements would not apply its relay log: the plan turns its
+// master side off before the wait, and on again with the primary's
+// settings after it.
+func TestCandidateCommitsWaitUnstalled(t *testing.T) {
+	d := decide(t, semi+"server node1 down=refused since=95\nserver node2 io=lost gtid=0-1-97 iopos=0-1-100 semisync=on,on,on,3600000\nserver node3 io=lost gtid=0-1-97 iopos=0-1-99\n")
+	if d.Plan == nil || d.Plan.NewPrimary != "node2" {
+		t.Fatalf("no plan to node2:\n%s", d)
+	}
+	var got []string
+	for _, s := range d.Plan.Steps {
+		if s.Server == "node2" && (s.Kind == SetSemiSync || s.Kind == WaitRelayApplied) {
+			got = append(got, s.Kind.String()+" "+settingsText(s.Settings))
+		}
+	}
+	want := []string{"set-semi-sync rpl_semi_sync_master_enabled=OFF", "wait-relay-applied ",
+		"set-semi-sync rpl_semi_sync_master_enabled=ON rpl_semi_sync_master_wait_no_slave=ON rpl_semi_sync_master_timeout=3000"}
+	if !slices.Equal(got, want) {
+		t.Errorf("candidate steps %q, want %q", got, want)
+	}
+	// A candidate whose commits do not wait (wait_no_slave off) gets no
+	// such step.
+	d = decide(t, semi+"server node1 down=refused since=95\nserver node2 io=lost gtid=0-1-97 iopos=0-1-100\nserver node3 io=lost gtid=0-1-97 iopos=0-1-99\n")
+	if i := slices.Index(steps(d), SetSemiSync); i >= 0 && d.Plan.Steps[i].Server == "node2" && slices.Index(steps(d), WaitRelayApplied) > i {
+		t.Errorf("unstall step for a candidate whose commits do not wait:\n%s", d)
+	}
+}
+
+// The same in a switchover: before the hold, so nothing waits on it.
+func TestSwitchoverCandidateCommitsWaitUnstalled(t *testing.T) {
+	d := decide(t, semi+"server node2 semisync=on,on,on,3600000\nrequest switchover to=node2")
+	if d.Plan == nil || len(d.Plan.Steps) < 2 {
+		t.Fatalf("no plan:\n%s", d)
+	}
+	if s := d.Plan.Steps[0]; s.Kind != SetSemiSync || s.Server != "node2" || settingsText(s.Settings) != "rpl_semi_sync_master_enabled=OFF" || d.Plan.Steps[1].Kind != Hold {
+		t.Errorf("switchover to a candidate whose commits wait starts with %v", steps(d))
+	}
+}

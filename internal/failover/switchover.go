@@ -88,6 +88,11 @@ func (v *view) switchoverPlan(c int) *Plan {
 		OldPrimary: old, NewPrimary: newName, Term: v.snap.Term + 1}
 	add := func(s Step) { pl.Steps = append(pl.Steps, s) }
 
+	if st, ok := v.unstallStep(c); ok {
+		// Before the hold: nothing waits on it yet, and an aborted
+		// switchover leaves the replica's own setting anyway.
+		add(st)
+	}
 	add(Step{Kind: Hold, Timeout: v.opts.HoldTimeout,
 		Detail: fmt.Sprintf("hold new statements of cluster %s at the router (at most hold_timeout %s; a statement held longer fails with error 7003)", v.snap.Cluster, v.opts.HoldTimeout)})
 	add(Step{Kind: DrainTransactions, Server: old, Timeout: v.opts.DrainTimeout, OnFail: Continue,
