@@ -606,6 +606,87 @@ func TestFailoverCandidateChoice(t *testing.T) {
 			t.Errorf("node2 was promoted without applying its relay log first:\n%s", env.events(t))
 		}
 	})
+	t.Run("StuckCandidateReplaced", func(t *testing.T) {
+		// node2, the preferred candidate, received everything but its
+		// applier waits for a row lock a local session holds: the
+		// failover gives up on it after apply_timeout and promotes node3,
+		// which received as much. Before, the failover failed and the
+		// cluster stayed without a primary.
+		env := newClusterEnv(t, sandbox.Options{Topology: sandbox.Replication, Nodes: 3, SemiSync: true}, func(c *config.Config) {
+			c.Clusters[0].Failover.Candidates = []string{"node2"}
+			c.Clusters[0].Failover.ApplyTimeout = config.Duration{Duration: 3 * time.Second}
+		})
+		db := openDB(t, fmt.Sprintf("app:app@tcp(%s)/vigil_test?timeout=5s", env.addr))
+		mustExec(t, db, "CREATE TABLE vigil_test.stuck (id INT PRIMARY KEY, v INT)")
+		mustExec(t, db, "INSERT INTO vigil_test.stuck VALUES (1, 0)")
+		Eventually(t, 10*time.Second, "the row on node2", func() error {
+			rows, err := env.sb.SQL(ctx, "node2", "SELECT COUNT(*) FROM vigil_test.stuck")
+			if err != nil || rows[0][0] != "1" {
+				return fmt.Errorf("%v %v", rows, err)
+			}
+			return nil
+		})
+		root, err := env.sb.RootDB("node2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer root.Close()
+		lock, err := root.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback()
+		if _, err := lock.ExecContext(ctx, "SELECT * FROM vigil_test.stuck WHERE id = 1 FOR UPDATE"); err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, db, "UPDATE vigil_test.stuck SET v = 1 WHERE id = 1")
+		mustExec(t, db, "INSERT INTO vigil_test.stuck VALUES (2, 2)")
+		pos, err := env.sb.SQL(ctx, "node1", "SELECT @@gtid_binlog_pos")
+		if err != nil {
+			t.Fatal(err)
+		}
+		Eventually(t, 10*time.Second, "node2 received all, applied not; node3 applied all", func() error {
+			io2, err := replicaField(ctx, root, "Gtid_IO_Pos")
+			if err != nil {
+				return err
+			}
+			a2, err := env.sb.SQL(ctx, "node2", "SELECT @@gtid_slave_pos")
+			if err != nil {
+				return err
+			}
+			a3, err := env.sb.SQL(ctx, "node3", "SELECT @@gtid_slave_pos")
+			if err != nil {
+				return err
+			}
+			if io2 != pos[0][0] || a3[0][0] != pos[0][0] || a2[0][0] == pos[0][0] {
+				return fmt.Errorf("node1 at %s; node2 received %s, applied %s; node3 applied %s", pos[0][0], io2, a2[0][0], a3[0][0])
+			}
+			return nil
+		})
+		t0 := time.Now()
+		if err := env.sb.Kill(ctx, "node1"); err != nil {
+			t.Fatal(err)
+		}
+		var nw string
+		Eventually(t, 30*time.Second, "a new writer", func() error {
+			if nw = env.writer(t); nw == "" || nw == "node1" {
+				return fmt.Errorf("writer %q", nw)
+			}
+			return nil
+		})
+		ev := env.events(t)
+		t.Logf("kill -9 node1 → %s the writer after %s", nw, time.Since(t0).Round(time.Millisecond))
+		if nw != "node3" || !strings.Contains(ev, "did not apply its relay log within apply_timeout") {
+			t.Fatalf("writer %s; want node3 after node2 did not apply its relay log; events:\n%s", nw, ev)
+		}
+		rows, err := env.sb.SQL(ctx, "node3", "SELECT id, v FROM vigil_test.stuck ORDER BY id")
+		if err != nil || len(rows) != 2 || rows[0][1] != "1" || rows[1][1] != "2" {
+			t.Errorf("node3 rows %v %v, want (1,1),(2,2)", rows, err)
+		}
+		// The lock goes away: node2, repointed, replicates from node3.
+		_ = lock.Rollback()
+		replicatesFrom(t, env.sb, "node2", "node3")
+	})
 }
 
 // dropKeys removes the lines of a rendered configuration that set one of
@@ -636,4 +717,31 @@ func logDials(t *testing.T, logf string) {
 			t.Logf("executor: %s", l)
 		}
 	}
+}
+
+// replicaField is one column of SHOW SLAVE STATUS on db's server.
+func replicaField(ctx context.Context, db *sql.DB, name string) (string, error) {
+	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil || !rows.Next() {
+		return "", fmt.Errorf("SHOW SLAVE STATUS: no row (%v)", err)
+	}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return "", err
+	}
+	for i, c := range cols {
+		if c == name {
+			return vals[i].String, nil
+		}
+	}
+	return "", fmt.Errorf("SHOW SLAVE STATUS has no %s", name)
 }

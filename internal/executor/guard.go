@@ -332,6 +332,42 @@ func (e *Executor) tellStall(server string) {
 // steps replace the old ones after the cut; a change of candidate is an
 // event with the new plan.
 func (e *Executor) replanAfterCut(ctx context.Context, d failover.Decision, pl *failover.Plan, res *Result) *failover.Plan {
+	np, nd := e.replan(ctx, d, pl, pl.CutEnd, nil)
+	if np == nil {
+		e.event(pl.OldPrimary, "failover_replan_failed", "after the cut the engine found no plan ("+nd.Reason+"); the failover goes on with the plan it started with")
+		return pl
+	}
+	if np.NewPrimary != pl.NewPrimary || len(np.Quarantine) != len(pl.Quarantine) {
+		res.Steps = append(res.Steps, "re-planned after the cut: "+nd.Reason)
+		e.event(np.NewPrimary, "failover_replanned", fmt.Sprintf("positions changed between the decision and the cut: %s instead of %s\n%s", nd.Reason, pl.NewPrimary, nd.String()))
+	}
+	return np
+}
+
+// replanWithoutStuck runs when the failover's candidate did not apply its
+// relay log within apply_timeout (wait-relay-applied, step done): the
+// engine plans the rest again without the candidates stuck so far, from
+// positions read now, keeping the steps before done. nil when it may not
+// (the operator named the candidate) or finds no plan that loses
+// nothing; the failover then fails as it did.
+func (e *Executor) replanWithoutStuck(ctx context.Context, d failover.Decision, pl *failover.Plan, done int, stuck []string, res *Result) *failover.Plan {
+	if pl.Kind != failover.KindFailover || d.Request != nil && d.Request.To != "" {
+		return nil
+	}
+	np, nd := e.replan(ctx, d, pl, done, stuck)
+	if np == nil {
+		e.event(pl.OldPrimary, "failover_replan_failed", fmt.Sprintf("%s did not apply its relay log within apply_timeout, and the engine found no other candidate (%s)", pl.NewPrimary, nd.Reason))
+		return nil
+	}
+	res.Steps = append(res.Steps, "re-planned without "+strings.Join(stuck, ", ")+": "+nd.Reason)
+	e.event(np.NewPrimary, "failover_replanned", fmt.Sprintf("%s did not apply its relay log within apply_timeout (a local lock or a long transaction holds its applier): %s instead\n%s", pl.NewPrimary, nd.Reason, nd.String()))
+	return np
+}
+
+// replan asks the engine for the failover's second phase from positions
+// read now (failover.PlanAfterCut), with the candidates in stuck
+// excluded, and returns pl's first keep steps followed by it.
+func (e *Executor) replan(ctx context.Context, d failover.Decision, pl *failover.Plan, keep int, stuck []string) (*failover.Plan, failover.Decision) {
 	var cut []string
 	for _, s := range pl.Steps[:pl.CutEnd] {
 		if s.Kind == failover.StopIOThread {
@@ -339,7 +375,7 @@ func (e *Executor) replanAfterCut(ctx context.Context, d failover.Decision, pl *
 		}
 	}
 	in := e.input(nil)
-	in.Cut = cut
+	in.Cut, in.Stuck = cut, stuck
 	e.freshen(ctx, &in, cut...)
 	to := ""
 	if d.Request != nil {
@@ -347,17 +383,12 @@ func (e *Executor) replanAfterCut(ctx context.Context, d failover.Decision, pl *
 	}
 	nd := failover.PlanAfterCut(in, pl.OldPrimary, to, pl.Auto)
 	if nd.Plan == nil {
-		e.event(pl.OldPrimary, "failover_replan_failed", "after the cut the engine found no plan ("+nd.Reason+"); the failover goes on with the plan it started with")
-		return pl
+		return nil, nd
 	}
 	np := *nd.Plan
-	np.Steps = append(append([]failover.Step(nil), pl.Steps[:pl.CutEnd]...), nd.Plan.Steps...)
+	np.Steps = append(append([]failover.Step(nil), pl.Steps[:keep]...), nd.Plan.Steps...)
 	np.CutEnd = pl.CutEnd
-	if np.NewPrimary != pl.NewPrimary || len(np.Quarantine) != len(pl.Quarantine) {
-		res.Steps = append(res.Steps, "re-planned after the cut: "+nd.Reason)
-		e.event(np.NewPrimary, "failover_replanned", fmt.Sprintf("positions changed between the decision and the cut: %s instead of %s\n%s", nd.Reason, pl.NewPrimary, nd.String()))
-	}
-	return &np
+	return &np, nd
 }
 
 // checkAppAccounts warns about application accounts that read_only does

@@ -125,6 +125,7 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 		return finish(false, msg)
 	}
 	skip := map[string]bool{}
+	var stuck []string // candidates that did not apply their relay log in time
 	saveOp := func(done int) bool {
 		if st.so == nil {
 			return true
@@ -209,6 +210,20 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 			skip[step.Server] = true
 			e.quarantine(step.Server, fmt.Sprintf("%s failed during %s: %v", step.Kind, rec.Kind, err))
 			continue
+		}
+		if step.Kind == failover.WaitRelayApplied && step.Server == pl.NewPrimary {
+			// Nothing changed on the candidate yet: another one that
+			// received as much may take its place.
+			stuck = append(stuck, step.Server)
+			if np := e.replanWithoutStuck(ctx, d, pl, i+1, stuck, &res); np != nil {
+				pl = np
+				res.Decision.Plan = pl
+				e.mu.Lock()
+				rec.NewPrimary = pl.NewPrimary
+				e.mu.Unlock()
+				saveOp(i + 1)
+				continue
+			}
 		}
 		// Abort.
 		msg := fmt.Sprintf("step %s on %s failed: %v", step.Kind, orNone(step.Server), err)

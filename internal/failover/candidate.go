@@ -42,6 +42,9 @@ const (
 	NotSynced
 	// Standby: promoted only when named.
 	Standby
+	// ApplyStuck: the running failover's candidate that did not apply its
+	// relay log within apply_timeout (Input.Stuck).
+	ApplyStuck
 
 	numExclusions
 )
@@ -68,6 +71,7 @@ var exclusions = [numExclusions]struct{ name, desc string }{
 	Errant:            {"errant", "it holds transactions the primary lacks"},
 	NotSynced:         {"not-synced", "not Synced in the Primary component, or rejecting queries"},
 	Standby:           {"standby", "a standby: promoted only when named with --to"},
+	ApplyStuck:        {"apply-stuck", "the failover's candidate until it did not apply its relay log within apply_timeout"},
 }
 
 func (e Exclusion) String() string {
@@ -147,6 +151,9 @@ func (v *view) exclude(m mode, i, old int, refFilters string) (Exclusion, string
 	}
 	if v.fenced(i) {
 		return Fenced, Fenced.Description()
+	}
+	if slices.Contains(v.in.Stuck, name) {
+		return ApplyStuck, ApplyStuck.Description()
 	}
 	if srv := &v.snap.Servers[i]; srv.Standby && srv.State != topology.OfflineHard {
 		if !v.named(name) {

@@ -336,6 +336,11 @@ type Input struct {
 	// Cut are the servers whose IO thread the running failover stopped
 	// (its first phase): their replication is stopped on purpose.
 	Cut []string
+	// Stuck are the running failover's candidates that did not apply
+	// their relay log within apply_timeout (a local lock, a long
+	// transaction): the rest of the failover promotes another replica,
+	// one that received everything they did.
+	Stuck []string
 	// Views are the other Vigil instances' views of the servers (peers.go);
 	// nil without coordination, or when they were not read: no instance
 	// but this one is asked.

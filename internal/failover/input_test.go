@@ -174,6 +174,8 @@ func (p *scenarioParser) line(w []string) error {
 		p.in.Fenced = append(p.in.Fenced, w[1:]...)
 	case "cut":
 		p.in.Cut = append(p.in.Cut, w[1:]...)
+	case "stuck":
+		p.in.Stuck = append(p.in.Stuck, w[1:]...)
 	case "acked":
 		// acked SERVER gtid=POS [semisync=yes] [async=yes] [at=T]
 		kv := keyvals(w[2:])

@@ -80,6 +80,17 @@ func PlanAfterCut(in Input, old, to string, auto bool) Decision {
 		d.Situation, d.Reason = NoCandidate, "after the cut no replica may be promoted (see the candidates)"
 		return finish(d, nil)
 	}
+	for _, s := range v.in.Stuck {
+		// A stuck candidate was chosen for what it received: another
+		// replica may replace it only if it received all of that too.
+		if i := v.snap.Index(s); i >= 0 {
+			if x := v.received(i).extra(v.received(target)); x != "" {
+				d.Situation = NoCandidate
+				d.Reason = fmt.Sprintf("%s did not apply its relay log in time, and %s, the next candidate, lacks what %s received (%s): promoting it would lose those transactions", s, v.name(target), s, x)
+				return finish(d, nil)
+			}
+		}
+	}
 	pl := v.failoverPlan(target, auto)
 	pl.Steps = pl.Steps[pl.CutEnd:]
 	pl.CutEnd = 0

@@ -227,3 +227,26 @@ func TestSwitchoverCandidateCommitsWaitUnstalled(t *testing.T) {
 		t.Errorf("switchover to a candidate whose commits wait starts with %v", steps(d))
 	}
 }
+
+// The failover's candidate did not apply its relay log in time (a local
+// lock holds its applier): the rest of the plan promotes another replica
+// that received as much, and repoints the stuck one; never one that
+// received less.
+func TestPlanWithoutStuckCandidate(t *testing.T) {
+	in, err := parseInput(dead + "server node2 gtid=0-1-97 iopos=0-1-100 io=no\nserver node3 gtid=0-1-100 io=no\ncut node2 node3\nstuck node2\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := PlanAfterCut(in, "node1", "", true)
+	if d.Plan == nil || d.Plan.NewPrimary != "node3" || !slices.Equal(d.Plan.Repoint, []string{"node2"}) {
+		t.Fatalf("without the stuck node2:\n%s", d)
+	}
+	if c := d.Choices[1]; c.Server != "node2" || c.Excluded != ApplyStuck {
+		t.Errorf("node2's choice: %+v", c)
+	}
+	in, _ = parseInput(dead + "server node2 gtid=0-1-97 iopos=0-1-100 io=no\nserver node3 gtid=0-1-99 io=no\ncut node2 node3\nstuck node2\n")
+	d = PlanAfterCut(in, "node1", "", true)
+	if d.Plan != nil || d.Situation != NoCandidate || !strings.Contains(d.Reason, "lacks what node2 received (0-1-100)") {
+		t.Errorf("a candidate that received less than the stuck one:\n%s", d)
+	}
+}
