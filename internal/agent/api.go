@@ -1,6 +1,9 @@
 package agent
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // The agent's HTTP API. Every path is fixed; nothing in a request names a
 // program, a path or a command.
@@ -13,7 +16,22 @@ const (
 	PathCleanup = "/v1/cleanup"         // POST: delete datadirs set aside by earlier restores
 	TrailerOK   = "Vigil-Backup-Status" // "ok" only when mariadb-backup exited 0
 	TrailerErr  = "Vigil-Backup-Error"  // why not, when not
+
+	// PathTicket (POST ?rate=B/s): a one-time ticket that lets another
+	// agent pull one backup of this one (TicketResult). Vigil asks the
+	// donor's agent for it and hands it to the target's agent, which
+	// then restores with ?from=DONOR_AGENT and the ticket in
+	// HeaderTicket: the stream goes from agent to agent, not through
+	// Vigil.
+	PathTicket   = "/v1/backup/ticket"
+	HeaderTicket = "Vigil-Backup-Ticket"
 )
+
+// TicketResult is what POST /v1/backup/ticket answers.
+type TicketResult struct {
+	Ticket  string    `json:"ticket"`
+	Expires time.Time `json:"expires"`
+}
 
 // Status is what GET /v1/status answers.
 type Status struct {
@@ -53,6 +71,14 @@ type Status struct {
 	// (.vigil-new-*) or a restored datadir that did not start
 	// (.vigil-failed-*); cleanup removes them.
 	Leftovers []string `json:"leftovers,omitempty"`
+	// PeerPull: this agent can restore from another agent directly (its
+	// certificate is valid for client authentication), and issues
+	// tickets for its own backups. False from an older agent, or one
+	// whose certificate is for servers only: Vigil then relays the
+	// stream.
+	PeerPull bool `json:"peer_pull,omitempty"`
+	// Restore is the running restore's progress, nil when none runs.
+	Restore *RestoreProgress `json:"restore,omitempty"`
 	// Error says why something above is unknown (e.g. the login failed).
 	Error string `json:"error,omitempty"`
 }
@@ -79,6 +105,23 @@ type RestoreResult struct {
 	SwapSeconds    float64 `json:"swap_seconds"`
 }
 
+// RestoreProgress is a running restore as its agent sees it.
+type RestoreProgress struct {
+	// Phase: receiving (the stream comes in), preparing, swapping.
+	Phase string `json:"phase"`
+	// Bytes received so far.
+	Bytes int64 `json:"bytes"`
+	// From is the donor agent a pull reads from, "" for a pushed stream.
+	From string `json:"from,omitempty"`
+}
+
+// Restore phases (RestoreProgress.Phase).
+const (
+	RestoreReceiving = "receiving"
+	RestorePreparing = "preparing"
+	RestoreSwapping  = "swapping"
+)
+
 // CleanupResult lists the directories a cleanup deleted.
 type CleanupResult struct {
 	Removed []string `json:"removed"`
@@ -93,7 +136,10 @@ const (
 	CodeUnknownState = "unknown_state" // running but not answering: cannot prove read-only
 	CodeNoSpace      = "no_space"      // not enough free space for expected_size
 	CodeBadRequest   = "bad_request"
-	CodeFailed       = "failed" // the operation ran and failed
+	CodeForbidden    = "forbidden"    // an agent's certificate asked for more than a ticketed backup
+	CodeDonorFailed  = "donor_failed" // a pull: the donor's agent failed or cut the stream
+	CodeNoPeer       = "no_peer"      // a pull: the donor's agent could not be reached or refused the pull (nothing streamed)
+	CodeFailed       = "failed"       // the operation ran and failed
 )
 
 // Error is an agent's refusal or failure as the client sees it.

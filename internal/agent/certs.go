@@ -97,7 +97,7 @@ func Init(o InitOptions) (InitFiles, error) {
 	if err != nil {
 		return InitFiles{}, err
 	}
-	leaf := func(cn string, usage x509.ExtKeyUsage, hosts []string) ([]byte, *ecdsa.PrivateKey, error) {
+	leaf := func(cn string, usage []x509.ExtKeyUsage, hosts []string) ([]byte, *ecdsa.PrivateKey, error) {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
 			return nil, nil, err
@@ -108,7 +108,7 @@ func Init(o InitOptions) (InitFiles, error) {
 			NotBefore:    now.Add(-time.Hour),
 			NotAfter:     now.Add(o.Validity),
 			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+			ExtKeyUsage:  usage,
 		}
 		for _, h := range hosts {
 			if ip := net.ParseIP(h); ip != nil {
@@ -120,11 +120,14 @@ func Init(o InitOptions) (InitFiles, error) {
 		der, err := x509.CreateCertificate(rand.Reader, t, ca, &key.PublicKey, caKey)
 		return der, key, err
 	}
-	agentDER, agentKey, err := leaf("vigil-agent", x509.ExtKeyUsageServerAuth, o.Hosts)
+	// The agent's certificate is also its client certificate when it
+	// pulls a clone's stream from another agent (peer.go); the server
+	// usage tells it from Vigil's, which has the client usage alone.
+	agentDER, agentKey, err := leaf("vigil-agent", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, o.Hosts)
 	if err != nil {
 		return InitFiles{}, fmt.Errorf("agent init: agent certificate: %w", err)
 	}
-	clientDER, clientKey, err := leaf("vigil", x509.ExtKeyUsageClientAuth, nil)
+	clientDER, clientKey, err := leaf("vigil", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil)
 	if err != nil {
 		return InitFiles{}, fmt.Errorf("agent init: client certificate: %w", err)
 	}

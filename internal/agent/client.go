@@ -74,7 +74,21 @@ func NewClient(c ClientConfig) (*Client, error) {
 // Close drops idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
 
+// openBackup starts a backup stream: the response's body, its outcome in
+// the trailers. A peer agent sends the ticket Vigil gave it.
+func (c *Client) openBackup(ctx context.Context, q url.Values, ticket string) (*http.Response, error) {
+	var hdr http.Header
+	if ticket != "" {
+		hdr = http.Header{HeaderTicket: {ticket}}
+	}
+	return c.requestWith(ctx, http.MethodPost, PathBackup, q, http.NoBody, hdr)
+}
+
 func (c *Client) request(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Response, error) {
+	return c.requestWith(ctx, method, path, q, body, nil)
+}
+
+func (c *Client) requestWith(ctx context.Context, method, path string, q url.Values, body io.Reader, hdr http.Header) (*http.Response, error) {
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -85,6 +99,9 @@ func (c *Client) request(ctx context.Context, method, path string, q url.Values,
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/octet-stream")
@@ -161,7 +178,7 @@ func (c *Client) Backup(ctx context.Context, w io.Writer, o BackupOptions) (int6
 	if o.Rate > 0 {
 		q.Set("rate", strconv.FormatInt(o.Rate, 10))
 	}
-	resp, err := c.request(ctx, http.MethodPost, PathBackup, q, http.NoBody)
+	resp, err := c.openBackup(ctx, q, "")
 	if err != nil {
 		return 0, err
 	}
@@ -201,6 +218,39 @@ func (c *Client) Restore(ctx context.Context, r io.Reader, o RestoreOptions) (Re
 	// chunked instead of guessing a length.
 	err := c.call(ctx, http.MethodPost, PathRestore, io.NopCloser(r), q, &res)
 	return res, err
+}
+
+// Ticket asks the agent for a one-time ticket that lets another agent
+// pull one backup of it at rate (bytes/s, 0: the agent's own limit).
+func (c *Client) Ticket(ctx context.Context, rate int64) (TicketResult, error) {
+	q := url.Values{}
+	if rate > 0 {
+		q.Set("rate", strconv.FormatInt(rate, 10))
+	}
+	var res TicketResult
+	err := c.call(ctx, http.MethodPost, PathTicket, nil, q, &res)
+	return res, err
+}
+
+// RestoreFrom has the agent pull the backup stream from the donor's agent
+// at from (host:port) itself, with the ticket that agent issued, and
+// restore it as Restore does: the stream does not pass through the
+// caller. Status.Restore shows its progress meanwhile.
+func (c *Client) RestoreFrom(ctx context.Context, from, ticket string, o RestoreOptions) (RestoreResult, error) {
+	q := url.Values{"from": {from}}
+	if o.ExpectedSize > 0 {
+		q.Set("expected_size", strconv.FormatInt(o.ExpectedSize, 10))
+	}
+	resp, err := c.requestWith(ctx, http.MethodPost, PathRestore, q, http.NoBody, http.Header{HeaderTicket: {ticket}})
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	defer resp.Body.Close()
+	var res RestoreResult
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&res); err != nil {
+		return res, fmt.Errorf("agent %s: decode answer: %w", PathRestore, err)
+	}
+	return res, nil
 }
 
 // Cleanup deletes the old datadirs earlier restores kept aside.

@@ -670,8 +670,32 @@ func TestSandboxAgents(t *testing.T) {
 	if n := count(t, r); n != 1500 {
 		t.Errorf("node2 has %d rows after the clone that followed the crash, want 1500", n)
 	}
-	if cl, err := a2.Cleanup(ctx); err != nil || len(cl.Removed) != 2 {
-		t.Errorf("cleanup after the crash (the old datadirs of the two clones): %+v %v", cl, err)
+	// Agent to agent: node2's agent pulls the stream from node1's with a
+	// ticket node1's agent issued to Vigil; node1's agent serves it to a
+	// peer certificate, and only once.
+	insert(t, db, 1500, 1800)
+	if st, err := a2.Status(ctx); err != nil || !st.PeerPull {
+		t.Fatalf("node2's agent cannot pull (%v): %+v", err, st)
+	}
+	tk, err := a1.Ticket(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulled, err := a2.RestoreFrom(ctx, m.Agents[0].Listen.Addr(), tk.Ticket, agent.RestoreOptions{})
+	if err != nil {
+		t.Fatalf("restore node2 from node1's agent directly: %v", err)
+	}
+	if n := count(t, r); n != 1800 || pulled.GTID == "" || pulled.BytesReceived == 0 {
+		t.Errorf("node2 has %d rows after the direct clone, want 1800 (%+v)", n, pulled)
+	}
+	if audit, err := os.ReadFile(m.Agents[0].AuditLog); err != nil || !strings.Contains(string(audit), `"op":"backup","who":"CN=vigil-agent,O=vigil"`) || !strings.Contains(string(audit), `"peer":true`) {
+		t.Errorf("node1's agent did not audit a backup for a peer: %v\n%s", err, audit)
+	}
+	if _, err := a2.RestoreFrom(ctx, m.Agents[0].Listen.Addr(), tk.Ticket, agent.RestoreOptions{}); err == nil || !strings.Contains(err.Error(), "no_peer") {
+		t.Errorf("a used ticket: %v, want no_peer", err)
+	}
+	if cl, err := a2.Cleanup(ctx); err != nil || len(cl.Removed) != 3 {
+		t.Errorf("cleanup after the crash (the old datadirs of the three clones): %+v %v", cl, err)
 	}
 
 	pids := []int{m.Agents[0].PID, m.Agents[1].PID, restarted.Process.Pid}

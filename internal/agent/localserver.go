@@ -106,7 +106,7 @@ func (s *Server) status(ctx context.Context) Status {
 	st := Status{
 		Running: f.running, Answering: f.answering, PID: f.pid, Version: f.version,
 		ReadOnly: f.readOnly, Replica: f.replica, Galera: f.galera,
-		Datadir: s.cfg.Datadir, Busy: s.busyOp(),
+		Datadir: s.cfg.Datadir, Busy: s.busyOp(), PeerPull: s.peerPull, Restore: s.restoreProgress(),
 	}
 	if f.err != nil && f.running {
 		st.Error = f.err.Error()

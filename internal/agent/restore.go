@@ -66,6 +66,7 @@ func (s *Server) restore(ctx context.Context, body io.Reader, expected int64) (r
 	if err != nil {
 		return res, s.noSpace(newDir, err)
 	}
+	s.setPhase(RestorePreparing)
 	t0 = time.Now()
 	if err := s.prepare(ctx, newDir); err != nil {
 		return res, s.noSpace(newDir, err)
@@ -87,6 +88,7 @@ func (s *Server) restore(ctx context.Context, body io.Reader, expected int64) (r
 	if err := s.refuseUnsafe(ctx, &wasRunning); err != nil {
 		return res, err
 	}
+	s.setPhase(RestoreSwapping)
 	t0 = time.Now()
 	if wasRunning {
 		if err := s.stopServer(ctx); err != nil {

@@ -27,9 +27,17 @@ type Server struct {
 	audit *slog.Logger
 	tls   *tls.Config
 
-	// mu guards busy: the one mutating operation running, "" when none.
-	mu   sync.Mutex
-	busy string
+	// peerPull: the agent's certificate is valid for client
+	// authentication, so it can pull from another agent (peer.go).
+	peerPull bool
+
+	// mu guards busy (the one mutating operation running, "" when
+	// none), the ticket a peer may pull a backup with, and the running
+	// restore's progress.
+	mu       sync.Mutex
+	busy     string
+	ticket   ticket
+	progress *progress
 }
 
 // NewServer loads the TLS files of cfg. Audit lines (JSON) go to audit.
@@ -38,7 +46,7 @@ func NewServer(cfg *Config, audit io.Writer) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, audit: slog.New(slog.NewJSONHandler(audit, nil)), tls: tc}, nil
+	return &Server{cfg: cfg, audit: slog.New(slog.NewJSONHandler(audit, nil)), tls: tc, peerPull: clientCapable(tc.Certificates[0])}, nil
 }
 
 // serverTLS requires and verifies a client certificate signed by the CA.
@@ -125,6 +133,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+PathStop, s.op("stop", true, s.handleStop))
 	mux.HandleFunc("POST "+PathStart, s.op("start", true, s.handleStart))
 	mux.HandleFunc("POST "+PathBackup, s.op("backup", true, s.handleBackup))
+	mux.HandleFunc("POST "+PathTicket, s.op("ticket", false, s.handleTicket))
 	mux.HandleFunc("POST "+PathRestore, s.op("restore", true, s.handleRestore))
 	mux.HandleFunc("POST "+PathCleanup, s.op("cleanup", true, s.handleCleanup))
 	return mux
@@ -139,6 +148,10 @@ type call struct {
 	// failed: the operation ran and failed, whatever its error's code
 	// (a restore that filled the disk is no_space, but not a refusal).
 	failed bool
+	// peer: the client is another agent with a valid ticket, whose rate
+	// is ticketRate.
+	peer       bool
+	ticketRate int64
 }
 
 type opFunc func(ctx context.Context, c *call, w http.ResponseWriter, r *http.Request) (any, error)
@@ -171,7 +184,26 @@ func (s *Server) op(name string, mutating bool, fn opFunc) http.HandlerFunc {
 			writeError(w, err)
 			return
 		}
-		if !s.tokenOK(r) {
+		if peerCertificate(r) {
+			// Another agent: one ticketed backup and nothing else. The
+			// ticket stands for the token (Vigil asked for it with its
+			// own).
+			c.peer = true
+			c.attrs = append(c.attrs, "peer", true)
+			var err error
+			if name != "backup" {
+				err = &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+					Message: "an agent's certificate may only pull a backup, with a ticket Vigil asked for"}
+			} else if c.ticketRate, c.peer = s.useTicket(r.Header.Get(HeaderTicket)); !c.peer {
+				err = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+					Message: "no valid backup ticket (missing, already used, replaced by a newer one, or older than " + ticketTTL.String() + ")"}
+			}
+			if err != nil {
+				audit("refused", err)
+				writeError(w, err)
+				return
+			}
+		} else if !s.tokenOK(r) {
 			err := &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing or wrong bearer token"}
 			audit("refused", err)
 			writeError(w, err)
@@ -307,6 +339,9 @@ func (s *Server) handleBackup(ctx context.Context, c *call, w http.ResponseWrite
 	if err != nil {
 		return nil, err
 	}
+	if c.peer {
+		rate = c.ticketRate // Vigil's choice, not the peer's
+	}
 	if s.cfg.MaxRate > 0 && (rate == 0 || rate > s.cfg.MaxRate) {
 		rate = s.cfg.MaxRate
 	}
@@ -337,7 +372,24 @@ func (s *Server) handleRestore(ctx context.Context, c *call, _ http.ResponseWrit
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.restore(ctx, r.Body, expected)
+	from := r.URL.Query().Get("from")
+	var body io.Reader = r.Body
+	var ps *pulledStream
+	if from != "" {
+		c.attrs = append(c.attrs, "from", from)
+		if ps, err = s.pull(ctx, from, r.Header.Get(HeaderTicket)); err != nil {
+			return nil, err
+		}
+		defer ps.Close()
+		body = ps
+	}
+	p := s.beginRestore(from)
+	defer s.endRestore()
+	res, err := s.restore(ctx, countingReader{body, p}, expected)
+	if err != nil && ps != nil && ps.err != nil && res.OldDatadir == "" {
+		err = &Error{Status: http.StatusBadGateway, Code: CodeDonorFailed,
+			Message: fmt.Sprintf("the stream from the donor's agent %s failed after %d bytes: %v; nothing was swapped", from, res.BytesReceived, ps.err)}
+	}
 	c.bytes = res.BytesReceived
 	var ae *Error
 	c.failed = errors.As(err, &ae) && ae.Code == CodeNoSpace && res.BytesReceived > 0

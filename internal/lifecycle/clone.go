@@ -276,16 +276,18 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 			return fail(err)
 		}
 	}
-	d.Event(kind+"_started", fmt.Sprintf("%s %s from %s (%s)%s; %s is out of routing (OFFLINE_HARD) until it replicates%s",
-		gerund(kind), p.Target, p.Donor, p.DonorReason, replacing(p), p.Target, salvaged))
+	direct := peerPull(d, p, st, tst)
+	d.Event(kind+"_started", fmt.Sprintf("%s %s from %s (%s)%s, the stream %s; %s is out of routing (OFFLINE_HARD) until it replicates%s",
+		gerund(kind), p.Target, p.Donor, p.DonorReason, replacing(p), pathOf(direct), p.Target, salvaged))
 	log.Info(kind+" started", "reason", p.DonorReason, "rate_limit", p.Rate)
 
 	total, failed := streamBytes(st), map[string]bool{}
 	var res agent.RestoreResult
 	for restarts := 0; ; restarts++ {
 		t.phase(PhaseStreaming)
+		t.set(func(pr *Progress) { pr.Path = pathOf(direct) })
 		journal(PhaseStreaming)
-		res, err = stream(ctx, t, d, p.Rate, total)
+		res, err = stream(ctx, t, d, p, total, direct)
 		if err == nil {
 			break
 		}
@@ -309,6 +311,7 @@ func run(ctx context.Context, t *tracker, p Plan, d Deps) error {
 			p.Donor, err, kind, p.Target, nd.Name, nd.Reason, p.Target))
 		log.Warn(kind+" restarts from another donor", "failed", p.Donor, "next", nd.Name, "err", err)
 		p.Donor, p.DonorReason, p.DonorAgent, d.Donor, total = nd.Name, nd.Reason, nd.AgentAddr, nd.Agent, streamBytes(nst)
+		direct = peerPull(d, p, nst, tst)
 		if d.switchDonor != nil {
 			d.switchDonor(nd.Name, nd.AgentAddr)
 		}
@@ -442,11 +445,112 @@ func (w watchedDonor) Backup(ctx context.Context, out io.Writer, o agent.BackupO
 	return n, err
 }
 
-// stream pipes the donor's backup into the target's restore (agent.Clone),
-// counting the bytes.
-func stream(ctx context.Context, t *tracker, d Deps, rate, expected int64) (agent.RestoreResult, error) {
-	res, _, err := agent.Clone(ctx, watchedDonor{d.Donor, t}, d.Target, agent.BackupOptions{Rate: rate}, agent.RestoreOptions{ExpectedSize: expected})
+// stream moves the donor's backup into the target's restore: pulled by
+// the target's agent from the donor's when both can (direct), otherwise
+// relayed by Vigil (agent.Clone), counting the bytes.
+func stream(ctx context.Context, t *tracker, d Deps, p Plan, expected int64, direct bool) (agent.RestoreResult, error) {
+	if direct {
+		res, err := pullStream(ctx, t, d, p, expected)
+		var ae *agent.Error
+		if !errors.As(err, &ae) || ae.Code != agent.CodeNoPeer || ctx.Err() != nil {
+			return res, err
+		}
+		// The target's agent could not open the donor's stream (another
+		// CA, a firewall between the hosts): nothing was streamed, so
+		// Vigil relays it instead.
+		d.Log.Warn("the target's agent cannot pull from the donor's; Vigil relays the stream", "err", err)
+		t.set(func(pr *Progress) { pr.Path = PathRelayed + " (agent to agent failed: " + ae.Message + ")" })
+		if werr := waitIdle(ctx, d.Target, d.Poll, time.Minute); werr != nil {
+			return res, fmt.Errorf("%w; target's agent: %v", err, werr)
+		}
+	}
+	res, _, err := agent.Clone(ctx, watchedDonor{d.Donor, t}, d.Target, agent.BackupOptions{Rate: p.Rate}, agent.RestoreOptions{ExpectedSize: expected})
 	return res, err
+}
+
+// PeerAgent is what an agent client does for an agent-to-agent stream
+// (*agent.Client does it; see internal/agent/peer.go).
+type PeerAgent interface {
+	Ticket(ctx context.Context, rate int64) (agent.TicketResult, error)
+	RestoreFrom(ctx context.Context, from, ticket string, o agent.RestoreOptions) (agent.RestoreResult, error)
+}
+
+var _ PeerAgent = (*agent.Client)(nil)
+
+// Stream paths (Progress.Path).
+const (
+	PathDirect  = "agent to agent"
+	PathRelayed = "relayed by Vigil"
+)
+
+func pathOf(direct bool) string {
+	if direct {
+		return PathDirect
+	}
+	return PathRelayed
+}
+
+// peerPull reports whether the target's agent can pull the stream from
+// the donor's itself: both agents say they can (a certificate for both
+// usages), and the donor's agent address is known.
+func peerPull(d Deps, p Plan, donor, target agent.Status) bool {
+	_, dp := d.Donor.(PeerAgent)
+	_, tp := d.Target.(PeerAgent)
+	return dp && tp && p.DonorAgent != "" && donor.PeerPull && target.PeerPull
+}
+
+// pullStream has the target's agent pull the backup from the donor's
+// agent with a ticket the donor's agent issued for it, and follows the
+// progress on the target's status meanwhile.
+func pullStream(ctx context.Context, t *tracker, d Deps, p Plan, expected int64) (agent.RestoreResult, error) {
+	tk, err := d.Donor.(PeerAgent).Ticket(ctx, p.Rate)
+	if err != nil {
+		return agent.RestoreResult{}, fmt.Errorf("donor %s's agent: ticket: %w", p.Donor, err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	var counted int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(min(d.Poll, 250*time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-tick.C:
+			}
+			st, err := d.Target.Status(wctx)
+			if err != nil || st.Restore == nil {
+				continue
+			}
+			if n := st.Restore.Bytes - counted; n > 0 {
+				t.add(int(n))
+				counted += n
+			}
+			if st.Restore.Phase != agent.RestoreReceiving {
+				t.phase(PhasePreparing)
+			}
+		}
+	}()
+	res, err := d.Target.(PeerAgent).RestoreFrom(ctx, p.DonorAgent, tk.Ticket, agent.RestoreOptions{ExpectedSize: expected})
+	stop()
+	<-done
+	if err != nil {
+		return res, err
+	}
+	if n := res.BytesReceived - counted; n > 0 {
+		t.add(int(n))
+	}
+	t.phase(PhasePreparing)
+	t.set(func(pr *Progress) {
+		// The target's agent timed the stream itself; polling its status
+		// sees the end of it late.
+		if res.ExtractSeconds > 0 {
+			pr.RateBytes = float64(res.BytesReceived) / res.ExtractSeconds
+		}
+	})
+	return res, nil
 }
 
 // waitReplicating polls the target's replica status until both threads

@@ -334,3 +334,88 @@ func TestCloneRestartsFromAnotherDonor(t *testing.T) {
 		t.Fatalf("named donor: %+v", pr)
 	}
 }
+
+// peerFake is a fakeAgent that can stream agent to agent: its status says
+// so, it issues tickets, and as a target it pulls from the donor it was
+// given the ticket of.
+type peerFake struct {
+	*fakeAgent
+	noPull  bool
+	ticket  string
+	donors  map[string]*peerFake // by agent address
+	pulls   int
+	extract float64
+}
+
+func (a *peerFake) Status(ctx context.Context) (agent.Status, error) {
+	st, err := a.fakeAgent.Status(ctx)
+	st.PeerPull = !a.noPull
+	return st, err
+}
+
+func (a *peerFake) Ticket(_ context.Context, rate int64) (agent.TicketResult, error) {
+	a.ticket = fmt.Sprintf("t-%d", rate)
+	return agent.TicketResult{Ticket: a.ticket}, nil
+}
+
+func (a *peerFake) RestoreFrom(ctx context.Context, from, ticket string, o agent.RestoreOptions) (agent.RestoreResult, error) {
+	d := a.donors[from]
+	if d == nil || ticket == "" || ticket != d.ticket {
+		return agent.RestoreResult{}, &agent.Error{Status: 502, Code: agent.CodeNoPeer, Message: "no valid backup ticket"}
+	}
+	d.ticket = ""
+	a.pulls++
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := d.Backup(ctx, pw, agent.BackupOptions{})
+		pw.CloseWithError(err)
+	}()
+	res, err := a.fakeAgent.Restore(ctx, pr, o)
+	res.ExtractSeconds = a.extract
+	return res, err
+}
+
+// Both agents can: the target's agent pulls the stream itself with the
+// donor's ticket (Vigil relays nothing), the progress counts its bytes
+// and the rate is the target's own timing. A donor that cannot: relayed.
+func TestCloneAgentToAgent(t *testing.T) {
+	for _, donorPulls := range []bool{true, false} {
+		donor := &peerFake{fakeAgent: &fakeAgent{backup: bytes.Repeat([]byte("x"), 1<<20)}, noPull: !donorPulls}
+		target := &peerFake{fakeAgent: &fakeAgent{gtid: "0-1-42"}, extract: 0.5}
+		sql := &fakeSQL{status: [][]string{{"Yes", "Yes", "0", "", "0", ""}}}
+		p, d, _, ev := setup(donor.fakeAgent, target.fakeAgent, sql)
+		d.Donor, d.Target = donor, target
+		target.donors = map[string]*peerFake{p.DonorAgent: donor}
+		p.Rate = 7
+		var counted int64
+		d.OnBytes = func(n int64) { counted += n }
+		pr := runOne(t, p, d)
+		if pr.Phase != PhaseDone || pr.Bytes != 1<<20 || counted != 1<<20 || target.received.Len() != 1<<20 {
+			t.Fatalf("donor pulls %v: progress %+v, counted %d, received %d", donorPulls, pr, counted, target.received.Len())
+		}
+		want, path := 0, PathRelayed
+		if donorPulls {
+			want, path = 1, PathDirect
+			if pr.RateBytes != float64(1<<20)/0.5 {
+				t.Errorf("rate %.0f, want the target's own timing %.0f", pr.RateBytes, float64(1<<20)/0.5)
+			}
+		}
+		if target.pulls != want || pr.Path != path || !strings.Contains(ev.list[0], "the stream "+path) {
+			t.Errorf("donor pulls %v: %d pulls, path %q, event %q", donorPulls, target.pulls, pr.Path, ev.list[0])
+		}
+	}
+}
+
+// The target's agent cannot open the donor's stream (another CA, a
+// firewall): nothing streamed, so Vigil relays it, and says so.
+func TestCloneAgentToAgentFallsBack(t *testing.T) {
+	donor := &peerFake{fakeAgent: &fakeAgent{backup: []byte("data")}}
+	target := &peerFake{fakeAgent: &fakeAgent{gtid: "0-1-42"}} // knows no donor: no_peer
+	sql := &fakeSQL{status: [][]string{{"Yes", "Yes", "0", "", "0", ""}}}
+	p, d, _, _ := setup(donor.fakeAgent, target.fakeAgent, sql)
+	d.Donor, d.Target = donor, target
+	pr := runOne(t, p, d)
+	if pr.Phase != PhaseDone || target.received.String() != "data" || !strings.HasPrefix(pr.Path, PathRelayed+" (agent to agent failed") {
+		t.Fatalf("progress %+v, received %q", pr, target.received.String())
+	}
+}

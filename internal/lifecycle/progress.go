@@ -37,6 +37,9 @@ type Progress struct {
 	// streaming time left at that rate (-1: unknown).
 	RateBytes  float64 `json:"rate_bytes_per_second"`
 	ETASeconds float64 `json:"eta_seconds"`
+	// Path is how the stream goes: "agent to agent" (the target's agent
+	// pulls it from the donor's) or "relayed by Vigil".
+	Path string `json:"path,omitempty"`
 	// DonorRestarts counts restarts from another donor after a failed
 	// stream.
 	DonorRestarts int `json:"donor_restarts,omitempty"`
