@@ -99,7 +99,10 @@ type RestoreResult struct {
 	// SlaveInfo is mariadb_backup_slave_info verbatim when the donor was
 	// a replica (--slave-info).
 	SlaveInfo string `json:"slave_info,omitempty"`
-	// Seconds per phase.
+	// Seconds per phase. StreamSeconds runs from the request's arrival
+	// to the end of the extract: for a pull, opening the donor's stream
+	// and its backup's start included.
+	StreamSeconds  float64 `json:"stream_seconds,omitempty"`
 	ExtractSeconds float64 `json:"extract_seconds"`
 	PrepareSeconds float64 `json:"prepare_seconds"`
 	SwapSeconds    float64 `json:"swap_seconds"`

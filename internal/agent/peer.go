@@ -166,10 +166,13 @@ type progress struct {
 	phase atomic.Value // string
 	bytes atomic.Int64
 	from  string
+	start time.Time
+	// streamed is when the extract ended (unix nanoseconds, 0: not yet).
+	streamed atomic.Int64
 }
 
 func (s *Server) beginRestore(from string) *progress {
-	p := &progress{from: from}
+	p := &progress{from: from, start: time.Now()}
 	p.phase.Store(RestoreReceiving)
 	s.mu.Lock()
 	s.progress = p
@@ -189,8 +192,20 @@ func (s *Server) setPhase(phase string) {
 	p := s.progress
 	s.mu.Unlock()
 	if p != nil {
+		if phase == RestorePreparing {
+			p.streamed.CompareAndSwap(0, time.Now().UnixNano())
+		}
 		p.phase.Store(phase)
 	}
+}
+
+// streamSeconds is the time from the restore's start to the end of its
+// extract, 0 before that.
+func (p *progress) streamSeconds() float64 {
+	if e := p.streamed.Load(); e != 0 {
+		return time.Unix(0, e).Sub(p.start).Seconds()
+	}
+	return 0
 }
 
 func (s *Server) restoreProgress() *RestoreProgress {

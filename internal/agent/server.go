@@ -373,6 +373,8 @@ func (s *Server) handleRestore(ctx context.Context, c *call, _ http.ResponseWrit
 		return nil, err
 	}
 	from := r.URL.Query().Get("from")
+	p := s.beginRestore(from)
+	defer s.endRestore()
 	var body io.Reader = r.Body
 	var ps *pulledStream
 	if from != "" {
@@ -383,9 +385,8 @@ func (s *Server) handleRestore(ctx context.Context, c *call, _ http.ResponseWrit
 		defer ps.Close()
 		body = ps
 	}
-	p := s.beginRestore(from)
-	defer s.endRestore()
 	res, err := s.restore(ctx, countingReader{body, p}, expected)
+	res.StreamSeconds = p.streamSeconds()
 	if err != nil && ps != nil && ps.err != nil && res.OldDatadir == "" {
 		err = &Error{Status: http.StatusBadGateway, Code: CodeDonorFailed,
 			Message: fmt.Sprintf("the stream from the donor's agent %s failed after %d bytes: %v; nothing was swapped", from, res.BytesReceived, ps.err)}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -372,7 +373,7 @@ func cloneLine(c CloneRun) string {
 	if c.Error != "" {
 		return "FAILED: " + c.Error
 	}
-	return fmt.Sprintf("%d MB streamed in %.2f s (%.1f MB/s), whole clone %.1f s", c.Bytes/1_000_000, c.StreamSeconds, c.StreamBytesPerSecond()/1e6, c.TotalSeconds)
+	return fmt.Sprintf("%d MB streamed %s in %.2f s (%.1f MB/s), whole clone %.1f s", c.Bytes/1_000_000, cmp.Or(c.Path, "relayed by Vigil"), c.StreamSeconds, c.StreamBytesPerSecond()/1e6, c.TotalSeconds)
 }
 
 // rawRun is `mariadb-backup --backup --stream=xbstream | mbstream -x` of
@@ -511,7 +512,7 @@ loop:
 		r.Error = fmt.Sprintf("vigil ctl clone: %v, phase %q %s; %s ends with: %s", waitErr, cur.Phase, cur.Error, logPath, tailFile(logPath, 5))
 		return r
 	}
-	r.Bytes = cur.Bytes
+	r.Bytes, r.Path = cur.Bytes, cur.Path
 	r.CPUSeconds = map[string]float64{}
 	for k, c1 := range cpu1 {
 		if c0, ok := cpu0[k]; ok {

@@ -59,6 +59,8 @@ type CloneRun struct {
 	// the sandbox's stop and start commands on the target), the donor's
 	// mariadbd.
 	CPUSeconds map[string]float64 `json:"cpu_s,omitempty"`
+	// Path is how the stream went (lifecycle.PathDirect, PathRelayed).
+	Path string `json:"path,omitempty"`
 	// Event is the clone_finished event's text.
 	Event string `json:"event,omitempty"`
 	Error string `json:"error,omitempty"`

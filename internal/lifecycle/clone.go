@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -546,8 +547,8 @@ func pullStream(ctx context.Context, t *tracker, d Deps, p Plan, expected int64)
 	t.set(func(pr *Progress) {
 		// The target's agent timed the stream itself; polling its status
 		// sees the end of it late.
-		if res.ExtractSeconds > 0 {
-			pr.RateBytes = float64(res.BytesReceived) / res.ExtractSeconds
+		if sec := cmp.Or(res.StreamSeconds, res.ExtractSeconds); sec > 0 {
+			pr.RateBytes = float64(res.BytesReceived) / sec
 		}
 	})
 	return res, nil
