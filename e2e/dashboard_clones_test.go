@@ -54,7 +54,7 @@ func (c *clonesController) Clones() any {
 	}
 	return map[string]any{
 		"running": []progress{{Kind: "rebuild", Progress: lifecycle.Progress{ID: 2, Cluster: "main", Target: "db3", Donor: "db2",
-			Phase: lifecycle.PhaseStreaming, Bytes: n, TotalBytes: 100 << 20, RateBytes: 50 << 20, ETASeconds: 95, Started: started, Running: true}}},
+			Phase: lifecycle.PhaseStreaming, Path: lifecycle.PathDirect, Bytes: n, TotalBytes: 100 << 20, RateBytes: 50 << 20, ETASeconds: 95, Started: started, Running: true}}},
 		"finished": []progress{{Progress: lifecycle.Progress{ID: 1, Cluster: "main", Target: "db2", Donor: "db1", Phase: lifecycle.PhaseFailed,
 			Bytes: 0, TotalBytes: 100 << 20, ETASeconds: -1, Started: started, Finished: &finished,
 			Error: "target db2 has too little disk space: 9.9 MiB free beside its datadir, a copy of the donor's datadir needs 87.9 MiB"}}},
@@ -98,7 +98,7 @@ func TestDashboardClones(t *testing.T) {
 		t.Fatalf("clone rows: %+v", first)
 	}
 	r, f := first[0], first[1]
-	if r.Target != "db3" || r.Phase != "streaming" || r.Kind != "rebuild" || !strings.Contains(r.Text, "db3 ← db2") ||
+	if r.Target != "db3" || r.Phase != "streaming" || r.Kind != "rebuild" || !strings.Contains(r.Text, "db3 ← db2") || !strings.Contains(r.Text, "agent to agent") ||
 		r.Max != 100<<20 || r.Value <= 0 || r.Rate != "50 MiB/s" || r.ETA != "1 min 35 s" || !strings.HasSuffix(r.Bytes, "/ 100 MiB") {
 		t.Errorf("running clone: %+v", r)
 	}

@@ -309,8 +309,9 @@ function renderClones(c) {
     const pct = p.total_bytes > 0 ? Math.min(100, Math.round(100 * p.bytes / p.total_bytes)) + '%' : '';
     const kind = p.kind ? el('span', { class: 'kind clone-kind' }, p.kind) : null;
     const restarts = p.donor_restarts ? ` (donor changed ${p.donor_restarts}×)` : '';
+    const path = p.path ? ` · ${p.path}` : '';
     rows.push(el('tr', { class: 'clone', 'data-id': p.id, 'data-phase': p.phase, 'data-target': p.target, 'data-kind': p.kind || false },
-      el('td', null, kind, kind ? ' ' : '', el('b', null, p.target), ` ← ${p.donor || '?'}`, el('span', { class: 'muted small' }, ` ${p.cluster || ''}${restarts}`)),
+      el('td', null, kind, kind ? ' ' : '', el('b', null, p.target), ` ← ${p.donor || '?'}`, el('span', { class: 'muted small' }, ` ${p.cluster || ''}${restarts}${path}`)),
       el('td', null, el('span', { class: 'phase', 'data-phase': p.phase }, p.phase)),
       el('td', { class: 'bar-col' }, bar, el('span', { class: 'pct small' }, ' ' + pct)),
       el('td', { class: 'num bytes' }, `${fmtBytes(p.bytes)} / ${p.total_bytes > 0 ? fmtBytes(p.total_bytes) : '?'}`),
