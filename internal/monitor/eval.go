@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -217,7 +218,8 @@ func (s *ServerState) Published() (topology.State, string) {
 	case s.Fenced:
 		return topology.OfflineHard, "fenced: " + s.FenceReason
 	case s.Admin == topology.OfflineSoft || s.Admin == topology.OfflineHard:
-		return s.Admin, "set by operator: " + s.AdminReason
+		// The reason says who: an operator, a clone or rebuild, a removal.
+		return s.Admin, cmp.Or(s.AdminReason, "set by an operator")
 	case s.Joining:
 		target := ""
 		if s.JoinTarget != "" {

@@ -378,11 +378,16 @@ func TestMonitorRun(t *testing.T) {
 	})
 
 	// Operator and failover commands.
-	if err := m.SetAdminState("node2", topology.OfflineSoft, "backup"); err != nil {
+	if err := m.SetAdminState("node2", topology.OfflineSoft, "being rebuilt from node1"); err != nil {
 		t.Fatal(err)
 	}
 	if st, _, _ := stateOf(&holder, 1); st != topology.OfflineSoft {
 		t.Fatal(st)
+	}
+	// The reason says who set it (it used to read "set by operator: …"
+	// for a rebuild's exclusion too).
+	if r := holder.Load().Servers[1].Reason; r != "being rebuilt from node1" {
+		t.Errorf("reason %q", r)
 	}
 	if err := m.SetAdminState("node9", topology.OfflineSoft, ""); err == nil {
 		t.Fatal("unknown server accepted")
