@@ -135,7 +135,11 @@ func (e *Executor) PrepareRebuild(ctx context.Context, node string) (string, err
 		return fmt.Sprintf(" (%s holds nothing %s lacks: nothing to salvage)", node, w.Name), nil
 	}
 	rec := failover.Record{Kind: failover.RecordRejoin, Started: e.now(), OldPrimary: node, NewPrimary: w.Name}
-	path, err := e.writeSalvage(ctx, rec, no, start)
+	path, counted, err := e.writeSalvage(ctx, rec, no, start, po.GTID.BinlogState)
+	if counted > 0 && uint64(counted) < extra {
+		// The file counted: the sequence gap overcounts (countMissing).
+		extra = uint64(counted)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%s holds %d transactions %s lacks and they could not be written to a salvage file (%v): it is not overwritten", node, extra, w.Name, err)
 	}

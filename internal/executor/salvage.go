@@ -7,6 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -134,7 +137,11 @@ func (e *Executor) salvage(ctx context.Context, rec failover.Record, oldObs, new
 	if n := e.unackedAsPrimary(rec.OldPrimary, oldObs.SemiSync.NoTx); n > 0 {
 		fallback = fmt.Sprintf("; %s had committed %d transactions without a semi-sync acknowledgement as primary (it fell back to asynchronous replication), so data could be lost", rec.OldPrimary, n)
 	}
-	path, err := e.writeSalvage(ctx, rec, oldObs, start)
+	path, counted, err := e.writeSalvage(ctx, rec, oldObs, start, newObs.GTID.BinlogState)
+	if counted > 0 && uint64(counted) < extra {
+		// The file counted: the sequence gap overcounts (countMissing).
+		extra = uint64(counted)
+	}
 	if err != nil {
 		e.event(rec.OldPrimary, "salvage", fmt.Sprintf("%s: %s has %d transactions %s lacks (binlog position %s vs %s), but they could not be written: %v%s",
 			label, rec.OldPrimary, extra, rec.NewPrimary, oldObs.GTID.Binlog, newObs.GTID.Current, err, fallback))
@@ -220,14 +227,44 @@ func missingByState(old, cur []topology.GTID) (n uint64, start string, ok bool) 
 	return n, strings.Join(from, ","), true
 }
 
-func (e *Executor) writeSalvage(ctx context.Context, rec failover.Record, oldObs *topology.Observation, start string) (string, error) {
+// salvageGTID finds the GTID of each transaction in mariadb-binlog's
+// output ("... GTID 0-1-609 trans").
+var salvageGTID = regexp.MustCompile(`\tGTID (\d+)-(\d+)-(\d+)`)
+
+// countMissing counts the transactions in mariadb-binlog's output that
+// cur, a binlog state, lacks: beyond cur's last of their (domain, server
+// id). The file starts at cur's last of each pair, but other servers'
+// transactions in between are in it too (cur has those), so the gap of
+// sequence numbers says how many there could be, this how many there
+// are. -1 when cur is unknown.
+func countMissing(out []byte, cur []topology.GTID) int {
+	if len(cur) == 0 {
+		return -1
+	}
+	n := 0
+	for _, m := range salvageGTID.FindAllSubmatch(out, -1) {
+		d, _ := strconv.ParseUint(string(m[1]), 10, 32)
+		sv, _ := strconv.ParseUint(string(m[2]), 10, 32)
+		seq, _ := strconv.ParseUint(string(m[3]), 10, 64)
+		i := slices.IndexFunc(cur, func(c topology.GTID) bool { return c.Domain == uint32(d) && c.Server == uint32(sv) })
+		if i < 0 || cur[i].Seq < seq {
+			n++
+		}
+	}
+	return n
+}
+
+// writeSalvage writes what oldObs's server holds from start on to a
+// salvage file, and counts the transactions in it that cur (the binlog
+// state of the server it is compared with) lacks (-1: unknown).
+func (e *Executor) writeSalvage(ctx context.Context, rec failover.Record, oldObs *topology.Observation, start string, cur []topology.GTID) (string, int, error) {
 	dir := filepath.Join(e.o().StateDir, "salvage")
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", err
+		return "", -1, err
 	}
 	rows, err := e.exec(ctx, rec.OldPrimary, 3*time.Second, "SHOW BINARY LOGS")
 	if err != nil || len(rows) == 0 {
-		return "", fmt.Errorf("listing the binary logs of %s: %v", rec.OldPrimary, err)
+		return "", -1, fmt.Errorf("listing the binary logs of %s: %v", rec.OldPrimary, err)
 	}
 	host, port, _ := net.SplitHostPort(e.addr(rec.OldPrimary))
 	args := []string{"--no-defaults", "--read-from-remote-server", "--host=" + host, "--port=" + port,
@@ -242,15 +279,15 @@ func (e *Executor) writeSalvage(ctx context.Context, rec failover.Record, oldObs
 	cmd.Env = append(os.Environ(), "MYSQL_PWD="+e.o().ReplPass)
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("mariadb-binlog: %w", err)
+		return "", -1, fmt.Errorf("mariadb-binlog: %w", err)
 	}
 	path := filepath.Join(dir, fmt.Sprintf("%s-%s.sql", e.now().UTC().Format("20060102T150405Z"), rec.OldPrimary))
 	header := fmt.Sprintf("-- Vigil salvage: transactions %s committed that %s did not have at the failover of %s.\n-- %s binlog position %s; read from GTID %s on.\n-- Review before applying anything.\n",
 		rec.OldPrimary, rec.NewPrimary, rec.Started.Format(time.RFC3339), rec.OldPrimary, oldObs.GTID.Binlog, start)
 	if err := os.WriteFile(path, append([]byte(header), out...), 0o640); err != nil {
-		return "", err
+		return "", -1, err
 	}
-	return path, nil
+	return path, countMissing(out, cur), nil
 }
 
 // salvageAtRejoin writes the transactions a server to rejoin holds that
@@ -278,7 +315,7 @@ func (e *Executor) salvageAtRejoin(ctx context.Context, in failover.Input, node 
 		start = st
 	}
 	rec := failover.Record{Kind: failover.RecordRejoin, Started: e.now(), OldPrimary: node, NewPrimary: w.Name}
-	path, err := e.writeSalvage(ctx, rec, no, start)
+	path, _, err := e.writeSalvage(ctx, rec, no, start, po.GTID.BinlogState)
 	if err != nil {
 		e.event(node, "salvage", fmt.Sprintf("salvage at rejoin: %s holds transactions %s lacks, but they could not be written: %v", node, w.Name, err))
 		return ""

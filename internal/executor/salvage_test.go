@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/vigil-db/vigil/internal/topology"
@@ -95,5 +96,25 @@ func TestUnackedAsPrimary(t *testing.T) {
 	e.noteReplicaNoTx()
 	if got := e.unackedAsPrimary("node1", 1800); got != 67 {
 		t.Errorf("after a primary sample: %d, want 67", got)
+	}
+}
+
+// A stray transaction of one server after many of another's in the same
+// domain: the sequence gap says 587, the salvage file holds one.
+func TestCountMissing(t *testing.T) {
+	var out []byte
+	for seq := 23; seq <= 608; seq++ {
+		out = fmt.Appendf(out, "#261128 13:44:38 server id 2  end_log_pos 370 CRC32 0xa8fa6b15 \tGTID 0-2-%d trans\n/*!100001 SET @@session.gtid_seq_no=%d*//*!*/;\n", seq, seq)
+	}
+	out = append(out, "#261128 13:44:39 server id 1  end_log_pos 900 CRC32 0x44ddb310 \tGTID 0-1-609 trans\n#261128 Gtid list [0-1-609]\n"...)
+	cur := []topology.GTID{{Domain: 0, Server: 1, Seq: 22}, {Domain: 0, Server: 2, Seq: 608}}
+	if n, _, _ := missingByState([]topology.GTID{{Domain: 0, Server: 1, Seq: 609}, {Domain: 0, Server: 2, Seq: 608}}, cur); n != 587 {
+		t.Errorf("missingByState = %d (the estimate)", n)
+	}
+	if n := countMissing(out, cur); n != 1 {
+		t.Errorf("countMissing = %d, want 1", n)
+	}
+	if n := countMissing(out, nil); n != -1 {
+		t.Errorf("countMissing without a state = %d, want -1", n)
 	}
 }
