@@ -238,7 +238,8 @@ func (d *daemon) healInput(ctx context.Context, rt *clusterRuntime, h *healer, n
 	// phases drift slowly, so waiting for the latest checks to fall in
 	// order could take minutes.
 	writerAfter := func(replica *topology.Observation) *topology.Observation {
-		if _, ok := failover.ErrantOf(replica, wobs); ok || writer == "" {
+		if _, ok := failover.ErrantOf(replica, wobs); ok || writer == "" || !failover.MaybeErrant(replica, wobs) {
+			// Comparable already, or nothing a fresh check could find.
 			return wobs
 		}
 		if freshW == nil {

@@ -305,6 +305,20 @@ func ErrantOf(replica, primary *topology.Observation) (extra string, ok bool) {
 	return appliedPos(replica).extra(appliedPos(primary)), true
 }
 
+// MaybeErrant reports whether a replica's latest check may hold a
+// transaction the primary's lacks, whatever the order of the two checks:
+// what the replica applied beyond the primary's position, less the
+// primary's own transactions (under write load a replica read after its
+// primary is ahead by those). False means no comparable check (ErrantOf)
+// could find anything either; true asks for one.
+func MaybeErrant(replica, primary *topology.Observation) bool {
+	if replica == nil || primary == nil || !replica.OK || !primary.OK {
+		return false
+	}
+	pp := appliedPos(primary)
+	return appliedPos(replica).withoutOriginAhead(pp, primary.ServerID).extra(pp) != ""
+}
+
 // Extra lists the transactions of the GTID position have (MariaDB
 // gtid_current_pos, MySQL gtid_executed) that other lacks, "" when none:
 // the executor's no-errant-transactions check, with the engine's rules

@@ -212,3 +212,29 @@ func TestErrantOf(t *testing.T) {
 		})
 	}
 }
+
+// MaybeErrant: whatever the order of the checks, a replica ahead of its
+// primary only by the primary's own transactions holds nothing errant;
+// one with another server's transactions may.
+func TestMaybeErrant(t *testing.T) {
+	obs := func(pos string, sid uint32) *topology.Observation {
+		return &topology.Observation{OK: true, ServerID: sid, GTID: topology.GTIDState{Current: topology.MustParseGTIDPos(pos)}}
+	}
+	primary := obs("0-1-100", 1)
+	for _, tc := range []struct {
+		replica string
+		want    bool
+	}{
+		{"0-1-90", false},
+		{"0-1-103", false}, // read after the primary: its own later writes
+		{"0-2-101", true},
+		{"0-1-100,9-2-1", true},
+	} {
+		if got := MaybeErrant(obs(tc.replica, 2), primary); got != tc.want {
+			t.Errorf("MaybeErrant(%s) = %v, want %v", tc.replica, got, tc.want)
+		}
+	}
+	if MaybeErrant(nil, primary) || MaybeErrant(obs("0-2-101", 2), &topology.Observation{}) {
+		t.Error("MaybeErrant without both checks")
+	}
+}
