@@ -248,7 +248,8 @@ func (r *crashRounds) round(kind string, n int) {
 	{
 		// An operator's ack after every round: anti-flapping
 		// (min_interval) holds back the next automatic failover, and a
-		// rolled-back switchover disarms it until acknowledged.
+		// failed one (or a switchover whose rollback failed) disarms it
+		// until acknowledged.
 		Eventually(t, 20*time.Second, "vigil ctl ack", func() error {
 			name, err := e.actingName()
 			if err != nil {

@@ -121,6 +121,8 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 		msg := "interrupted before its point of no return: rolled back"
 		if rb := e.rollback(ctx, pl, &rec, &res, st); rb != "" {
 			msg += "; " + rb
+		} else if pl.Kind == failover.KindSwitchover {
+			rec.RolledBack = true
 		}
 		return finish(false, msg)
 	}
@@ -238,6 +240,9 @@ func (e *Executor) runPlan(ctx context.Context, d failover.Decision, resumed *co
 			}
 			if rb := e.rollback(ctx, pl, &rec, &res, st); rb != "" {
 				msg += "; " + rb
+			} else if pl.Kind == failover.KindSwitchover && len(pl.Rollback) > 0 {
+				rec.RolledBack = true
+				msg += "; rolled back: " + pl.OldPrimary + " stays the primary (automatic failover is not blocked)"
 			}
 		}
 		if st.held {

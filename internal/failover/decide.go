@@ -305,7 +305,7 @@ func (v *view) gate() (Situation, string, time.Time) {
 	recs := v.in.History.Records
 	for i := len(recs) - 1; i >= 0; i-- {
 		r := recs[i]
-		if (r.Kind == RecordFailover || r.Kind == RecordSwitchover) && r.failed() && !r.Acked {
+		if (r.Kind == RecordFailover || r.Kind == RecordSwitchover) && r.failed() && !r.Acked && !r.RolledBack {
 			why := r.Error
 			if why == "" {
 				why = "it did not finish"

@@ -245,6 +245,9 @@ var gateRows = []row{
 		sit: UnackedFailure, act: ActEvent, detected: DeadPrimary, check: reasonHas("repoint failed", "vigil ctl ack")},
 	{name: "failed switchover unacked", scen: dead + "history switchover started=-9000 ended=-8990 ok=no old=node0 new=node1",
 		sit: UnackedFailure, act: ActEvent},
+	// Rolled back whole: the cluster is as it was, nothing to check.
+	{name: "rolled-back switchover does not block", scen: dead + "history switchover started=-9000 ended=-8990 ok=no rolled_back=yes old=node0 new=node1",
+		sit: DeadPrimary, act: ActExecute},
 	{name: "interrupted failover counts as failed", scen: dead + "history failover started=-9000 ok=no old=node0 new=node1",
 		sit: UnackedFailure, act: ActEvent, check: reasonHas("it did not finish")},
 	{name: "failed failover acked", scen: dead + "history failover started=-9000 ended=-8990 ok=no old=node0 new=node1 acked=yes",

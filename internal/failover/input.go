@@ -206,6 +206,11 @@ type Record struct {
 	// to it. Empty otherwise. The engine may make it writable again
 	// (PrimaryReadOnly).
 	LeftReadOnly string `json:",omitempty"`
+	// RolledBack: a switchover that failed before its point of no return
+	// and whose rollback ran whole — the old primary is writable and
+	// routed again, the cluster as it was. It does not block automatic
+	// failover (gate): nothing is left for an operator to check.
+	RolledBack bool `json:",omitempty"`
 	// Views says what each Vigil instance saw of the old primary when an
 	// automatic failover started (coordinated instances only).
 	Views string `json:",omitempty"`

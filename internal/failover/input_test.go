@@ -211,7 +211,7 @@ func (p *scenarioParser) line(w []string) error {
 }
 
 func record(kind string, kv map[string]string) (Record, error) {
-	r := Record{OK: kv["ok"] == "yes", Acked: kv["acked"] == "yes", Auto: kv["auto"] == "yes",
+	r := Record{OK: kv["ok"] == "yes", Acked: kv["acked"] == "yes", Auto: kv["auto"] == "yes", RolledBack: kv["rolled_back"] == "yes",
 		OldPrimary: kv["old"], NewPrimary: kv["new"], Error: kv["error"], LeftReadOnly: kv["left_ro"]}
 	switch kind {
 	case "failover":
