@@ -23,7 +23,10 @@ const (
 	// then restores with ?from=DONOR_AGENT and the ticket in
 	// HeaderTicket: the stream goes from agent to agent, not through
 	// Vigil.
-	PathTicket   = "/v1/backup/ticket"
+	PathTicket = "/v1/backup/ticket"
+	// PathProgress (GET): the running restore's RestoreProgress, null
+	// when none runs; cheap enough to poll (no datadir walk, no login).
+	PathProgress = "/v1/restore/progress"
 	HeaderTicket = "Vigil-Backup-Ticket"
 )
 

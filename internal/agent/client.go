@@ -232,6 +232,13 @@ func (c *Client) Ticket(ctx context.Context, rate int64) (TicketResult, error) {
 	return res, err
 }
 
+// Progress is the running restore's progress, nil when none runs.
+func (c *Client) Progress(ctx context.Context) (*RestoreProgress, error) {
+	var p *RestoreProgress
+	err := c.call(ctx, http.MethodGet, PathProgress, nil, nil, &p)
+	return p, err
+}
+
 // RestoreFrom has the agent pull the backup stream from the donor's agent
 // at from (host:port) itself, with the ticket that agent issued, and
 // restore it as Restore does: the stream does not pass through the

@@ -28,6 +28,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -55,6 +56,26 @@ func peerCertificate(r *http.Request) bool {
 		return false
 	}
 	return slices.Contains(r.TLS.VerifiedChains[0][0].ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+}
+
+// CheckVigilCertificate refuses a certificate for Vigil itself that an
+// agent would take for another agent's (it has the server usage): the
+// agents of this version would answer its every call with 403.
+func CheckVigilCertificate(certFile, keyFile string) error {
+	c, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return fmt.Errorf("agent client certificate: %w", err)
+	}
+	leaf := c.Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+			return fmt.Errorf("agent client certificate: %w", err)
+		}
+	}
+	if slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth) {
+		return fmt.Errorf("agents.cert %s is also for server authentication: agents take such a certificate for another agent's and refuse it everything but a ticketed backup; issue Vigil a certificate for client authentication only (vigil agent init writes one: vigil.crt)", certFile)
+	}
+	return nil
 }
 
 // clientCapable reports whether the agent's own certificate may serve
@@ -151,11 +172,20 @@ func (s *Server) pull(ctx context.Context, from, tk string) (*pulledStream, erro
 	}
 	c, err := NewClient(ClientConfig{Addr: from, CA: s.cfg.TLS.CA, Cert: s.cfg.TLS.Cert, Key: s.cfg.TLS.Key})
 	if err != nil {
-		return nil, err
+		// Its own files (rotated since it started?): Vigil can relay.
+		return nil, &Error{Status: http.StatusBadGateway, Code: CodeNoPeer, Message: fmt.Sprintf("this agent cannot be a client of the donor's agent %s: %v", from, err)}
 	}
 	resp, err := c.openBackup(ctx, nil, tk)
 	if err != nil {
 		c.Close()
+		var ae *Error
+		if errors.As(err, &ae) && ae.Code != CodeUnauthorized && ae.Code != CodeForbidden {
+			// The donor's agent answered and refused the backup itself
+			// (busy, its server down): another donor, not a relay.
+			return nil, &Error{Status: http.StatusBadGateway, Code: CodeDonorFailed, Message: fmt.Sprintf("the donor's agent %s refused the backup: %v", from, err)}
+		}
+		// Not reached, not trusted (another CA), or the ticket refused:
+		// nothing streamed, and Vigil can relay instead.
 		return nil, &Error{Status: http.StatusBadGateway, Code: CodeNoPeer, Message: fmt.Sprintf("the donor's agent %s: %v", from, err)}
 	}
 	return &pulledStream{resp: resp, from: from, c: c}, nil
@@ -216,6 +246,14 @@ func (s *Server) restoreProgress() *RestoreProgress {
 		return nil
 	}
 	return &RestoreProgress{Phase: p.phase.Load().(string), Bytes: p.bytes.Load(), From: p.from}
+}
+
+// handleProgress answers the running restore's progress alone (null when
+// none runs): what a clone's Vigil polls while the target's agent pulls,
+// without the status's datadir walk and server login. Audited only when
+// refused.
+func (s *Server) handleProgress(context.Context, *call, http.ResponseWriter, *http.Request) (any, error) {
+	return s.restoreProgress(), nil
 }
 
 // countingReader counts what a restore received.

@@ -102,7 +102,7 @@ func errString(err error) string {
 }
 
 // A restore from another agent that refuses (a wrong ticket) fails as
-// donor_failed with the datadir untouched; bad requests are refused.
+// no_peer with the datadir untouched; bad requests are refused.
 func TestRestoreFromRefusals(t *testing.T) {
 	donor := startAgent(t, nil)
 	// The target shares the donor's CA, as agents of one Vigil do.
@@ -130,5 +130,60 @@ func TestRestoreFromRefusals(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(target.cfg.Datadir + suffixNew + "*"); len(left) != 0 {
 		t.Errorf("leftovers: %v", left)
+	}
+}
+
+// The donor's agent answers but refuses the backup (busy): another donor
+// is needed, not a relay (donor_failed, not no_peer). The progress read
+// is Vigil's alone, null without a restore, and not audited when ok.
+func TestRestoreFromBusyDonorAndProgress(t *testing.T) {
+	donor := startAgent(t, func(c *Config) { c.Commands.Stop = []string{"sleep", "2"} })
+	target := startAgent(t, func(c *Config) {
+		c.TLS = TLS{CA: donor.certs.CA, Cert: donor.certs.AgentCert, Key: donor.certs.AgentKey}
+	})
+	target.certs = donor.certs
+	ctx := context.Background()
+	dc, tc := donor.client(t, ""), target.client(t, "")
+	go func() { _, _ = dc.Stop(ctx) }()
+	deadline := time.Now().Add(3 * time.Second)
+	for donor.srv.busyOp() == "" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	tk, err := dc.Ticket(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tc.RestoreFrom(ctx, donor.addr, tk.Ticket, RestoreOptions{})
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Code != CodeDonorFailed || !strings.Contains(ae.Message, "busy") {
+		t.Errorf("restore from a busy donor: %v, want donor_failed naming busy", err)
+	}
+	if p, err := tc.Progress(ctx); err != nil || p != nil {
+		t.Errorf("progress without a restore: %+v %v", p, err)
+	}
+	peer, err := NewClient(ClientConfig{Addr: target.addr, CA: donor.certs.CA, Cert: donor.certs.AgentCert, Key: donor.certs.AgentKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	if _, err := peer.Progress(ctx); !errors.As(err, &ae) || ae.Code != CodeForbidden {
+		t.Errorf("progress with an agent's certificate: %v, want forbidden", err)
+	}
+	target.audit.waitFor(t, `"op":"progress"`, `"code":"forbidden"`)
+	for _, line := range strings.Split(target.audit.String(), "\n") {
+		if strings.Contains(line, `"op":"progress"`) && strings.Contains(line, `"outcome":"ok"`) {
+			t.Errorf("an ok progress read was audited: %s", line)
+		}
+	}
+}
+
+// Vigil's own certificate must not look like an agent's.
+func TestCheckVigilCertificate(t *testing.T) {
+	c := newCerts(t)
+	if err := CheckVigilCertificate(c.ClientCert, c.ClientKey); err != nil {
+		t.Errorf("vigil.crt: %v", err)
+	}
+	if err := CheckVigilCertificate(c.AgentCert, c.AgentKey); err == nil || !strings.Contains(err.Error(), "client authentication only") {
+		t.Errorf("agent.crt as Vigil's: %v", err)
 	}
 }

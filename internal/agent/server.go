@@ -134,6 +134,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+PathStart, s.op("start", true, s.handleStart))
 	mux.HandleFunc("POST "+PathBackup, s.op("backup", true, s.handleBackup))
 	mux.HandleFunc("POST "+PathTicket, s.op("ticket", false, s.handleTicket))
+	mux.HandleFunc("GET "+PathProgress, s.opQuiet("progress", s.handleProgress))
 	mux.HandleFunc("POST "+PathRestore, s.op("restore", true, s.handleRestore))
 	mux.HandleFunc("POST "+PathCleanup, s.op("cleanup", true, s.handleCleanup))
 	return mux
@@ -159,6 +160,16 @@ type opFunc func(ctx context.Context, c *call, w http.ResponseWriter, r *http.Re
 // op wraps a handler with authentication, the one-mutation lock and the
 // audit line.
 func (s *Server) op(name string, mutating bool, fn opFunc) http.HandlerFunc {
+	return s.opAudited(name, mutating, false, fn)
+}
+
+// opQuiet is op for a read polled several times a second: audited only
+// when refused or failed.
+func (s *Server) opQuiet(name string, fn opFunc) http.HandlerFunc {
+	return s.opAudited(name, false, true, fn)
+}
+
+func (s *Server) opAudited(name string, mutating, quiet bool, fn opFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		t0 := time.Now()
 		who := clientName(r)
@@ -176,7 +187,9 @@ func (s *Server) op(name string, mutating bool, fn opFunc) http.HandlerFunc {
 				s.audit.Warn("agent", attrs...)
 				return
 			}
-			s.audit.Info("agent", attrs...)
+			if !quiet {
+				s.audit.Info("agent", attrs...)
+			}
 		}
 		if who == "" {
 			err := &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "no verified client certificate"}
@@ -379,6 +392,12 @@ func (s *Server) handleRestore(ctx context.Context, c *call, _ http.ResponseWrit
 	var ps *pulledStream
 	if from != "" {
 		c.attrs = append(c.attrs, "from", from)
+		// The refusals restore checks first, before the donor's backup
+		// starts for nothing (restore checks them again).
+		var running bool
+		if err := s.refuseUnsafe(ctx, &running); err != nil {
+			return nil, err
+		}
 		if ps, err = s.pull(ctx, from, r.Header.Get(HeaderTicket)); err != nil {
 			return nil, err
 		}
@@ -387,13 +406,13 @@ func (s *Server) handleRestore(ctx context.Context, c *call, _ http.ResponseWrit
 	}
 	res, err := s.restore(ctx, countingReader{body, p}, expected)
 	res.StreamSeconds = p.streamSeconds()
-	if err != nil && ps != nil && ps.err != nil && res.OldDatadir == "" {
+	if err != nil && ps != nil && ps.err != nil && res.OldDatadir == "" && ctx.Err() == nil {
 		err = &Error{Status: http.StatusBadGateway, Code: CodeDonorFailed,
 			Message: fmt.Sprintf("the stream from the donor's agent %s failed after %d bytes: %v; nothing was swapped", from, res.BytesReceived, ps.err)}
 	}
 	c.bytes = res.BytesReceived
 	var ae *Error
-	c.failed = errors.As(err, &ae) && ae.Code == CodeNoSpace && res.BytesReceived > 0
+	c.failed = errors.As(err, &ae) && (ae.Code == CodeNoSpace || ae.Code == CodeDonorFailed) && res.BytesReceived > 0
 	c.attrs = append(c.attrs, "gtid", res.GTID, "old_datadir", res.OldDatadir)
 	if err != nil {
 		return nil, err

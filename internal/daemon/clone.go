@@ -69,6 +69,9 @@ func agentClient(a config.Agents, addr string) (*agent.Client, error) {
 	if a.CA == "" || a.Cert == "" || a.Key == "" {
 		return nil, errors.New("agents.ca, agents.cert and agents.key are not set")
 	}
+	if err := agent.CheckVigilCertificate(a.Cert, a.Key); err != nil {
+		return nil, err
+	}
 	cc := agent.ClientConfig{Addr: addr, CA: a.CA, Cert: a.Cert, Key: a.Key}
 	if a.TokenFile != "" {
 		tok, err := os.ReadFile(a.TokenFile)

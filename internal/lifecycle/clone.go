@@ -474,6 +474,7 @@ func stream(ctx context.Context, t *tracker, d Deps, p Plan, expected int64, dir
 type PeerAgent interface {
 	Ticket(ctx context.Context, rate int64) (agent.TicketResult, error)
 	RestoreFrom(ctx context.Context, from, ticket string, o agent.RestoreOptions) (agent.RestoreResult, error)
+	Progress(ctx context.Context) (*agent.RestoreProgress, error)
 }
 
 var _ PeerAgent = (*agent.Client)(nil)
@@ -513,23 +514,26 @@ func pullStream(ctx context.Context, t *tracker, d Deps, p Plan, expected int64)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(min(d.Poll, 250*time.Millisecond))
+		// The progress read is cheap on the agent (no datadir walk, no
+		// login, no audit line): every Poll.
+		tick := time.NewTicker(d.Poll)
 		defer tick.Stop()
+		target := d.Target.(PeerAgent)
 		for {
 			select {
 			case <-wctx.Done():
 				return
 			case <-tick.C:
 			}
-			st, err := d.Target.Status(wctx)
-			if err != nil || st.Restore == nil {
+			pr, err := target.Progress(wctx)
+			if err != nil || pr == nil {
 				continue
 			}
-			if n := st.Restore.Bytes - counted; n > 0 {
+			if n := pr.Bytes - counted; n > 0 {
 				t.add(int(n))
 				counted += n
 			}
-			if st.Restore.Phase != agent.RestoreReceiving {
+			if pr.Phase != agent.RestoreReceiving {
 				t.phase(PhasePreparing)
 			}
 		}

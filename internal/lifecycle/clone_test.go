@@ -345,12 +345,32 @@ type peerFake struct {
 	donors  map[string]*peerFake // by agent address
 	pulls   int
 	extract float64
+	// progress is what Progress answers while a pull runs; seen is
+	// whether the clone read it before the pull ended.
+	mu       sync.Mutex
+	progress *agent.RestoreProgress
+	polled   chan struct{}
+	told     bool
 }
 
 func (a *peerFake) Status(ctx context.Context) (agent.Status, error) {
 	st, err := a.fakeAgent.Status(ctx)
 	st.PeerPull = !a.noPull
 	return st, err
+}
+
+func (a *peerFake) Progress(context.Context) (*agent.RestoreProgress, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.progress == nil {
+		return nil, nil
+	}
+	p := *a.progress
+	if a.polled != nil && !a.told {
+		close(a.polled)
+		a.told = true
+	}
+	return &p, nil
 }
 
 func (a *peerFake) Ticket(_ context.Context, rate int64) (agent.TicketResult, error) {
@@ -365,6 +385,13 @@ func (a *peerFake) RestoreFrom(ctx context.Context, from, ticket string, o agent
 	}
 	d.ticket = ""
 	a.pulls++
+	if a.polled != nil {
+		// Half the stream arrived; the rest once the clone polled it.
+		a.mu.Lock()
+		a.progress = &agent.RestoreProgress{Phase: agent.RestoreReceiving, Bytes: int64(len(d.backup) / 2), From: from}
+		a.mu.Unlock()
+		<-a.polled
+	}
 	pr, pw := io.Pipe()
 	go func() {
 		_, err := d.Backup(ctx, pw, agent.BackupOptions{})
@@ -417,5 +444,25 @@ func TestCloneAgentToAgentFallsBack(t *testing.T) {
 	pr := runOne(t, p, d)
 	if pr.Phase != PhaseDone || target.received.String() != "data" || !strings.HasPrefix(pr.Path, PathRelayed+" (agent to agent failed") {
 		t.Fatalf("progress %+v, received %q", pr, target.received.String())
+	}
+}
+
+// While the target's agent pulls, the clone's progress follows the
+// agent's own count (its cheap progress read), not only the end result.
+func TestCloneAgentToAgentProgress(t *testing.T) {
+	donor := &peerFake{fakeAgent: &fakeAgent{backup: bytes.Repeat([]byte("x"), 1<<20)}}
+	target := &peerFake{fakeAgent: &fakeAgent{gtid: "0-1-42"}, polled: make(chan struct{})}
+	sql := &fakeSQL{status: [][]string{{"Yes", "Yes", "0", "", "0", ""}}}
+	p, d, _, _ := setup(donor.fakeAgent, target.fakeAgent, sql)
+	d.Donor, d.Target = donor, target
+	target.donors = map[string]*peerFake{p.DonorAgent: donor}
+	var mu sync.Mutex
+	var adds []int64
+	d.OnBytes = func(n int64) { mu.Lock(); adds = append(adds, n); mu.Unlock() }
+	pr := runOne(t, p, d)
+	mu.Lock()
+	defer mu.Unlock()
+	if pr.Phase != PhaseDone || pr.Bytes != 1<<20 || len(adds) != 2 || adds[0] != 1<<19 || adds[1] != 1<<19 {
+		t.Fatalf("progress %+v, counted in %v: want half from the agent's progress, the rest at the end", pr, adds)
 	}
 }
