@@ -258,11 +258,12 @@ func (e *Executor) enforceRoles(ctx context.Context) {
 			o.Binlog.SemiSync != nil && parseSemiSyncSettings(o.Binlog.SemiSync).CommitsWait()
 		// (Not again for a check that predates Vigil's last correction.)
 		writableReplica = writableReplica && o.Time.After(e.roSetAt[h.Name])
-		stalled = stalled && o.Time.After(e.roSetAt[h.Name])
+		// (Nor again, each check, for one only reported: tellStall.)
+		stalled = stalled && o.Time.After(e.roSetAt[h.Name]) && !e.stallTold[h.Name]
 		if seen && started.Sub(prev) > 1500*time.Millisecond || writableReplica || stalled {
 			restarted = append(restarted, o)
 		}
-		if !stalled {
+		if o.Binlog.SemiSync == nil || !parseSemiSyncSettings(o.Binlog.SemiSync).CommitsWait() {
 			delete(e.stallTold, h.Name)
 		}
 	}
