@@ -6,7 +6,16 @@ package frontend
 type stmtRegistry struct {
 	byID map[uint32]*clientStmt
 	last uint32 // the last id given
+	// holding is false while no statement can hold its connection: held
+	// then counts nothing without looking at every statement (it runs
+	// after every execute). mayHold sets it where a cursor opens or long
+	// data arrives; held clears it when its count finds none.
+	holding bool
 }
+
+// mayHold notes that a statement may now hold its server connection (a
+// cursor opened, long data sent).
+func (r *stmtRegistry) mayHold() { r.holding = true }
 
 // get returns the statement with id, or nil.
 func (r *stmtRegistry) get(id uint32) *clientStmt { return r.byID[id] }
@@ -22,6 +31,7 @@ func (r *stmtRegistry) add(st *clientStmt) {
 		r.byID = map[uint32]*clientStmt{}
 	}
 	r.byID[st.id] = st
+	r.noteHeld(st)
 }
 
 // adopt adds st with the id it has (a statement another part of a
@@ -32,6 +42,15 @@ func (r *stmtRegistry) adopt(st *clientStmt) {
 	}
 	r.byID[st.id] = st
 	r.last = max(r.last, st.id)
+	r.noteHeld(st)
+}
+
+// noteHeld marks the registry as holding when st arrives with a cursor
+// or long data.
+func (r *stmtRegistry) noteHeld(st *clientStmt) {
+	if st.cursor || st.longData {
+		r.holding = true
+	}
 }
 
 // close forgets the statement with id (unknown ids are ignored, as
@@ -45,6 +64,9 @@ func (r *stmtRegistry) clear() { clear(r.byID) }
 // with an open cursor and those with parameters sent ahead of the
 // execute (COM_STMT_SEND_LONG_DATA).
 func (r *stmtRegistry) held() (cursors, longData int) {
+	if !r.holding {
+		return 0, 0
+	}
 	for _, st := range r.byID {
 		if st.cursor {
 			cursors++
@@ -53,5 +75,6 @@ func (r *stmtRegistry) held() (cursors, longData int) {
 			longData++
 		}
 	}
+	r.holding = cursors+longData > 0
 	return cursors, longData
 }

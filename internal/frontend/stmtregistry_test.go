@@ -55,4 +55,17 @@ func TestStmtRegistryHeld(t *testing.T) {
 	if cur, long := r.held(); cur != 0 || long != 1 {
 		t.Errorf("held after closes: %d cursors, %d long data; want 0, 1", cur, long)
 	}
+	// A statement whose long data or cursor is set later counts once
+	// mayHold says so (the execute and send-long-data paths do).
+	r.close(2)
+	if cur, long := r.held(); cur != 0 || long != 0 {
+		t.Errorf("held with none left: %d, %d", cur, long)
+	}
+	e := &clientStmt{}
+	r.add(e)
+	e.longData = true
+	r.mayHold()
+	if cur, long := r.held(); cur != 0 || long != 1 {
+		t.Errorf("held after long data: %d cursors, %d long data; want 0, 1", cur, long)
+	}
 }
