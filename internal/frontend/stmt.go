@@ -521,9 +521,7 @@ func (s *Session) executeOn(ctx context.Context, p *Processing, x *execCall, tar
 			return s.failed(c, err, o)
 		}
 		st.cursor = o.cursor && x.ex.Flags&mysqlproto.CursorTypeReadOnly != 0
-		if st.cursor {
-			s.stmts.mayHold()
-		}
+		s.stmts.noteHeld(st)
 		s.updateStmtPins()
 		s.after(c, x.info, o)
 		if x.cacheKey != nil {
@@ -606,7 +604,7 @@ func (s *Session) comStmtSendLongData(ctx context.Context, pkt []byte) error {
 		}
 	}
 	st.longData = true
-	s.stmts.mayHold()
+	s.stmts.noteHeld(st)
 	s.updateStmtPins()
 	s.bind.set(c) // held until the execute
 	return nil

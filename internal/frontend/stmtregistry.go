@@ -8,14 +8,11 @@ type stmtRegistry struct {
 	last uint32 // the last id given
 	// holding is false while no statement can hold its connection: held
 	// then counts nothing without looking at every statement (it runs
-	// after every execute). mayHold sets it where a cursor opens or long
-	// data arrives; held clears it when its count finds none.
+	// after every execute). noteHeld sets it where a statement arrives,
+	// opens a cursor or gets long data; held clears it when its count
+	// finds none.
 	holding bool
 }
-
-// mayHold notes that a statement may now hold its server connection (a
-// cursor opened, long data sent).
-func (r *stmtRegistry) mayHold() { r.holding = true }
 
 // get returns the statement with id, or nil.
 func (r *stmtRegistry) get(id uint32) *clientStmt { return r.byID[id] }
@@ -45,8 +42,8 @@ func (r *stmtRegistry) adopt(st *clientStmt) {
 	r.noteHeld(st)
 }
 
-// noteHeld marks the registry as holding when st arrives with a cursor
-// or long data.
+// noteHeld marks the registry as holding when st has a cursor or long
+// data (as it is added, or after either is set).
 func (r *stmtRegistry) noteHeld(st *clientStmt) {
 	if st.cursor || st.longData {
 		r.holding = true

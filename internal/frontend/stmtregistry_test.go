@@ -56,7 +56,7 @@ func TestStmtRegistryHeld(t *testing.T) {
 		t.Errorf("held after closes: %d cursors, %d long data; want 0, 1", cur, long)
 	}
 	// A statement whose long data or cursor is set later counts once
-	// mayHold says so (the execute and send-long-data paths do).
+	// noteHeld is told (the execute and send-long-data paths do).
 	r.close(2)
 	if cur, long := r.held(); cur != 0 || long != 0 {
 		t.Errorf("held with none left: %d, %d", cur, long)
@@ -64,7 +64,7 @@ func TestStmtRegistryHeld(t *testing.T) {
 	e := &clientStmt{}
 	r.add(e)
 	e.longData = true
-	r.mayHold()
+	r.noteHeld(e)
 	if cur, long := r.held(); cur != 0 || long != 1 {
 		t.Errorf("held after long data: %d cursors, %d long data; want 0, 1", cur, long)
 	}
