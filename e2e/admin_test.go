@@ -84,7 +84,7 @@ func TestAdminAPIAndCtl(t *testing.T) {
 	}
 	_, metrics := get("/metrics", true)
 	for _, series := range []string{"vigil_server_state{", "vigil_server_readable{", "vigil_server_writer{", "vigil_queries_total{",
-		"vigil_routed_total{", "vigil_pool_connections{", "vigil_session_pins_total{", "vigil_cluster_writer_term{", "go_goroutines"} {
+		"vigil_routed_total{", "vigil_pool_connections{", "vigil_session_pins_total{", "vigil_cluster_writer_term{", "vigil_threads ", "go_goroutines"} {
 		if !strings.Contains(metrics, series) {
 			t.Errorf("/metrics lacks %s", series)
 		}
@@ -196,6 +196,42 @@ func TestAdminAPIAndCtl(t *testing.T) {
 	if code := withToken("POST", "/api/v1/config/reload", "e2e-rotated"); code != 200 {
 		t.Errorf("reload back to the first token: HTTP %d", code)
 	}
+
+	// threads: a fixed count applies at the reload (the controller reads
+	// the running config ten times a second); a bad value is refused.
+	threads := func() string {
+		_, m := get("/metrics", true)
+		for _, line := range strings.Split(m, "\n") {
+			if v, ok := strings.CutPrefix(line, "vigil_threads "); ok {
+				return v
+			}
+		}
+		return "absent"
+	}
+	os.WriteFile(cfgPath, []byte("threads: many\n"+string(good)), 0o644)
+	if out, err := env.ctl(t, "reload"); err == nil || !strings.Contains(out, "threads: must be auto or a number") {
+		t.Errorf("reload with threads: many: %v\n%s", err, out)
+	}
+	os.WriteFile(cfgPath, []byte("threads: 3\n"+string(good)), 0o644)
+	if out, err := env.ctl(t, "reload"); err != nil {
+		t.Errorf("reload with threads: 3: %v\n%s", err, out)
+	}
+	Eventually(t, 5*time.Second, "vigil_threads 3 after the reload", func() error {
+		if v := threads(); v != "3" {
+			return fmt.Errorf("vigil_threads %s", v)
+		}
+		return nil
+	})
+	os.WriteFile(cfgPath, good, 0o644)
+	if out, err := env.ctl(t, "reload"); err != nil {
+		t.Errorf("reload back to threads: auto: %v\n%s", err, out)
+	}
+	Eventually(t, 5*time.Second, "vigil_threads within the CPUs with auto", func() error {
+		if v := threads(); v == "3" || v == "absent" || v == "0" {
+			return fmt.Errorf("vigil_threads %s", v)
+		}
+		return nil
+	})
 
 	do := func(method, path, body string) (int, string) { return request(method, path, body, true) }
 	t.Run("OpenAPIAndConfig", func(t *testing.T) {

@@ -28,7 +28,11 @@ import (
 // Config is the whole file.
 type Config struct {
 	// StateDir holds the event journal and salvage files.
-	StateDir string    `yaml:"state_dir"`
+	StateDir string `yaml:"state_dir"`
+	// Threads is how many threads run Vigil's Go code at once: auto (the
+	// default) follows the load between one and the CPUs Vigil may use;
+	// a number fixes it (docs/configuration.md).
+	Threads  string    `yaml:"threads"`
 	Log      Log       `yaml:"log"`
 	Admin    Admin     `yaml:"admin"`
 	Users    []User    `yaml:"users"`
@@ -458,6 +462,21 @@ func Parse(data []byte) (*Config, error) {
 // Marshal writes the config as YAML.
 func (c *Config) Marshal() ([]byte, error) { return yaml.Marshal(c) }
 
+// MaxThreads bounds a fixed threads setting.
+const MaxThreads = 1024
+
+// ThreadCount is the threads setting: 0 for auto, else the fixed count.
+func (c *Config) ThreadCount() (int, error) {
+	if c.Threads == "" || c.Threads == "auto" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(c.Threads)
+	if err != nil || n < 1 || n > MaxThreads {
+		return 0, fmt.Errorf("must be auto or a number of threads from 1 to %d, not %q", MaxThreads, c.Threads)
+	}
+	return n, nil
+}
+
 func (c *Config) applyDefaults() {
 	c.Security.applyDefaults()
 	c.Coordination.applyDefaults()
@@ -470,6 +489,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.StateDir == "" {
 		c.StateDir = "/var/lib/vigil"
+	}
+	if c.Threads == "" {
+		c.Threads = "auto"
 	}
 	if c.Admin.Listen == "" {
 		c.Admin.Listen = "127.0.0.1:6080"
@@ -613,6 +635,9 @@ func (c *Config) Validate() error {
 	}
 	if !oneOf(c.Log.Format, "text", "json") {
 		add("log.format", "must be text or json, not %q", c.Log.Format)
+	}
+	if _, err := c.ThreadCount(); err != nil {
+		add("threads", "%v", err)
 	}
 	c.validateLog(add)
 	c.Security.validate(add)

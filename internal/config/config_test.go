@@ -52,6 +52,33 @@ func TestParseDefaults(t *testing.T) {
 
 // The lease rides over etcd's leader elections: by default it is as
 // long as that needs, and a shorter election timeout allows a shorter one.
+func TestThreads(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		want int
+	}{{"", 0}, {"threads: auto\n", 0}, {"threads: 3\n", 3}, {"threads: '8'\n", 8}} {
+		cfg, err := Parse([]byte(good + c.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", c.yaml, err)
+		}
+		n, err := cfg.ThreadCount()
+		if err != nil || n != c.want {
+			t.Errorf("%q: ThreadCount() = %d, %v; want %d", c.yaml, n, err, c.want)
+		}
+		out, err := cfg.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Parse(out)
+		if err != nil {
+			t.Fatalf("%q: marshalled config does not parse: %v", c.yaml, err)
+		}
+		if n2, _ := again.ThreadCount(); n2 != c.want {
+			t.Errorf("%q: after a round trip ThreadCount() = %d, want %d", c.yaml, n2, c.want)
+		}
+	}
+}
+
 func TestCoordinationLeaseDefaults(t *testing.T) {
 	for _, c := range []struct {
 		yaml     string
@@ -100,6 +127,8 @@ func TestParseErrors(t *testing.T) {
 			"coordination.lease_ttl: 2s is too short to ride over an etcd leader election: with election_timeout 1s"},
 		{"lease too short for a given election timeout", good + "coordination: {lease_ttl: 4s, etcd: {endpoints: ['127.0.0.1:2379'], election_timeout: 2s}}\n",
 			"use lease_ttl 7s or more"},
+		{"threads not a number", good + "threads: many\n", `threads: must be auto or a number of threads from 1 to 1024, not "many"`},
+		{"threads zero", good + "threads: 0\n", `threads: must be auto or a number of threads from 1 to 1024, not "0"`},
 		{"bad election timeout", good + "coordination: {etcd: {endpoints: ['127.0.0.1:2379'], election_timeout: -1s}}\n", "coordination.etcd.election_timeout"},
 	}
 	for _, tc := range cases {

@@ -6,6 +6,7 @@ package config
 // Keep each to a line or two: docs/ has the details.
 var keyDocs = map[string]string{
 	"state_dir": "Directory for the event journal and salvaged transactions (default /var/lib/vigil).",
+	"threads":   "Threads running Vigil's Go code at once: auto (default) follows the load between 1 and the CPUs Vigil may use; a number fixes it. GOMAXPROCS in the environment overrides it.",
 
 	"log":                    "Vigil's own log, and the optional query log (docs/rules.md).",
 	"log.level":              "debug, info (default), warn or error.",

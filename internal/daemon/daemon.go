@@ -61,6 +61,7 @@ func Run(ctx context.Context, cfg *config.Config, o RunOptions) int {
 		d.stop()
 		return 1
 	}
+	d.startThreads(d.ctx)
 	log.Info("vigil running", "version", o.Version, "config", o.ConfigPath)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

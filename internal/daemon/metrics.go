@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"runtime"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -66,6 +68,7 @@ var (
 	descWriterKept   = prometheus.NewDesc("vigil_monitor_writer_kept_total", "Failed checks after which the writer stayed routed because no other server could take the writes (the lone writer rule).", []string{"cluster", "server"}, nil)
 	descUnauth       = prometheus.NewDesc("vigil_unauthenticated_connections", "Client connections that have not logged in yet (security.max_unauthenticated_connections).", nil, nil)
 	descLoginGuard   = prometheus.NewDesc("vigil_login_guard_total", "Logins the guard acted on: refused (too many unauthenticated connections and none could make room), evicted (the oldest handshaking connection of the address holding the most, closed to admit a new one), throttled (a failed login's error delayed), blocked (a user and address blocked).", []string{"action"}, nil)
+	descThreads      = prometheus.NewDesc("vigil_threads", "Threads running Vigil's Go code at once now (GOMAXPROCS): the threads setting, or with auto what the load needs.", nil, nil)
 	descStmtMem      = prometheus.NewDesc("vigil_statement_memory_bytes", "Bytes that logged-in clients' large statements (over 16 KiB) hold now, all listeners together (security.statement_memory).", nil, nil)
 	descStmtMemSpare = prometheus.NewDesc("vigil_statement_memory_spare_bytes", "Buffers of finished large statements kept for the next ones (within security.statement_memory together with vigil_statement_memory_bytes; dropped when no large statement is under way).", nil, nil)
 	descStmtMemLimit = prometheus.NewDesc("vigil_statement_memory_limit_bytes", "security.statement_memory.", nil, nil)
@@ -83,7 +86,7 @@ func (m metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descRuleHits, descRuleActions, descDigests, descDigestEvict, descCacheBytes, descCacheEntries, descCacheOps,
 		descQlogEntries, descQlogDropped, descQlogSink, descLatency, descRouteErrors, descSrvQueries, descSrvErrors, descUserQueries, descUserErrors,
 		descOps, descOpDuration, descMonChecks, descWriterKept, descUnauth, descLoginGuard,
-		descStmtMem, descStmtMemSpare, descStmtMemLimit, descStmtMemEvent, descCloneBytes, descClonesRun, descCloneFails,
+		descThreads, descStmtMem, descStmtMemSpare, descStmtMemLimit, descStmtMemEvent, descCloneBytes, descClonesRun, descCloneFails,
 		descCoordLease, descCoordValid, descCoordInstances, descCoordLeader, descCoordTerm, descCoordFenced,
 		descShardSessions, descShardStatements, descShardRefused, descShardVersion, descShardDiscovery} {
 		ch <- d
@@ -232,6 +235,7 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descLoginGuard, g.Throttled.Load(), "throttled")
 		counter(descLoginGuard, g.Blocked.Load(), "blocked")
 	}
+	gauge(descThreads, float64(runtime.GOMAXPROCS(0)))
 	if b := m.d.budget; b != nil {
 		gauge(descStmtMem, float64(b.InUse()))
 		gauge(descStmtMemSpare, float64(b.Spare()))
