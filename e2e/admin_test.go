@@ -208,11 +208,18 @@ func TestAdminAPIAndCtl(t *testing.T) {
 		}
 		return "absent"
 	}
-	os.WriteFile(cfgPath, []byte("threads: many\n"+string(good)), 0o644)
+	withThreads := func(v string) []byte {
+		re := regexp.MustCompile(`(?m)^threads: .*$`)
+		if re.Match(good) {
+			return re.ReplaceAll(good, []byte("threads: "+v))
+		}
+		return []byte("threads: " + v + "\n" + string(good))
+	}
+	os.WriteFile(cfgPath, withThreads("many"), 0o644)
 	if out, err := env.ctl(t, "reload"); err == nil || !strings.Contains(out, "threads: must be auto or a number") {
 		t.Errorf("reload with threads: many: %v\n%s", err, out)
 	}
-	os.WriteFile(cfgPath, []byte("threads: 3\n"+string(good)), 0o644)
+	os.WriteFile(cfgPath, withThreads("3"), 0o644)
 	if out, err := env.ctl(t, "reload"); err != nil {
 		t.Errorf("reload with threads: 3: %v\n%s", err, out)
 	}
