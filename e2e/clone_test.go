@@ -328,11 +328,15 @@ func metric(t *testing.T, env *clusterEnv, series string) float64 {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\S+)`).FindSubmatch(body)
+	// At a line's start: "# HELP name ..." names the series too.
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)`).FindSubmatch(body)
 	if m == nil {
 		t.Fatalf("no %s in /metrics", series)
 	}
-	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatalf("%s in /metrics: %v", series, err)
+	}
 	return v
 }
 
