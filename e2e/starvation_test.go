@@ -144,8 +144,18 @@ func TestMonitorUnderCPUStarvation(t *testing.T) {
 	load = &loadWatch{}
 	runStart := time.Now()
 	nextStop := runStart.Add(stopEvery / 2)
+	// threads: auto (the default) must run every CPU's thread while other
+	// processes hold the CPUs: one thread fewer is one share fewer, and
+	// the monitor's checks slip (docs/design.md, "Threads follow the
+	// load").
+	maxThreads := runtime.GOMAXPROCS(0)
+	var threadSamples, threadsBelow int
 	for k := 0; time.Since(runStart) < dur; {
 		load.sample()
+		threadSamples++
+		if n := int(metric(t, repl, "vigil_threads")); n < maxThreads {
+			threadsBelow++
+		}
 		if time.Now().Before(nextStop) || time.Until(runStart.Add(dur)) < 10*time.Second {
 			time.Sleep(time.Second)
 			continue
@@ -161,6 +171,10 @@ func TestMonitorUnderCPUStarvation(t *testing.T) {
 		nextStop = time.Now().Add(stopEvery)
 	}
 	t.Logf("%s of load after the warm-up; load average between %.1f and %.1f while measured", time.Since(runStart).Round(time.Second), load.min, load.max)
+	t.Logf("vigil_threads below %d in %d of %d samples", maxThreads, threadsBelow, threadSamples)
+	if threadsBelow*10 > threadSamples {
+		t.Errorf("threads: auto ran fewer than %d threads in %d of %d samples under the hogs: it must keep every CPU's thread while the CPUs are contended", maxThreads, threadsBelow, threadSamples)
+	}
 
 	for _, c := range clusters {
 		ok, errs, firstErrs := c.writes.stop()

@@ -31,6 +31,7 @@ func (d *daemon) startThreads(ctx context.Context) {
 			return procs.Mode{Auto: n == 0, Fixed: n}
 		},
 		CPU:   processCPU,
+		Wait:  (&runDelay{}).read,
 		Sched: newSchedReader().read,
 		Set:   func(n int) { runtime.GOMAXPROCS(n) },
 		Tick:  t.C,
@@ -66,6 +67,59 @@ func (r *schedReader) read() (late, all uint64) {
 		}
 	}
 	return late, all
+}
+
+// runDelay reads how long the process's threads have waited on the
+// kernel's run queue: the second field of /proc/self/task/TID/schedstat,
+// in nanoseconds. It is zero where the kernel does not keep it (no /proc,
+// no schedstat).
+type runDelay struct{ buf []byte }
+
+func (r *runDelay) read() time.Duration {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0
+	}
+	if r.buf == nil {
+		r.buf = make([]byte, 128)
+	}
+	var total time.Duration
+	for _, t := range tasks {
+		f, err := os.Open("/proc/self/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread ended
+		}
+		n, _ := f.Read(r.buf)
+		f.Close()
+		total += time.Duration(parseRunDelay(r.buf[:n]))
+	}
+	return total
+}
+
+// parseRunDelay returns the second of schedstat's space-separated numbers
+// ("on-CPU ns, run-queue ns, timeslices"), 0 if it has none.
+func parseRunDelay(b []byte) int64 {
+	field := 0
+	var v int64
+	for _, c := range b {
+		switch {
+		case c == ' ':
+			if field == 1 {
+				return v
+			}
+			field++
+		case c >= '0' && c <= '9' && field == 1:
+			v = v*10 + int64(c-'0')
+		case c < '0' || c > '9':
+			if field == 1 {
+				return v
+			}
+		}
+	}
+	if field == 1 {
+		return v
+	}
+	return 0
 }
 
 // processCPU is the CPU time the process has used, user and system.

@@ -43,13 +43,40 @@ const (
 	// is added whatever the CPU use; lowering needs fewer than lateOK.
 	lateAt = 0.05
 	lateOK = 0.01
+	// contendedAt: when Vigil's threads spent this share of the time they
+	// were ready to run waiting for a CPU (the kernel's run-queue delay),
+	// other processes hold the CPUs. Each thread is then one share of a
+	// contended CPU, and one thread fewer is a share fewer: the monitor's
+	// timers and the sessions slip behind other processes' work. A
+	// processor is added whatever the CPU use, and none is taken away
+	// while it lasts. Late goroutines do not show this: a thread the
+	// kernel does not run does not make goroutines ready either. Measured
+	// on 2 cores under sysbench at a fixed 6,000 qps (its 32 threads and
+	// the servers on the same cores): 0.3 with one processor, 0.45-0.5
+	// with two; under 40 CPU-bound processes: above 0.9.
+	contendedAt = 0.6
+	// minDemand: below this many cores of demand (used plus waited) the
+	// share of waiting is noise (a few wake-ups).
+	minDemand = 0.02
 )
 
 // Sample is what the controller reads after every Interval: the process's
-// CPU use in cores, and the share of goroutines that became ready in the
-// interval and waited LateAfter or more to run.
+// CPU use in cores, the time its threads were ready but waited for a CPU
+// (in cores: run-queue delay over the interval), and the share of
+// goroutines that became ready in the interval and waited LateAfter or
+// more to run.
 type Sample struct {
-	Used, Late float64
+	Used, Waited, Late float64
+}
+
+// contended is the share of its demand Vigil spent waiting for a CPU, zero
+// when the demand is too small to tell.
+func (s Sample) contended() float64 {
+	d := s.Used + s.Waited
+	if d < minDemand {
+		return 0
+	}
+	return s.Waited / d
 }
 
 // Next is the number of processors after sample s taken with cur
@@ -58,7 +85,8 @@ type Sample struct {
 // new low. Pure: the controller's decision, tested by table.
 //
 // Raising is immediate and may jump (a load that grows fast gets what it
-// needs in one sample); late goroutines add one processor. Lowering
+// needs in one sample); late goroutines, or threads that wait for a CPU
+// other processes hold, add one processor. Lowering
 // waits a second of light load with goroutines on time and goes one
 // processor at a time, so a load on the edge does not flap.
 func Next(cur, top int, s Sample, low int) (int, int) {
@@ -66,15 +94,17 @@ func Next(cur, top int, s Sample, low int) (int, int) {
 		return 1, 0
 	}
 	cur = max(1, min(top, cur))
-	used := s.Used
-	if used >= raiseAt*float64(cur) {
-		want := int(math.Ceil(used / target))
+	// What Vigil needed: the CPU it got and the CPU its threads waited
+	// for.
+	demand := s.Used + s.Waited
+	if demand >= raiseAt*float64(cur) {
+		want := int(math.Ceil(demand / target))
 		return min(top, max(cur+1, want)), 0
 	}
-	if s.Late >= lateAt {
+	if s.Late >= lateAt || s.contended() >= contendedAt {
 		return min(top, cur+1), 0
 	}
-	if cur > 1 && used <= lowerAt*float64(cur-1) && s.Late < lateOK {
+	if cur > 1 && demand <= lowerAt*float64(cur-1) && s.Late < lateOK && s.contended() < contendedAt {
 		if low+1 >= lowerAfter {
 			return cur - 1, 0
 		}
@@ -102,6 +132,10 @@ type Controller struct {
 	Mode func() Mode
 	// CPU is the process's CPU time so far (user and system).
 	CPU func() time.Duration
+	// Wait is the time the process's threads so far were ready to run
+	// but waited for a CPU (run-queue delay); nil or zero where the
+	// kernel does not tell.
+	Wait func() time.Duration
 	// Sched is how many goroutines so far became ready and ran, and how
 	// many of them were late (waited LateAfter or more).
 	Sched func() (late, all uint64)
@@ -118,7 +152,7 @@ type Controller struct {
 func (c *Controller) Run(ctx context.Context) {
 	cur := c.Max
 	low := 0
-	var lastCPU time.Duration
+	var lastCPU, lastWait time.Duration
 	var lastLate, lastAll uint64
 	var lastAt time.Time
 	set := func(n int, why string, s Sample) {
@@ -128,7 +162,7 @@ func (c *Controller) Run(ctx context.Context) {
 		c.Set(n)
 		if c.Log != nil {
 			c.Log.Debug("scheduler threads changed", "from", cur, "to", n, "why", why,
-				"cores_used", math.Round(s.Used*100)/100, "late_goroutines", math.Round(s.Late*1000)/1000)
+				"cores_used", math.Round(s.Used*100)/100, "cores_waited", math.Round(s.Waited*100)/100, "late_goroutines", math.Round(s.Late*1000)/1000)
 		}
 		cur = n
 		if c.Changed != nil {
@@ -142,6 +176,10 @@ func (c *Controller) Run(ctx context.Context) {
 		case now := <-c.Tick:
 			m := c.Mode()
 			cpu := c.CPU()
+			var wait time.Duration
+			if c.Wait != nil {
+				wait = c.Wait()
+			}
 			late, all := c.Sched()
 			if !m.Auto {
 				lastAt = time.Time{}
@@ -153,14 +191,20 @@ func (c *Controller) Run(ctx context.Context) {
 				continue
 			}
 			if lastAt.IsZero() || !now.After(lastAt) {
-				lastCPU, lastLate, lastAll, lastAt = cpu, late, all, now
+				lastCPU, lastWait, lastLate, lastAll, lastAt = cpu, wait, late, all, now
 				continue
 			}
-			s := Sample{Used: float64(cpu-lastCPU) / float64(now.Sub(lastAt))}
+			span := float64(now.Sub(lastAt))
+			s := Sample{Used: float64(cpu-lastCPU) / span}
+			// A thread that ended took its wait with it: the sum can go
+			// down.
+			if wait > lastWait {
+				s.Waited = float64(wait-lastWait) / span
+			}
 			if all > lastAll {
 				s.Late = float64(late-lastLate) / float64(all-lastAll)
 			}
-			lastCPU, lastLate, lastAll, lastAt = cpu, late, all, now
+			lastCPU, lastWait, lastLate, lastAll, lastAt = cpu, wait, late, all, now
 			var n int
 			n, low = Next(cur, c.Max, s, low)
 			set(n, "threads: auto", s)

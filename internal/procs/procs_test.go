@@ -38,6 +38,16 @@ func TestNext(t *testing.T) {
 		{"a few late: not enough to add", 1, 4, Sample{Used: 0.3, Late: 0.03}, 0, 1, 0},
 		{"a few late: not enough to lower either", 2, 2, Sample{Used: 0.2, Late: 0.03}, lowerAfter - 1, 2, 0},
 		{"on time and light: lower", 2, 2, Sample{Used: 0.2, Late: 0.001}, lowerAfter - 1, 1, 0},
+		// Other processes hold the CPUs: Vigil's threads wait on the
+		// kernel's run queue. What it got looks light; what it needed
+		// (got plus waited) is not.
+		{"starved busy on one: demand adds", 1, 2, Sample{Used: 0.1, Waited: 0.8}, 0, 2, 0},
+		{"starved light on one: contention adds", 1, 4, Sample{Used: 0.05, Waited: 0.2}, 0, 2, 0},
+		{"starved at two: not lowered", 2, 2, Sample{Used: 0.05, Waited: 0.2}, lowerAfter - 1, 2, 0},
+		{"waits of a busy machine of its own: stay at one", 1, 2, Sample{Used: 0.24, Waited: 0.1}, 0, 1, 0},
+		{"waits of a busy machine of its own: lower from two", 2, 2, Sample{Used: 0.24, Waited: 0.2}, lowerAfter - 1, 1, 0},
+		{"demand in the band at two: stay", 2, 2, Sample{Used: 0.4, Waited: 0.3}, lowerAfter - 1, 2, 0},
+		{"a few wake-ups: too little to tell", 1, 2, Sample{Used: 0.001, Waited: 0.01}, 0, 1, 0},
 	}
 	for _, c := range cases {
 		n, low := Next(c.cur, c.top, c.s, c.low)
@@ -69,16 +79,23 @@ func TestNextNoFlap(t *testing.T) {
 
 type fakeRuntime struct {
 	mu        sync.Mutex
-	cpu       time.Duration
+	cpu, wait time.Duration
 	late, all uint64
 	sets      []int
 	mode      Mode
+	// read, when set, is told after the controller read a sample (Sched
+	// is read last): a test changes the next sample's values only then.
+	read chan struct{}
 }
 
 func (f *fakeRuntime) Sched() (uint64, uint64) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.late, f.all
+	late, all := f.late, f.all
+	f.mu.Unlock()
+	if f.read != nil {
+		f.read <- struct{}{}
+	}
+	return late, all
 }
 func (f *fakeRuntime) schedule(late, all uint64) {
 	f.mu.Lock()
@@ -87,9 +104,15 @@ func (f *fakeRuntime) schedule(late, all uint64) {
 	f.all += all
 }
 
-func (f *fakeRuntime) CPU() time.Duration { f.mu.Lock(); defer f.mu.Unlock(); return f.cpu }
-func (f *fakeRuntime) Set(n int)          { f.mu.Lock(); defer f.mu.Unlock(); f.sets = append(f.sets, n) }
-func (f *fakeRuntime) Mode() Mode         { f.mu.Lock(); defer f.mu.Unlock(); return f.mode }
+func (f *fakeRuntime) CPU() time.Duration  { f.mu.Lock(); defer f.mu.Unlock(); return f.cpu }
+func (f *fakeRuntime) Wait() time.Duration { f.mu.Lock(); defer f.mu.Unlock(); return f.wait }
+func (f *fakeRuntime) starve(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.wait += d
+}
+func (f *fakeRuntime) Set(n int)  { f.mu.Lock(); defer f.mu.Unlock(); f.sets = append(f.sets, n) }
+func (f *fakeRuntime) Mode() Mode { f.mu.Lock(); defer f.mu.Unlock(); return f.mode }
 func (f *fakeRuntime) burn(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -107,7 +130,7 @@ func (f *fakeRuntime) got() []int {
 // sample brings the processors back at once, a fixed setting is applied
 // as it is, and auto resumes after it.
 func TestControllerFollowsLoad(t *testing.T) {
-	f := &fakeRuntime{mode: Mode{Auto: true}}
+	f := &fakeRuntime{mode: Mode{Auto: true}, read: make(chan struct{})}
 	tick := make(chan time.Time)
 	var changed []int
 	c := &Controller{Max: 2, Mode: f.Mode, CPU: f.CPU, Sched: f.Sched, Set: f.Set, Tick: tick, Changed: func(n int) { changed = append(changed, n) }}
@@ -120,6 +143,7 @@ func TestControllerFollowsLoad(t *testing.T) {
 		f.schedule(0, 1000)
 		now = now.Add(Interval)
 		tick <- now
+		<-f.read
 	}
 	step(0) // the first sample only starts the count
 	for range lowerAfter {
@@ -148,6 +172,58 @@ func TestControllerFollowsLoad(t *testing.T) {
 	}
 	if !equal(changed, want) {
 		t.Fatalf("changed %v, want %v", changed, want)
+	}
+}
+
+// TestControllerStarved: with one processor, Vigil's threads start to
+// wait for CPUs other processes hold (its CPU use stays light): the
+// controller adds a processor at the next sample and keeps it while the
+// wait lasts, and lowers again a second after it ends. A thread that ended
+// takes its wait with it: the sum going down is not a negative wait.
+func TestControllerStarved(t *testing.T) {
+	f := &fakeRuntime{mode: Mode{Auto: true}, read: make(chan struct{})}
+	tick := make(chan time.Time)
+	c := &Controller{Max: 2, Mode: f.Mode, CPU: f.CPU, Wait: f.Wait, Sched: f.Sched, Set: f.Set, Tick: tick}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	now := time.Unix(1000, 0)
+	step := func(used, waited float64) {
+		f.burn(time.Duration(used * float64(Interval)))
+		f.starve(time.Duration(waited * float64(Interval)))
+		f.schedule(0, 1000)
+		now = now.Add(Interval)
+		tick <- now
+		<-f.read
+	}
+	step(0, 0)
+	for range lowerAfter {
+		step(0.2, 0.05)
+	}
+	step(0.2, 0.05)
+	if got := f.got(); !equal(got, []int{1}) {
+		t.Fatalf("light and on time: sets %v, want [1]", got)
+	}
+	step(0.05, 0.3) // starved
+	step(0.05, 0.3)
+	if got := f.got(); !equal(got, []int{1, 2}) {
+		t.Fatalf("starved: sets %v, want [1 2]", got)
+	}
+	for range 3 * lowerAfter {
+		step(0.05, 0.3)
+	}
+	if got := f.got(); !equal(got, []int{1, 2}) {
+		t.Fatalf("still starved: sets %v, want [1 2]", got)
+	}
+	f.starve(-time.Second) // a thread with a long wait ended
+	for range lowerAfter + 1 {
+		step(0.2, 0.05)
+	}
+	step(0.2, 0.05)
+	cancel()
+	<-done
+	if got := f.got(); !equal(got, []int{1, 2, 1}) {
+		t.Fatalf("starvation over: sets %v, want [1 2 1]", got)
 	}
 }
 
