@@ -230,13 +230,32 @@ func selfSignedCert(t testing.TB, dir string) (certFile, keyFile string) {
 	return certFile, keyFile
 }
 
-// freeAddr returns a loopback address with a port that was free just now.
+// freeAddr returns a loopback address with a port that was free just now
+// and that no earlier call of this test binary returned: the kernel can
+// hand a port just closed out again to the next Listen, and two parts of
+// one test given the same port fail in confusing ways.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	givenMu.Lock()
+	defer givenMu.Unlock()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		addr := ln.Addr().String()
+		ln.Close()
+		if !given[port] {
+			given[port] = true
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no loopback port that was not handed out before, in 100 tries")
+	return ""
 }
+
+var (
+	givenMu sync.Mutex
+	given   = map[int]bool{}
+)

@@ -42,8 +42,9 @@ func startEtcdCluster(t *testing.T, n int, heartbeat, election time.Duration) []
 	ms := make([]*etcdMember, n)
 	var peers []string
 	peerURL := make([]string, n)
+	ports := freePorts(t, 2*n)
 	for i := range ms {
-		cp, pp := freePort(t), freePort(t)
+		cp, pp := ports[2*i], ports[2*i+1]
 		ms[i] = &etcdMember{t: t, bin: bin, name: fmt.Sprintf("e%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("e%d", i+1)),
 			client: fmt.Sprintf("127.0.0.1:%d", cp)}
 		peerURL[i] = fmt.Sprintf("http://127.0.0.1:%d", pp)
@@ -70,14 +71,22 @@ func startEtcdCluster(t *testing.T, n int, heartbeat, election time.Duration) []
 	return ms
 }
 
-func freePort(t *testing.T) int {
+// freePorts returns n distinct free loopback ports. Every listener stays
+// open until all are chosen: a port closed at once can be handed out
+// again by the next Listen (it was, twice in one cluster: etcd refused
+// "duplicate url").
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 func (m *etcdMember) start() {
