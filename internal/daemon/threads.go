@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -99,27 +101,15 @@ func (r *runDelay) read() time.Duration {
 // parseRunDelay returns the second of schedstat's space-separated numbers
 // ("on-CPU ns, run-queue ns, timeslices"), 0 if it has none.
 func parseRunDelay(b []byte) int64 {
-	field := 0
-	var v int64
-	for _, c := range b {
-		switch {
-		case c == ' ':
-			if field == 1 {
-				return v
-			}
-			field++
-		case c >= '0' && c <= '9' && field == 1:
-			v = v*10 + int64(c-'0')
-		case c < '0' || c > '9':
-			if field == 1 {
-				return v
-			}
-		}
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0
 	}
-	if field == 1 {
-		return v
+	v, err := strconv.ParseInt(string(f[1]), 10, 64)
+	if err != nil {
+		return 0
 	}
-	return 0
+	return v
 }
 
 // processCPU is the CPU time the process has used, user and system.
