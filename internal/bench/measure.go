@@ -213,15 +213,15 @@ func (e *env) threadsConnected(ctx context.Context) (int64, error) {
 	return sum, nil
 }
 
-// runSysbench runs sysbench in its own process group, so a Ctrl-C reaches
-// it only through ctx, and returns its combined output.
+// runSysbench runs sysbench in its own session (see ownSession), so a
+// Ctrl-C reaches it only through ctx, and returns its combined output.
 func runSysbench(ctx context.Context, timeout time.Duration, bin string, args []string) (*exec.Cmd, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var buf bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = &buf, &buf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = ownSession()
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
