@@ -104,14 +104,7 @@ func Next(cur, top int, s Sample, low int) (int, int) {
 	if s.Late >= lateAt || s.contended() >= contendedAt {
 		return min(top, cur+1), 0
 	}
-	// Lowering counts the wait per thread. The run-queue delay is summed
-	// over Vigil's threads, and with more than one processor it includes
-	// the waits of threads the runtime woke to look for work and that
-	// found none: waits that one processor fewer would not have. Counted
-	// whole, they kept two processors at a load one carries (measured at
-	// 6,000 point selects a second: 0.31 cores used and 0.33 waited with
-	// two processors, 0.27 used and 0.15 waited with one).
-	if cur > 1 && s.Used+s.Waited/float64(cur) <= lowerAt*float64(cur-1) && s.Late < lateOK && s.contended() < contendedAt {
+	if cur > 1 && demand <= lowerAt*float64(cur-1) && s.Late < lateOK && s.contended() < contendedAt {
 		if low+1 >= lowerAfter {
 			return cur - 1, 0
 		}
